@@ -1,0 +1,202 @@
+//! The trait every cloud provider implements, with its request and response types.
+
+use std::future::Future;
+
+use crate::context::CallContext;
+use crate::error::{DriverError, Result};
+use crate::machine::{Address, Machine, MachineClass};
+use crate::secret::SecretData;
+
+/// Static facts about a driver, served by the identity service.
+#[derive(Debug, Clone)]
+pub struct DriverInfo {
+    /// DNS-like plugin name, e.g. `aws.machine-driver.gardener.cloud`.
+    pub name: String,
+    /// Vendor version.
+    pub version: String,
+    /// Short cloud name used in metrics (`aws`, `gcp`).
+    pub provider: &'static str,
+    /// Optional RPCs this driver implements.
+    pub capabilities: Capabilities,
+    /// Largest user data the cloud accepts (raw bytes, before any transport encoding).
+    pub max_user_data_bytes: usize,
+    /// Secret keys every machine RPC needs; each inner list holds aliases of one
+    /// setting (`["providerAccessKeyId", "accessKeyID"]`). The server rejects a
+    /// request lacking one before provider code runs.
+    pub required_secret_keys: Vec<Vec<&'static str>>,
+}
+
+/// Optional RPCs a driver implements.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Capabilities {
+    /// InitializeMachine does real work.
+    pub initialize_machine: bool,
+    /// ListMachines is implemented.
+    pub list_machines: bool,
+    /// GetVolumeIDs is implemented.
+    pub get_volume_ids: bool,
+    /// ShareImage is implemented.
+    pub share_image: bool,
+}
+
+/// CreateMachine input.
+#[derive(Debug, Clone)]
+pub struct CreateMachine {
+    /// The machine (name and uid are set).
+    pub machine: Machine,
+    /// Its class.
+    pub class: MachineClass,
+    /// Credentials (and the original `userData`; use [`CreateMachine::user_data`]).
+    pub secret: SecretData,
+    /// The user data to launch with: the secret's `userData` with the registry
+    /// configuration already merged and the cloud's size limit checked. Secret.
+    pub user_data: SecretBytes,
+}
+
+/// Bytes that never print (user data).
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct SecretBytes(pub Vec<u8>);
+
+impl std::fmt::Debug for SecretBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "***stripped*** ({} bytes)", self.0.len())
+    }
+}
+
+/// Input of the RPCs that address one existing machine (initialize, status, delete).
+#[derive(Debug, Clone)]
+pub struct MachineRef {
+    /// The machine; for delete from the orphan collector only `provider_id` may be set.
+    pub machine: Machine,
+    /// Its class.
+    pub class: MachineClass,
+    /// Credentials.
+    pub secret: SecretData,
+}
+
+/// ListMachines input.
+#[derive(Debug, Clone)]
+pub struct ListMachines {
+    /// The class whose cluster/role tags select the VMs.
+    pub class: MachineClass,
+    /// Credentials.
+    pub secret: SecretData,
+}
+
+/// ShareImage input.
+#[derive(Debug, Clone)]
+pub struct ShareImage {
+    /// Image reference in the owner account.
+    pub image: String,
+    /// Region of the image, if regional.
+    pub region: Option<String>,
+    /// Owner credentials, when given.
+    pub owner_secret: Option<SecretData>,
+    /// Consumer credentials.
+    pub consumer_secret: SecretData,
+    /// Consumer account id, when given.
+    pub consumer_account: Option<String>,
+}
+
+/// CreateMachine output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreatedMachine {
+    /// Cloud id as providerID.
+    pub provider_id: String,
+    /// Node name.
+    pub node_name: String,
+    /// Opaque state for machine.last_known_state.
+    pub last_known_state: String,
+    /// Addresses known now.
+    pub addresses: Vec<Address>,
+}
+
+/// GetMachineStatus output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MachineStatus {
+    /// Cloud id as providerID.
+    pub provider_id: String,
+    /// Node name.
+    pub node_name: String,
+    /// Current addresses.
+    pub addresses: Vec<Address>,
+    /// Post-creation steps still to do; empty means initialized.
+    pub pending_steps: Vec<String>,
+    /// Cloud lifecycle state of the VM.
+    pub vm_state: String,
+}
+
+/// InitializeMachine output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InitializedMachine {
+    /// Cloud id as providerID.
+    pub provider_id: String,
+    /// Node name.
+    pub node_name: String,
+    /// Steps this call applied (empty when nothing was left).
+    pub applied_steps: Vec<String>,
+}
+
+/// DeleteMachine output.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DeletedMachine {
+    /// Opaque state for machine.last_known_state.
+    pub last_known_state: String,
+    /// True when the VM was already gone.
+    pub already_gone: bool,
+}
+
+/// ShareImage output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedImage {
+    /// Image id the consumer uses.
+    pub image_id: String,
+    /// True when this call made the grant.
+    pub granted_now: bool,
+    /// The consumer account.
+    pub consumer_account: String,
+}
+
+/// A cloud's machine driver. Implemented once per cloud; served by the server crate.
+///
+/// Every method is called after the server validated the request (machine name
+/// and uid where required, provider spec is a JSON object, required secret keys
+/// present), and must honour [`CallContext::remaining`]. Methods return plain
+/// domain types; no gRPC type crosses this boundary.
+pub trait Driver: Send + Sync + 'static {
+    /// Identity, capabilities and requirements.
+    fn info(&self) -> DriverInfo;
+
+    /// Creates the VM of a machine, idempotently on `machine.uid`.
+    fn create_machine(&self, ctx: &CallContext, req: CreateMachine) -> impl Future<Output = Result<CreatedMachine>> + Send;
+
+    /// Reports the VM and its initialization state; NOT_FOUND when absent.
+    fn get_machine_status(&self, ctx: &CallContext, req: MachineRef) -> impl Future<Output = Result<MachineStatus>> + Send;
+
+    /// Applies pending post-creation steps, convergently.
+    fn initialize_machine(&self, ctx: &CallContext, req: MachineRef) -> impl Future<Output = Result<InitializedMachine>> + Send {
+        let _ = (ctx, req);
+        async { Err(DriverError::unimplemented("InitializeMachine")) }
+    }
+
+    /// Deletes the VM; OK when it is already gone.
+    fn delete_machine(&self, ctx: &CallContext, req: MachineRef) -> impl Future<Output = Result<DeletedMachine>> + Send;
+
+    /// Lists the cluster's VMs of the class's role: providerID → machine name.
+    fn list_machines(&self, ctx: &CallContext, req: ListMachines) -> impl Future<Output = Result<Vec<(String, String)>>> + Send {
+        let _ = (ctx, req);
+        async { Err(DriverError::unimplemented("ListMachines")) }
+    }
+
+    /// Volume ids of this cloud found in PersistentVolume specs (JSON values).
+    fn get_volume_ids(&self, pv_specs: &[serde_json::Value]) -> Result<Vec<String>> {
+        let _ = pv_specs;
+        Err(DriverError::unimplemented("GetVolumeIDs"))
+    }
+
+    /// Shares an allow-listed image with the consumer account.
+    fn share_image(&self, ctx: &CallContext, req: ShareImage) -> impl Future<Output = Result<SharedImage>> + Send {
+        let _ = (ctx, req);
+        async { Err(DriverError::unimplemented("ShareImage")) }
+    }
+}

@@ -1,0 +1,146 @@
+//! The one error type provider code returns.
+//!
+//! Providers classify cloud failures into an [`ErrorKind`] with a stable
+//! `reason` (usually the cloud's own error code). The server turns it into a
+//! gRPC status in exactly one place; no provider knows gRPC.
+
+use std::fmt;
+use std::time::Duration;
+
+/// Result alias for driver code.
+pub type Result<T, E = DriverError> = std::result::Result<T, E>;
+
+/// Classes of failure, each with a fixed meaning for the machine-controller's retry logic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// Bad spec, secret or request field. Names the field.
+    InvalidArgument,
+    /// The VM (or image) does not exist.
+    NotFound,
+    /// A resource with the name exists but belongs to someone else.
+    AlreadyExists,
+    /// More than one live VM for one machine.
+    Duplicate,
+    /// Throttling, cloud 5xx, a VM not visible yet: retry soon.
+    Unavailable,
+    /// Quota or capacity exhausted.
+    ResourceExhausted,
+    /// Credentials rejected.
+    Unauthenticated,
+    /// Credentials lack a permission, or an operator policy refuses.
+    PermissionDenied,
+    /// The request is valid but the system is not in a state to serve it.
+    FailedPrecondition,
+    /// The call's deadline passed.
+    DeadlineExceeded,
+    /// The provider does not offer this RPC.
+    Unimplemented,
+    /// A bug or an answer the driver cannot understand.
+    Internal,
+}
+
+/// A classified driver failure.
+///
+/// The `message` is deterministic and free of secrets and request ids: it ends
+/// up in the Machine's status. Request ids and other volatile detail belong in logs.
+#[derive(Debug)]
+pub struct DriverError {
+    kind: ErrorKind,
+    reason: String,
+    message: String,
+    field: Option<String>,
+    retry_after: Option<Duration>,
+    source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+}
+
+impl DriverError {
+    /// A new error of `kind` with a stable machine-readable `reason`
+    /// (UPPER_SNAKE or the cloud's error code) and a human message.
+    pub fn new(kind: ErrorKind, reason: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            reason: reason.into(),
+            message: message.into(),
+            field: None,
+            retry_after: None,
+            source: None,
+        }
+    }
+
+    /// INVALID_ARGUMENT naming `field` (e.g. `providerSpec.networkInterfaces[0].subnetID`).
+    pub fn invalid_argument(field: impl Into<String>, problem: impl fmt::Display) -> Self {
+        let field = field.into();
+        let mut e = Self::new(ErrorKind::InvalidArgument, "INVALID_FIELD", format!("{field}: {problem}"));
+        e.field = Some(field);
+        e
+    }
+
+    /// NOT_FOUND for `what`.
+    pub fn not_found(what: impl fmt::Display) -> Self {
+        Self::new(ErrorKind::NotFound, "NOT_FOUND", format!("{what} not found"))
+    }
+
+    /// UNAVAILABLE: transient, retry after `retry_after`.
+    pub fn unavailable(reason: impl Into<String>, message: impl Into<String>, retry_after: Duration) -> Self {
+        Self::new(ErrorKind::Unavailable, reason, message).with_retry_after(retry_after)
+    }
+
+    /// UNIMPLEMENTED for `rpc`.
+    pub fn unimplemented(rpc: &str) -> Self {
+        Self::new(ErrorKind::Unimplemented, "UNIMPLEMENTED", format!("{rpc} is not offered by this driver"))
+    }
+
+    /// INTERNAL: a bug or an unexpected cloud answer.
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Internal, "INTERNAL", message)
+    }
+
+    /// Sets the retry delay the caller should honour.
+    pub fn with_retry_after(mut self, delay: Duration) -> Self {
+        self.retry_after = Some(delay);
+        self
+    }
+
+    /// Keeps the underlying error (for logs; never part of the message).
+    pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.source = Some(Box::new(source));
+        self
+    }
+
+    /// The class of failure.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// Stable machine-readable reason.
+    pub fn reason(&self) -> &str {
+        &self.reason
+    }
+
+    /// The deterministic human message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The offending field, for INVALID_ARGUMENT.
+    pub fn field(&self) -> Option<&str> {
+        self.field.as_deref()
+    }
+
+    /// The delay the caller should wait before retrying, when known.
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.retry_after
+    }
+}
+
+impl fmt::Display for DriverError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for DriverError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}

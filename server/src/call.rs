@@ -1,0 +1,173 @@
+//! What every RPC handler does around the provider call: deadline, tracing span
+//! joined to the caller's `traceparent`, metrics, logging, and the error mapping.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use machine_driver_api::{CallContext, DriverError, ErrorKind};
+use opentelemetry::propagation::{Extractor, TextMapPropagator};
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use tonic::metadata::MetadataMap;
+use tonic::{Response, Status};
+use tracing::Instrument;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+
+use crate::status::{code_for, to_status};
+
+/// Per-server settings the call wrapper needs.
+#[derive(Debug, Clone)]
+pub(crate) struct CallSettings {
+    pub(crate) provider: &'static str,
+    pub(crate) default_timeout: Duration,
+    /// Turns true when the shutdown grace period is over: calls still running
+    /// are abandoned with UNAVAILABLE so the caller retries elsewhere.
+    pub(crate) abandon: tokio::sync::watch::Receiver<bool>,
+}
+
+/// Identifying, non-secret facts about a call, recorded on its span.
+#[derive(Debug, Default)]
+pub(crate) struct CallLabels<'a> {
+    pub(crate) machine: &'a str,
+    pub(crate) provider_id: &'a str,
+}
+
+/// Builds the call context from the caller's `grpc-timeout`, or the default.
+///
+/// The provider's deadline is a little earlier than the caller's (a tenth of
+/// it, at most 250 ms), so that a DEADLINE_EXCEEDED answer reaches the caller
+/// before it gives up on its own and sees only CANCELLED.
+pub(crate) fn context(rpc: &'static str, metadata: &MetadataMap, default_timeout: Duration) -> CallContext {
+    let timeout = metadata
+        .get("grpc-timeout")
+        .and_then(|v| v.to_str().ok())
+        .and_then(parse_grpc_timeout)
+        .map(|t| t.saturating_sub((t / 10).min(Duration::from_millis(250))))
+        .unwrap_or(default_timeout);
+    CallContext::with_timeout(rpc, timeout)
+}
+
+/// Runs `work` for `rpc` under its deadline and span; maps its error once.
+pub(crate) async fn run<T, R, F>(
+    settings: &CallSettings,
+    ctx: CallContext,
+    metadata: &MetadataMap,
+    labels: CallLabels<'_>,
+    work: F,
+    into_response: impl FnOnce(T) -> R,
+) -> Result<Response<R>, Status>
+where
+    F: Future<Output = Result<T, DriverError>>,
+{
+    let rpc = ctx.rpc();
+    let span = tracing::info_span!(
+        "rpc",
+        otel.name = rpc,
+        rpc,
+        machine = labels.machine,
+        provider_id = labels.provider_id,
+        code = tracing::field::Empty,
+    );
+    let parent = TraceContextPropagator::new().extract(&MetadataExtractor(metadata));
+    let _ = span.set_parent(parent);
+    let started = Instant::now();
+    let deadline = ctx.deadline();
+    let mut abandon = settings.abandon.clone();
+    let result = async {
+        tokio::select! {
+            r = tokio::time::timeout_at(deadline, work) => match r {
+                Ok(r) => r,
+                Err(_) => Err(DriverError::new(
+                    ErrorKind::DeadlineExceeded,
+                    "DEADLINE_EXCEEDED",
+                    format!("{rpc} did not finish before its deadline"),
+                )),
+            },
+            _ = abandon.wait_for(|a| *a) => Err(DriverError::unavailable(
+                "SHUTTING_DOWN",
+                format!("{rpc} was abandoned: the driver is shutting down"),
+                Duration::from_secs(5),
+            )),
+        }
+    }
+    .instrument(span.clone())
+    .await;
+    let elapsed = started.elapsed();
+    let code = match &result {
+        Ok(_) => tonic::Code::Ok,
+        Err(e) => code_for(e.kind()),
+    };
+    span.record("code", format!("{code:?}"));
+    let code_label = format!("{code:?}");
+    metrics::histogram!("mcm_cloud_api_driver_request_duration_seconds", "provider" => settings.provider, "operation" => rpc)
+        .record(elapsed.as_secs_f64());
+    metrics::histogram!("machine_driver_rpc_duration_seconds", "method" => rpc, "grpc_status_code" => code_label.clone())
+        .record(elapsed.as_secs_f64());
+    let _enter = span.enter();
+    match result {
+        Ok(v) => {
+            tracing::info!(elapsed_ms = elapsed.as_millis() as u64, "rpc ok");
+            Ok(Response::new(into_response(v)))
+        }
+        Err(e) => {
+            metrics::counter!("mcm_cloud_api_driver_requests_failed_total", "provider" => settings.provider, "operation" => rpc, "error_code" => code_label)
+                .increment(1);
+            let source = std::error::Error::source(&e).map(|s| format!("{s:#}")).unwrap_or_default();
+            if e.kind() == ErrorKind::Internal {
+                tracing::error!(elapsed_ms = elapsed.as_millis() as u64, reason = e.reason(), source, "rpc failed: {}", e.message());
+            } else {
+                tracing::warn!(elapsed_ms = elapsed.as_millis() as u64, reason = e.reason(), source, "rpc failed: {}", e.message());
+            }
+            Err(to_status(&e))
+        }
+    }
+}
+
+struct MetadataExtractor<'a>(&'a MetadataMap);
+
+impl Extractor for MetadataExtractor<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).and_then(|v| v.to_str().ok())
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        self.0
+            .keys()
+            .filter_map(|k| match k {
+                tonic::metadata::KeyRef::Ascii(k) => Some(k.as_str()),
+                tonic::metadata::KeyRef::Binary(_) => None,
+            })
+            .collect()
+    }
+}
+
+/// Parses a `grpc-timeout` header value (`100m`, `5S`, ...).
+pub(crate) fn parse_grpc_timeout(v: &str) -> Option<Duration> {
+    if v.len() < 2 || v.len() > 9 {
+        return None;
+    }
+    let (num, unit) = v.split_at(v.len() - 1);
+    let n: u64 = num.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(n.checked_mul(3600)?),
+        "M" => Duration::from_secs(n.checked_mul(60)?),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_timeout_units() {
+        assert_eq!(parse_grpc_timeout("100m"), Some(Duration::from_millis(100)));
+        assert_eq!(parse_grpc_timeout("2S"), Some(Duration::from_secs(2)));
+        assert_eq!(parse_grpc_timeout("1H"), Some(Duration::from_secs(3600)));
+        assert_eq!(parse_grpc_timeout("5x"), None);
+        assert_eq!(parse_grpc_timeout("1234567890S"), None);
+    }
+}

@@ -1,0 +1,189 @@
+//! The server's command-line flags (each with an environment fallback), parsed
+//! and checked before any socket is bound.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+
+/// Flags every driver binary shares. Flatten into the binary's own `Parser`.
+#[derive(Debug, Clone, Args)]
+pub struct ServerArgs {
+    /// gRPC endpoint: `unix:///abs/path.sock` (or a bare absolute path), or
+    /// `tcp://127.0.0.1:PORT` for debugging only.
+    #[arg(long, env = "MACHINE_DRIVER_ENDPOINT", default_value = "unix:///run/machine-driver/driver.sock")]
+    pub endpoint: String,
+
+    /// File mode of the Unix socket, octal. Access control is by file permissions.
+    #[arg(long, env = "MACHINE_DRIVER_SOCKET_MODE", default_value = "0660", value_parser = parse_mode)]
+    pub socket_mode: u32,
+
+    /// Optional HTTP listener for Prometheus `/metrics` and `/healthz`, e.g. `127.0.0.1:9100`.
+    #[arg(long, env = "MACHINE_DRIVER_METRICS_LISTEN")]
+    pub metrics_listen: Option<SocketAddr>,
+
+    /// Log format.
+    #[arg(long, env = "MACHINE_DRIVER_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+
+    /// Log filter in `RUST_LOG` syntax.
+    #[arg(long, env = "MACHINE_DRIVER_LOG", default_value = "info")]
+    pub log: String,
+
+    /// OTLP/gRPC endpoint for traces (e.g. `http://127.0.0.1:4317`); no export when unset.
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
+    pub otlp_endpoint: Option<String>,
+
+    /// Deadline applied to a call whose caller sends no `grpc-timeout` (the machine-controller sends none).
+    #[arg(long, env = "MACHINE_DRIVER_DEFAULT_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
+    pub default_timeout: Duration,
+
+    /// Most RPCs served at once; further calls wait for a slot.
+    #[arg(long, env = "MACHINE_DRIVER_MAX_CONCURRENT_CALLS", default_value_t = 256)]
+    pub max_concurrent_calls: usize,
+
+    /// How long in-flight calls may take to finish after SIGTERM/SIGINT.
+    #[arg(long, env = "MACHINE_DRIVER_SHUTDOWN_GRACE", default_value = "20s", value_parser = parse_duration)]
+    pub shutdown_grace: Duration,
+
+    /// Images that ShareImage may share, comma-separated exact references; empty refuses all.
+    #[arg(long, env = "MACHINE_DRIVER_SHARE_IMAGE_ALLOW_LIST", value_delimiter = ',')]
+    pub share_image_allow_list: Vec<String>,
+
+    /// Operator-wide registry mirror/CA configuration (JSON), used for classes that carry none.
+    #[arg(long, env = "MACHINE_DRIVER_REGISTRY_CONFIG")]
+    pub registry_config: Option<PathBuf>,
+
+    /// Cloud access settings handed to the provider.
+    #[command(flatten)]
+    pub cloud: CloudArgs,
+}
+
+/// Cloud access flags shared by every provider binary.
+#[derive(Debug, Clone, Args)]
+pub struct CloudArgs {
+    /// Cloud API endpoint override (private endpoints, fakes). AWS also honours `AWS_ENDPOINT_URL`.
+    #[arg(long, env = "MACHINE_DRIVER_CLOUD_ENDPOINT")]
+    pub cloud_endpoint: Option<String>,
+
+    /// Client-side limit of cloud API requests per second, per account/project and region (0 = off).
+    #[arg(long, env = "MACHINE_DRIVER_CLOUD_RATE_LIMIT", default_value_t = 20.0)]
+    pub cloud_rate_limit: f64,
+
+    /// Burst allowed above the client-side rate.
+    #[arg(long, env = "MACHINE_DRIVER_CLOUD_BURST", default_value_t = 40)]
+    pub cloud_burst: u32,
+
+    /// Start the embedded fake cloud in-process and use it (demos and tests; needs the
+    /// `embedded-fake` cargo feature). Logs loudly that no real cloud is used.
+    #[arg(long, env = "MACHINE_DRIVER_EMBEDDED_FAKE")]
+    pub embedded_fake: bool,
+
+    /// Listen address of the embedded fake cloud (its admin API is under `/_admin`).
+    #[arg(long, env = "MACHINE_DRIVER_EMBEDDED_FAKE_LISTEN", default_value = "127.0.0.1:0")]
+    pub embedded_fake_listen: SocketAddr,
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Where the gRPC server listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    /// A Unix socket at this path.
+    Unix(PathBuf),
+    /// A TCP address (debugging).
+    Tcp(SocketAddr),
+}
+
+impl Endpoint {
+    /// Parses `unix:///path`, a bare absolute path, or `tcp://host:port`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        if let Some(path) = s.strip_prefix("unix://") {
+            return Self::unix(path, s);
+        }
+        if let Some(addr) = s.strip_prefix("tcp://") {
+            return addr
+                .parse()
+                .map(Endpoint::Tcp)
+                .map_err(|_| format!("endpoint {s:?}: expected tcp://IP:PORT"));
+        }
+        if s.starts_with('/') {
+            return Self::unix(s, s);
+        }
+        Err(format!("endpoint {s:?}: expected unix:///absolute/path.sock or tcp://IP:PORT"))
+    }
+
+    fn unix(path: &str, original: &str) -> Result<Self, String> {
+        if !path.starts_with('/') {
+            return Err(format!("endpoint {original:?}: the socket path must be absolute (unix:///path)"));
+        }
+        if path.ends_with('/') {
+            return Err(format!("endpoint {original:?}: names a directory, not a socket file"));
+        }
+        Ok(Endpoint::Unix(PathBuf::from(path)))
+    }
+}
+
+impl std::fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Endpoint::Unix(p) => write!(f, "unix://{}", p.display()),
+            Endpoint::Tcp(a) => write!(f, "tcp://{a}"),
+        }
+    }
+}
+
+fn parse_mode(s: &str) -> Result<u32, String> {
+    let mode = u32::from_str_radix(s.trim_start_matches("0o"), 8).map_err(|_| format!("{s:?} is not an octal mode"))?;
+    if mode > 0o777 {
+        return Err(format!("{s:?}: mode must be at most 0777"));
+    }
+    Ok(mode)
+}
+
+/// Parses `500ms`, `30s`, `5m`, `1h` (a bare number is seconds).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num.parse().map_err(|_| format!("{s:?}: expected a duration like 30s"))?;
+    Ok(match unit {
+        "ms" => Duration::from_millis(n),
+        "" | "s" => Duration::from_secs(n),
+        "m" => Duration::from_secs(n * 60),
+        "h" => Duration::from_secs(n * 3600),
+        _ => return Err(format!("{s:?}: unknown unit {unit:?} (use ms, s, m or h)")),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints() {
+        assert_eq!(Endpoint::parse("unix:///tmp/a.sock"), Ok(Endpoint::Unix("/tmp/a.sock".into())));
+        assert_eq!(Endpoint::parse("/tmp/a.sock"), Ok(Endpoint::Unix("/tmp/a.sock".into())));
+        assert_eq!(Endpoint::parse("tcp://127.0.0.1:9000"), Ok(Endpoint::Tcp("127.0.0.1:9000".parse().unwrap())));
+        assert!(Endpoint::parse("unix://relative.sock").is_err());
+        assert!(Endpoint::parse("unix:///tmp/").is_err());
+        assert!(Endpoint::parse("http://x").is_err());
+    }
+
+    #[test]
+    fn modes_and_durations() {
+        assert_eq!(parse_mode("0660"), Ok(0o660));
+        assert!(parse_mode("0999").is_err());
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert!(parse_duration("2 weeks").is_err());
+    }
+}

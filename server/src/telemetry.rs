@@ -1,0 +1,74 @@
+//! Logs, traces and the metrics recorder, installed once per process.
+
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_otlp::WithExportConfig;
+use opentelemetry_sdk::trace::SdkTracerProvider;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer};
+
+use crate::config::{LogFormat, ServerArgs};
+use crate::error::ServeError;
+
+/// Histogram buckets (seconds) for RPC and cloud-call durations, as CSI sidecars use.
+const BUCKETS: &[f64] = &[0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 25.0, 50.0, 120.0, 300.0, 600.0];
+
+/// Installed telemetry; flushes traces when dropped.
+pub struct Telemetry {
+    /// Renders the Prometheus exposition.
+    pub prometheus: PrometheusHandle,
+    tracer: Option<SdkTracerProvider>,
+}
+
+impl Drop for Telemetry {
+    fn drop(&mut self) {
+        if let Some(t) = self.tracer.take() {
+            let _ = t.shutdown();
+        }
+    }
+}
+
+/// Installs the global tracing subscriber (text or JSON logs, optional OTLP
+/// export) and the Prometheus metrics recorder.
+pub(crate) fn init(args: &ServerArgs) -> Result<Telemetry, ServeError> {
+    let filter = EnvFilter::try_new(&args.log).map_err(|e| ServeError::Config(format!("--log {:?}: {e}", args.log)))?;
+    let fmt = match args.log_format {
+        LogFormat::Text => tracing_subscriber::fmt::layer().with_writer(std::io::stderr).boxed(),
+        LogFormat::Json => tracing_subscriber::fmt::layer().json().with_current_span(true).with_writer(std::io::stderr).boxed(),
+    };
+    let tracer = match &args.otlp_endpoint {
+        Some(endpoint) => {
+            let exporter = opentelemetry_otlp::SpanExporter::builder()
+                .with_tonic()
+                .with_endpoint(endpoint)
+                .build()
+                .map_err(|e| ServeError::Telemetry(format!("OTLP exporter for {endpoint}: {e}")))?;
+            Some(
+                SdkTracerProvider::builder()
+                    .with_batch_exporter(exporter)
+                    .with_resource(opentelemetry_sdk::Resource::builder().with_service_name("machine-driver").build())
+                    .build(),
+            )
+        }
+        None => None,
+    };
+    let otel = tracer.as_ref().map(|p| tracing_opentelemetry::layer().with_tracer(p.tracer("machine-driver")));
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(fmt)
+        .with(otel)
+        .try_init()
+        .map_err(|e| ServeError::Telemetry(e.to_string()))?;
+    let prometheus = install_prometheus()?;
+    Ok(Telemetry { prometheus, tracer })
+}
+
+/// Installs the global Prometheus recorder with this server's buckets.
+pub fn install_prometheus() -> Result<PrometheusHandle, ServeError> {
+    PrometheusBuilder::new()
+        .set_buckets(BUCKETS)
+        .map_err(|e| ServeError::Telemetry(e.to_string()))?
+        .install_recorder()
+        .map_err(|e| ServeError::Telemetry(e.to_string()))
+}

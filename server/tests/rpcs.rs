@@ -1,0 +1,243 @@
+//! Every RPC through the real server over a real Unix socket, with the error
+//! mapping, validation before provider code, and deadline propagation.
+
+mod support;
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use machine_driver_proto::v1 as pb;
+use machine_driver_proto::v1::identity_service_client::IdentityServiceClient;
+use support::*;
+use tonic::Code;
+use tonic_types::StatusExt;
+
+#[tokio::test]
+async fn every_rpc_answers() {
+    let mut srv = start("rpcs", |_| {}).await;
+    let mut c = client(&srv.socket).await;
+
+    let created = c.create_machine(create("m1")).await.expect("create").into_inner();
+    assert_eq!(created.provider_id, "test:///uid-m1");
+    assert_eq!(created.addresses[0].r#type, pb::AddressType::InternalIp as i32);
+
+    let status = c.get_machine_status(status("m1")).await.expect("status").into_inner();
+    let init = status.initialization.expect("initialization state");
+    assert!(!init.initialized);
+    assert_eq!(init.pending_steps, vec!["disable-source-dest-check"]);
+
+    let (machine, machine_class, secret) = parts("m1");
+    let i = c.initialize_machine(pb::InitializeMachineRequest { machine, machine_class, secret }).await.expect("init").into_inner();
+    assert_eq!(i.applied_steps, vec!["disable-source-dest-check"]);
+
+    let (machine, machine_class, secret) = parts("m1");
+    let d = c.delete_machine(pb::DeleteMachineRequest { machine, machine_class, secret }).await.expect("delete").into_inner();
+    assert_eq!(d.last_known_state, "deleted");
+
+    let (_, machine_class, secret) = parts("m1");
+    let l = c.list_machines(pb::ListMachinesRequest { machine_class, secret }).await.expect("list").into_inner();
+    assert_eq!(l.machines.get("test:///a").map(String::as_str), Some("a"));
+
+    let v = c
+        .get_volume_i_ds(pb::GetVolumeIDsRequest { pv_specs_json: vec![r#"{"csi":{"driver":"x","volumeHandle":"vol-1"}}"#.into()] })
+        .await
+        .expect("volumes")
+        .into_inner();
+    assert_eq!(v.volume_ids, vec!["vol-1"]);
+
+    let (_, _, secret) = parts("x");
+    let s = c
+        .share_image(pb::ShareImageRequest { image: "img-allowed".into(), consumer_secret: secret, consumer_account: "222".into(), ..Default::default() })
+        .await
+        .expect("share")
+        .into_inner();
+    assert_eq!((s.image_id.as_str(), s.granted_now, s.consumer_account.as_str()), ("img-allowed", false, "222"));
+
+    let mut id = IdentityServiceClient::new(channel(&srv.socket).await);
+    let info = id.get_plugin_info(pb::GetPluginInfoRequest {}).await.expect("info").into_inner();
+    assert_eq!(info.provider, "test");
+    let caps = id.get_plugin_capabilities(pb::GetPluginCapabilitiesRequest {}).await.expect("caps").into_inner();
+    assert!(caps.capabilities.contains(&(pb::Capability::ShareImage as i32)));
+    assert_eq!(caps.max_user_data_bytes, 1024);
+    assert!(id.probe(pb::ProbeRequest {}).await.expect("probe").into_inner().ready);
+
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel(&srv.socket).await);
+    let h = health
+        .check(tonic_health::pb::HealthCheckRequest { service: "machinedriver.v1.MachineDriverService".into() })
+        .await
+        .expect("health")
+        .into_inner();
+    assert_eq!(h.status, tonic_health::pb::health_check_response::ServingStatus::Serving as i32);
+    srv.stop();
+}
+
+#[tokio::test]
+async fn driver_errors_map_to_codes_with_details() {
+    let mut srv = start("errors", |_| {}).await;
+    let mut c = client(&srv.socket).await;
+    let cases = [
+        ("err-invalid", Code::InvalidArgument),
+        ("err-notfound", Code::NotFound),
+        ("err-exists", Code::AlreadyExists),
+        ("err-duplicate", Code::OutOfRange),
+        ("err-throttle", Code::Unavailable),
+        ("err-capacity", Code::ResourceExhausted),
+        ("err-auth", Code::Unauthenticated),
+        ("err-denied", Code::PermissionDenied),
+        ("err-precondition", Code::FailedPrecondition),
+        ("err-internal", Code::Internal),
+    ];
+    for (name, code) in cases {
+        let err = c.get_machine_status(status(name)).await.expect_err(name);
+        assert_eq!(err.code(), code, "{name}: {err:?}");
+        let details = err.get_error_details();
+        let info = details.error_info().unwrap_or_else(|| panic!("{name}: ErrorInfo missing"));
+        assert_eq!(info.domain, "machinedriver");
+        assert!(!info.reason.is_empty());
+        match name {
+            "err-throttle" => {
+                assert_eq!(info.reason, "RequestLimitExceeded");
+                assert_eq!(details.retry_info().and_then(|r| r.retry_delay), Some(Duration::from_secs(5)));
+            }
+            "err-invalid" => {
+                assert_eq!(info.metadata.get("field").map(String::as_str), Some("providerSpec.machineType"));
+                assert_eq!(details.bad_request().expect("BadRequest").field_violations[0].field, "providerSpec.machineType");
+            }
+            _ => {}
+        }
+    }
+    srv.stop();
+}
+
+#[tokio::test]
+async fn bad_requests_are_rejected_before_provider_code() {
+    let mut srv = start("validation", |_| {}).await;
+    let mut c = client(&srv.socket).await;
+
+    let mut no_uid = create("m");
+    no_uid.machine.as_mut().expect("machine").uid.clear();
+    let mut no_name = create("m");
+    no_name.machine.as_mut().expect("machine").name.clear();
+    let mut malformed = create("m");
+    malformed.machine_class.as_mut().expect("class").provider_spec = r#"{"machineType":"#.to_string();
+    let mut not_object = create("m");
+    not_object.machine_class.as_mut().expect("class").provider_spec = "[1,2]".to_string();
+    let mut no_secret = create("m");
+    no_secret.secret = None;
+    let mut no_class = create("m");
+    no_class.machine_class = None;
+
+    let cases = [
+        (no_uid, "machine.uid"),
+        (no_name, "machine.name"),
+        (malformed, "machine_class.provider_spec"),
+        (not_object, "machine_class.provider_spec"),
+        (no_secret, "secret.accessKeyID"),
+        (no_class, "machine_class"),
+    ];
+    for (req, field) in cases {
+        let err = c.create_machine(req).await.expect_err(field);
+        assert_eq!(err.code(), Code::InvalidArgument, "{field}");
+        let info = err.get_error_details().error_info().expect("ErrorInfo").clone();
+        assert_eq!(info.metadata.get("field").map(String::as_str), Some(field));
+        assert!(err.message().starts_with(field), "message names the field: {}", err.message());
+    }
+
+    // Too large user data is refused before the provider runs.
+    let mut big = create("m");
+    big.secret.as_mut().expect("secret").data.insert("userData".into(), vec![b'a'; 2048]);
+    let err = c.create_machine(big).await.expect_err("too big");
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(err.message().contains("2048"), "{}", err.message());
+
+    // Share-image allow-list is enforced by the server.
+    let (_, _, secret) = parts("x");
+    let err = c
+        .share_image(pb::ShareImageRequest { image: "img-other".into(), consumer_secret: secret, ..Default::default() })
+        .await
+        .expect_err("not allowed");
+    assert_eq!(err.code(), Code::PermissionDenied);
+    assert_eq!(err.get_error_details().error_info().expect("info").reason, "IMAGE_NOT_ALLOWED");
+
+    let err = c.get_volume_i_ds(pb::GetVolumeIDsRequest { pv_specs_json: vec!["{".into()] }).await.expect_err("bad pv");
+    assert_eq!(err.code(), Code::InvalidArgument);
+
+    assert_eq!(srv.driver.seen.calls.load(Ordering::SeqCst), 0, "provider code must not run for bad requests");
+
+    // Delete by provider_id alone is valid (orphan collection).
+    let (_, machine_class, secret) = parts("m");
+    c.delete_machine(pb::DeleteMachineRequest {
+        machine: Some(pb::Machine { provider_id: "test:///orphan".into(), ..Default::default() }),
+        machine_class,
+        secret,
+    })
+    .await
+    .expect("delete by provider id");
+    srv.stop();
+}
+
+#[tokio::test]
+async fn caller_deadline_reaches_provider_and_is_enforced() {
+    let mut srv = start("deadline", |_| {}).await;
+    let mut c = client(&srv.socket).await;
+
+    let mut req = tonic::Request::new(status("fast"));
+    req.set_timeout(Duration::from_millis(1500));
+    c.get_machine_status(req).await.expect("fast call");
+    let seen = srv.driver.seen.last_remaining.lock().await.expect("remaining recorded");
+    assert!(seen <= Duration::from_millis(1350) && seen > Duration::from_millis(1000), "provider saw {seen:?}");
+
+    // Without grpc-timeout the server default (10 s in tests) applies.
+    c.get_machine_status(status("fast")).await.expect("fast call");
+    let seen = srv.driver.seen.last_remaining.lock().await.expect("remaining recorded");
+    assert!(seen > Duration::from_secs(9), "default deadline, provider saw {seen:?}");
+
+    let mut req = tonic::Request::new(status("slow-2000"));
+    req.set_timeout(Duration::from_millis(200));
+    let started = std::time::Instant::now();
+    let err = c.get_machine_status(req).await.expect_err("slow call");
+    assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+    assert!(started.elapsed() < Duration::from_millis(1500));
+    srv.stop();
+}
+
+#[tokio::test]
+async fn registry_config_is_merged_before_the_provider_sees_user_data() {
+    let mut srv = start("mirrors", |a| a.share_image_allow_list.clear()).await;
+    let mut c = client(&srv.socket).await;
+    let original = "#cloud-config\nruncmd:\n- echo hello\n";
+
+    // Nothing configured: byte-identical pass-through.
+    let mut req = create("plain");
+    req.secret.as_mut().expect("secret").data.insert("userData".into(), original.as_bytes().to_vec());
+    c.create_machine(req).await.expect("create");
+    assert_eq!(srv.driver.seen.last_user_data.lock().await.as_slice(), original.as_bytes());
+
+    // A class with a mirror: the provider receives the merged cloud-config.
+    let mut req = create("mirrored");
+    req.secret.as_mut().expect("secret").data.insert("userData".into(), original.as_bytes().to_vec());
+    req.machine_class.as_mut().expect("class").registry_config = Some(pb::RegistryConfig {
+        mirror: Some(pb::RegistryEndpoint { url: "https://mirror.example.com".into(), ..Default::default() }),
+        registries: vec![],
+    });
+    c.create_machine(req).await.expect("create");
+    // The merged cloud-config exceeds the test cloud's 1024-byte limit, so it arrives gzipped.
+    let raw = srv.driver.seen.last_user_data.lock().await.clone();
+    assert!(raw.len() <= 1024, "{} bytes", raw.len());
+    assert_eq!(&raw[..2], &[0x1f, 0x8b], "gzip magic");
+    let mut merged = String::new();
+    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(raw.as_slice()), &mut merged).expect("gunzip");
+    assert!(merged.contains("/etc/containerd/certs.d/_default/hosts.toml"), "{merged}");
+    assert!(merged.contains("echo hello"), "original content kept: {merged}");
+
+    // Unknown format with configuration present is refused, never launched broken.
+    let mut req = create("binary");
+    req.secret.as_mut().expect("secret").data.insert("userData".into(), vec![0x00, 0x01, 0x02, 0x03]);
+    req.machine_class.as_mut().expect("class").registry_config = Some(pb::RegistryConfig {
+        mirror: Some(pb::RegistryEndpoint { url: "https://mirror.example.com".into(), ..Default::default() }),
+        registries: vec![],
+    });
+    let err = c.create_machine(req).await.expect_err("unknown format");
+    assert_eq!(err.code(), Code::InvalidArgument);
+    srv.stop();
+}
