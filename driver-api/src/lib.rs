@@ -2,6 +2,7 @@
 #![warn(missing_docs)]
 
 mod cloud_call;
+mod coalesce;
 mod context;
 mod driver;
 mod error;
@@ -12,6 +13,7 @@ mod secret;
 mod spec;
 
 pub use cloud_call::{CloudCall, cloud_call};
+pub use coalesce::{BatchFn, Coalescer};
 pub use context::CallContext;
 pub use driver::{SecretBytes, 
     Capabilities, CreateMachine, CreatedMachine, DeletedMachine, Driver, DriverInfo,

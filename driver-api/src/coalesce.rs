@@ -1,0 +1,202 @@
+//! Coalescing of concurrent point lookups into batched cloud reads.
+//!
+//! The machine-controller polls the status of every machine; a thousand
+//! concurrent `GetMachineStatus` calls must not become a thousand cloud reads
+//! when the cloud can answer many ids in one call (EC2 DescribeInstances).
+//! A lone lookup is sent at once (no waiting window); lookups that arrive while
+//! a batch is in flight queue up and go out together when it returns, up to
+//! `max_in_flight` batches at a time and `max_batch` keys per batch.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::hash::Hash;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::oneshot;
+
+use crate::error::DriverError;
+
+/// The batched read: keys in, a result per key out (keys missing from the map
+/// are "absent"). An `Err` fails every lookup of the batch.
+pub type BatchFn<K, V> = Arc<dyn Fn(Vec<K>) -> Pin<Box<dyn Future<Output = Result<HashMap<K, V>, DriverError>> + Send>> + Send + Sync>;
+
+/// Coalesces concurrent lookups of keys `K` into batched calls.
+pub struct Coalescer<K, V> {
+    inner: Arc<Inner<K, V>>,
+}
+
+struct Inner<K, V> {
+    fetch: BatchFn<K, V>,
+    max_batch: usize,
+    max_in_flight: usize,
+    state: Mutex<State<K, V>>,
+}
+
+type Waiter<V> = oneshot::Sender<Result<Option<V>, DriverError>>;
+
+struct State<K, V> {
+    queue: Vec<(K, Waiter<V>)>,
+    in_flight: usize,
+}
+
+impl<K, V> std::fmt::Debug for Coalescer<K, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Coalescer").field("max_batch", &self.inner.max_batch).field("max_in_flight", &self.inner.max_in_flight).finish()
+    }
+}
+
+impl<K, V> Coalescer<K, V>
+where
+    K: Eq + Hash + Clone + Send + 'static,
+    V: Clone + Send + 'static,
+{
+    /// A coalescer calling `fetch` with at most `max_batch` keys, at most
+    /// `max_in_flight` batches at once.
+    pub fn new(fetch: BatchFn<K, V>, max_batch: usize, max_in_flight: usize) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                fetch,
+                max_batch: max_batch.max(1),
+                max_in_flight: max_in_flight.max(1),
+                state: Mutex::new(State { queue: Vec::new(), in_flight: 0 }),
+            }),
+        }
+    }
+
+    /// Looks `key` up, sharing a cloud call with concurrent lookups.
+    /// `Ok(None)` when the batch answered without this key.
+    pub async fn get(&self, key: K) -> Result<Option<V>, DriverError> {
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut st = lock(&self.inner.state);
+            st.queue.push((key, tx));
+        }
+        Inner::pump(&self.inner);
+        rx.await.unwrap_or_else(|_| Err(DriverError::internal("batched lookup was dropped")))
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl<K, V> Inner<K, V>
+where
+    K: Eq + Hash + Clone + Send + 'static,
+    V: Clone + Send + 'static,
+{
+    /// Starts batches while there is queued work and a free slot.
+    fn pump(self: &Arc<Self>) {
+        loop {
+            let batch = {
+                let mut st = lock(&self.state);
+                if st.queue.is_empty() || st.in_flight >= self.max_in_flight {
+                    return;
+                }
+                st.in_flight += 1;
+                let n = st.queue.len().min(self.max_batch);
+                st.queue.drain(..n).collect::<Vec<_>>()
+            };
+            let this = self.clone();
+            tokio::spawn(async move {
+                let mut keys: Vec<K> = Vec::with_capacity(batch.len());
+                for (k, _) in &batch {
+                    if !keys.contains(k) {
+                        keys.push(k.clone());
+                    }
+                }
+                let result = (this.fetch)(keys).await;
+                match result {
+                    Ok(map) => {
+                        for (k, tx) in batch {
+                            let _ = tx.send(Ok(map.get(&k).cloned()));
+                        }
+                    }
+                    Err(e) => {
+                        for (_, tx) in batch {
+                            let copy = DriverError::new(e.kind(), e.reason(), e.message());
+                            let copy = match e.retry_after() {
+                                Some(d) => copy.with_retry_after(d),
+                                None => copy,
+                            };
+                            let _ = tx.send(Err(copy));
+                        }
+                    }
+                }
+                lock(&this.state).in_flight -= 1;
+                this.pump();
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use super::*;
+
+    fn counting(calls: Arc<AtomicUsize>, sizes: Arc<Mutex<Vec<usize>>>) -> BatchFn<u32, u32> {
+        Arc::new(move |keys: Vec<u32>| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            lock(&sizes).push(keys.len());
+            Box::pin(async move {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                Ok(keys.into_iter().filter(|k| k % 7 != 0).map(|k| (k, k * 10)).collect())
+            })
+        })
+    }
+
+    #[tokio::test]
+    async fn lone_lookup_goes_out_at_once() {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let c = Coalescer::new(counting(calls.clone(), Arc::default()), 100, 2);
+        let started = tokio::time::Instant::now();
+        assert_eq!(c.get(3).await.unwrap(), Some(30));
+        assert!(started.elapsed() < Duration::from_millis(40), "{:?}", started.elapsed());
+        assert_eq!(c.get(7).await.unwrap(), None, "absent key");
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn concurrent_lookups_share_calls() {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let sizes = Arc::new(Mutex::new(Vec::new()));
+        let c = Arc::new(Coalescer::new(counting(calls.clone(), sizes.clone()), 200, 2));
+        let tasks: Vec<_> = (1..=1000u32)
+            .map(|k| {
+                let c = c.clone();
+                tokio::spawn(async move { (k, c.get(k).await) })
+            })
+            .collect();
+        for t in tasks {
+            let (k, r) = t.await.unwrap();
+            assert_eq!(r.unwrap(), if k % 7 == 0 { None } else { Some(k * 10) });
+        }
+        let n = calls.load(Ordering::SeqCst);
+        assert!(n <= 10, "1000 lookups took {n} calls: {:?}", lock(&sizes));
+        assert!(lock(&sizes).iter().all(|s| *s <= 200));
+    }
+
+    #[tokio::test]
+    async fn a_failed_batch_fails_its_lookups_only() {
+        let fail = Arc::new(AtomicUsize::new(1));
+        let f = fail.clone();
+        let fetch: BatchFn<u32, u32> = Arc::new(move |keys: Vec<u32>| {
+            let fail_now = f.fetch_sub(1, Ordering::SeqCst) == 1;
+            Box::pin(async move {
+                if fail_now {
+                    Err(DriverError::unavailable("Throttled", "throttled", Duration::from_secs(1)))
+                } else {
+                    Ok(keys.into_iter().map(|k| (k, k)).collect())
+                }
+            })
+        });
+        let c = Coalescer::new(fetch, 10, 1);
+        let err = c.get(1).await.unwrap_err();
+        assert_eq!(err.retry_after(), Some(Duration::from_secs(1)));
+        assert_eq!(c.get(2).await.unwrap(), Some(2));
+    }
+}
