@@ -1,5 +1,25 @@
 #!/usr/bin/env bash
-# The project's test command (README): unit and integration tests of every crate.
+# The project's test command (see README):
+#   1. unit and integration tests of every crate (all features, so the
+#      embedded fakes are compiled in);
+#   2. the conformance suite against each provider binary on its fake cloud;
+#   3. the benchmark harness with tiny numbers, so that it keeps working.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+TARGET="${CARGO_TARGET_DIR:-target}"
+
+echo "==> cargo test --workspace --all-features"
 cargo test --workspace --all-features
+
+echo "==> building the driver binaries with their embedded fakes"
+cargo build --workspace --all-features --bins
+
+for cloud in aws gcp; do
+    echo "==> conformance suite: machine-driver-$cloud on its fake cloud"
+    "$TARGET/debug/machine-driver-conformance" \
+        --spawn "$TARGET/debug/machine-driver-$cloud" \
+        --machine-class "providers/$cloud/examples/machine-class.json" \
+        --secret "providers/$cloud/examples/secret.json" \
+        --repeat 5 \
+        --junit "$TARGET/conformance-$cloud.xml"
+done

@@ -47,14 +47,14 @@ pub(crate) fn machine(m: Option<pb::Machine>, needs: MachineNeeds) -> Result<api
 pub(crate) fn machine_class(c: Option<pb::MachineClass>) -> Result<(api::MachineClass, Option<pb::RegistryConfig>), DriverError> {
     let c = c.ok_or_else(|| DriverError::invalid_argument("machine_class", "is required"))?;
     if c.provider_spec.trim().is_empty() {
-        return Err(DriverError::invalid_argument("machine_class.provider_spec", "is required"));
+        return Err(DriverError::invalid_argument("providerSpec", "is required"));
     }
     match serde_json::from_str::<serde_json::Value>(&c.provider_spec) {
         Ok(serde_json::Value::Object(_)) => {}
-        Ok(_) => return Err(DriverError::invalid_argument("machine_class.provider_spec", "must be a JSON object")),
+        Ok(_) => return Err(DriverError::invalid_argument("providerSpec", "must be a JSON object")),
         Err(e) => {
             return Err(DriverError::invalid_argument(
-                "machine_class.provider_spec",
+                "providerSpec",
                 format!("is not valid JSON ({} at line {} column {})", classify(&e), e.line(), e.column()),
             ));
         }
@@ -133,7 +133,7 @@ mod tests {
         assert!(machine_class(class(r#"{"a":1}"#)).is_ok());
         for bad in ["", "[1]", "{\"a\":", "nope"] {
             let err = machine_class(class(bad)).unwrap_err();
-            assert_eq!(err.field(), Some("machine_class.provider_spec"), "{bad}");
+            assert_eq!(err.field(), Some("providerSpec"), "{bad}");
         }
     }
 

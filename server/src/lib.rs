@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
 
+mod authority;
 mod call;
 mod config;
 mod convert;
@@ -18,6 +19,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use futures::TryStreamExt;
 use machine_driver_api::Driver;
 use machine_driver_proto::v1::identity_service_server::IdentityServiceServer;
 use machine_driver_proto::v1::machine_driver_service_server::MachineDriverServiceServer;
@@ -121,7 +123,7 @@ pub async fn serve<D: Driver>(args: ServerArgs, driver: D, shutdown: impl Future
     let serving = async move {
         match bound {
             listener::Bound::Unix(l, guard) => {
-                let r = router.serve_with_incoming_shutdown(UnixListenerStream::new(l), server_stop).await;
+                let r = router.serve_with_incoming_shutdown(UnixListenerStream::new(l).map_ok(authority::AuthorityFix::new), server_stop).await;
                 drop(guard);
                 r
             }
@@ -138,7 +140,7 @@ pub async fn serve<D: Driver>(args: ServerArgs, driver: D, shutdown: impl Future
         let _ = stop_tx.send(true);
         tokio::time::sleep(grace).await;
     };
-    tokio::pin!(serving);
+    let mut serving = Box::pin(serving);
     tokio::select! {
         r = &mut serving => r?,
         () = signal => {
@@ -150,7 +152,7 @@ pub async fn serve<D: Driver>(args: ServerArgs, driver: D, shutdown: impl Future
     }
     if let Endpoint::Unix(path) = &endpoint {
         // The guard inside `serving` removes the socket on a clean stop; after an
-        // abandoned grace period the future is dropped here, which drops the guard too.
+        // abandoned grace period the boxed future is dropped here, dropping the guard.
         drop(serving);
         tracing::info!(socket = %path.display(), "socket removed");
     }

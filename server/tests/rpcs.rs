@@ -130,8 +130,8 @@ async fn bad_requests_are_rejected_before_provider_code() {
     let cases = [
         (no_uid, "machine.uid"),
         (no_name, "machine.name"),
-        (malformed, "machine_class.provider_spec"),
-        (not_object, "machine_class.provider_spec"),
+        (malformed, "providerSpec"),
+        (not_object, "providerSpec"),
         (no_secret, "secret.accessKeyID"),
         (no_class, "machine_class"),
     ];

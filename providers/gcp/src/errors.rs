@@ -1,0 +1,308 @@
+//! Classification of Compute Engine failures (HTTP errors, transport errors,
+//! failed zone operations) into the driver's [`ErrorKind`]s.
+//!
+//! The `reason` of a classified error is GCE's own reason string when there is
+//! one (`rateLimitExceeded`, `ZONE_RESOURCE_POOL_EXHAUSTED`, ...), otherwise the
+//! HTTP status class. Messages name the Compute call and carry GCE's message,
+//! never request ids or credentials, so they stay deterministic.
+
+use std::time::Duration;
+
+use google_cloud_compute_v1::model::Operation;
+use google_cloud_gax::error::Error as GaxError;
+use google_cloud_gax::error::rpc::StatusDetails;
+use machine_driver_api::{DriverError, ErrorKind};
+
+/// Retry delay suggested for throttling, 5xx and transport failures.
+pub(crate) const RETRY_SOON: Duration = Duration::from_secs(5);
+
+/// Longest piece of a cloud message copied into a driver error.
+const MAX_CLOUD_MESSAGE: usize = 300;
+
+/// GCE reasons (HTTP error `errors[].reason` and operation error `code`) that mean throttling.
+const THROTTLING_REASONS: &[&str] = &["rateLimitExceeded", "userRateLimitExceeded", "RATE_LIMIT_EXCEEDED"];
+
+/// GCE reasons that mean quota or capacity is exhausted.
+const EXHAUSTED_REASONS: &[&str] = &[
+    "quotaExceeded",
+    "QUOTA_EXCEEDED",
+    "ZONE_RESOURCE_POOL_EXHAUSTED",
+    "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS",
+    "resourceExhausted",
+    "RESOURCE_EXHAUSTED",
+];
+
+/// A failed Compute API call, reduced to what classification needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CloudFailure {
+    /// HTTP status of the answer, when there was one.
+    pub(crate) http_status: Option<u16>,
+    /// GCE's reason (first `errors[].reason`) or operation error code.
+    pub(crate) reason: Option<String>,
+    /// GCE's message (already free of credentials).
+    pub(crate) message: String,
+    /// What went wrong below HTTP (connection refused, reset, credentials).
+    pub(crate) transport: Option<TransportProblem>,
+}
+
+/// Failures that happened before an HTTP answer arrived.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TransportProblem {
+    /// Connect, I/O or an attempt timeout: transient.
+    Network,
+    /// The credentials could not produce an access token.
+    Credentials,
+    /// The answer could not be decoded: a bug or an incompatible endpoint.
+    Decode,
+}
+
+impl CloudFailure {
+    /// Reduces a `google-cloud-gax` error.
+    pub(crate) fn from_gax(err: &GaxError) -> Self {
+        if let Some(status) = err.status() {
+            let reason = status.details.iter().find_map(|d| match d {
+                StatusDetails::ErrorInfo(info) if !info.reason.is_empty() => Some(info.reason.clone()),
+                _ => None,
+            });
+            return Self { http_status: err.http_status_code(), reason, message: status.message.clone(), transport: None };
+        }
+        if let Some(code) = err.http_status_code() {
+            // An HTTP error whose body is not GCE's error JSON: parse what we can.
+            let (reason, message) = err.http_payload().map(|p| parse_error_body(p)).unwrap_or_default();
+            return Self { http_status: Some(code), reason, message, transport: None };
+        }
+        let transport = if err.is_authentication() {
+            TransportProblem::Credentials
+        } else if err.is_deserialization() || err.is_serialization() || err.is_binding() {
+            TransportProblem::Decode
+        } else {
+            TransportProblem::Network
+        };
+        Self { http_status: None, reason: None, message: String::new(), transport: Some(transport) }
+    }
+
+    /// The failure recorded in a DONE zone operation, if it failed.
+    pub(crate) fn from_operation(op: &Operation) -> Option<Self> {
+        let error = op.error.as_ref()?;
+        let first = error.errors.first();
+        let reason = first.and_then(|e| e.code.clone()).filter(|c| !c.is_empty());
+        let message = first
+            .and_then(|e| e.message.clone())
+            .or_else(|| op.http_error_message.clone())
+            .unwrap_or_default();
+        let http_status = op.http_error_status_code.and_then(|c| u16::try_from(c).ok());
+        if reason.is_none() && http_status.is_none() && error.errors.is_empty() {
+            return None;
+        }
+        Some(Self { http_status, reason, message, transport: None })
+    }
+
+    /// True for HTTP 404.
+    pub(crate) fn is_not_found(&self) -> bool {
+        self.http_status == Some(404)
+    }
+
+    /// True for "already exists" (HTTP 409 or the operation code).
+    pub(crate) fn is_already_exists(&self) -> bool {
+        self.http_status == Some(409) || self.reason.as_deref() == Some("RESOURCE_ALREADY_EXISTS")
+    }
+
+    /// True for a stale IAM policy etag (412 conditionNotMet, or 409 on some APIs).
+    pub(crate) fn is_etag_conflict(&self) -> bool {
+        matches!(self.http_status, Some(409) | Some(412))
+    }
+
+    /// The driver error kind this failure belongs to.
+    pub(crate) fn kind(&self) -> ErrorKind {
+        if let Some(t) = self.transport {
+            return match t {
+                TransportProblem::Network => ErrorKind::Unavailable,
+                TransportProblem::Credentials => ErrorKind::Unauthenticated,
+                TransportProblem::Decode => ErrorKind::Internal,
+            };
+        }
+        let reason = self.reason.as_deref().unwrap_or("");
+        if THROTTLING_REASONS.contains(&reason) {
+            return ErrorKind::Unavailable;
+        }
+        if EXHAUSTED_REASONS.contains(&reason) {
+            return ErrorKind::ResourceExhausted;
+        }
+        match self.http_status {
+            Some(429 | 408) => ErrorKind::Unavailable,
+            Some(s) if s >= 500 => ErrorKind::Unavailable,
+            Some(401) => ErrorKind::Unauthenticated,
+            Some(403) => ErrorKind::PermissionDenied,
+            Some(400) => ErrorKind::InvalidArgument,
+            Some(404) => ErrorKind::NotFound,
+            Some(409) => ErrorKind::AlreadyExists,
+            Some(412) => ErrorKind::FailedPrecondition,
+            _ if reason == "RESOURCE_ALREADY_EXISTS" => ErrorKind::AlreadyExists,
+            _ if reason == "RESOURCE_NOT_FOUND" => ErrorKind::NotFound,
+            _ => ErrorKind::Internal,
+        }
+    }
+
+    /// The stable reason reported with the driver error.
+    fn reason_word(&self) -> String {
+        if let Some(r) = &self.reason {
+            return r.clone();
+        }
+        match (self.transport, self.http_status) {
+            (Some(TransportProblem::Network), _) => "TRANSPORT".into(),
+            (Some(TransportProblem::Credentials), _) => "CREDENTIALS".into(),
+            (Some(TransportProblem::Decode), _) => "UNDECODABLE_RESPONSE".into(),
+            (None, Some(s)) => format!("HTTP_{s}"),
+            (None, None) => "UNKNOWN".into(),
+        }
+    }
+
+    /// The classified driver error for the Compute call `operation` (e.g. `instances.insert`).
+    pub(crate) fn into_driver_error(self, operation: &str) -> DriverError {
+        let kind = self.kind();
+        let reason = self.reason_word();
+        let mut message = format!("compute {operation} failed: {reason}");
+        if let Some(s) = self.http_status {
+            message.push_str(&format!(" (HTTP {s})"));
+        }
+        let cloud = clip(self.message.trim());
+        if !cloud.is_empty() {
+            message.push_str(": ");
+            message.push_str(cloud);
+        }
+        let err = DriverError::new(kind, reason, message);
+        if kind == ErrorKind::Unavailable { err.with_retry_after(RETRY_SOON) } else { err }
+    }
+}
+
+/// The first `error.errors[].reason` and the `error.message` of a GCE error body.
+fn parse_error_body(body: &[u8]) -> (Option<String>, String) {
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return (None, String::new());
+    };
+    let reason = v.pointer("/error/errors/0/reason").and_then(|r| r.as_str()).map(str::to_string);
+    let message = v.pointer("/error/message").and_then(|m| m.as_str()).unwrap_or_default().to_string();
+    (reason, message)
+}
+
+/// Cuts a cloud message to [`MAX_CLOUD_MESSAGE`] bytes on a char boundary.
+fn clip(s: &str) -> &str {
+    if s.len() <= MAX_CLOUD_MESSAGE {
+        return s;
+    }
+    let mut end = MAX_CLOUD_MESSAGE;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// DEADLINE_EXCEEDED for a Compute call that did not answer within the RPC's deadline.
+pub(crate) fn deadline_exceeded(operation: &str) -> DriverError {
+    DriverError::new(
+        ErrorKind::DeadlineExceeded,
+        "DEADLINE_EXCEEDED",
+        format!("compute {operation} did not answer before the call's deadline"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes_body::gce_error;
+
+    mod bytes_body {
+        /// A GCE error body as the real API sends it.
+        pub(super) fn gce_error(code: u16, reason: &str, message: &str) -> Vec<u8> {
+            serde_json::json!({"error": {"code": code, "message": message,
+                "errors": [{"message": message, "domain": "global", "reason": reason}]}})
+            .to_string()
+            .into_bytes()
+        }
+    }
+
+    fn http(code: u16, reason: &str) -> CloudFailure {
+        let err = GaxError::http(code, http::HeaderMap::new(), gce_error(code, reason, "boom").into());
+        CloudFailure::from_gax(&err)
+    }
+
+    #[test]
+    fn http_errors_map_by_reason_then_status() {
+        assert_eq!(http(429, "rateLimitExceeded").kind(), ErrorKind::Unavailable);
+        assert_eq!(http(403, "rateLimitExceeded").kind(), ErrorKind::Unavailable);
+        assert_eq!(http(403, "userRateLimitExceeded").kind(), ErrorKind::Unavailable);
+        assert_eq!(http(403, "quotaExceeded").kind(), ErrorKind::ResourceExhausted);
+        assert_eq!(http(503, "backendError").kind(), ErrorKind::Unavailable);
+        assert_eq!(http(500, "internalError").kind(), ErrorKind::Unavailable);
+        assert_eq!(http(401, "authError").kind(), ErrorKind::Unauthenticated);
+        assert_eq!(http(403, "forbidden").kind(), ErrorKind::PermissionDenied);
+        assert_eq!(http(400, "invalid").kind(), ErrorKind::InvalidArgument);
+        assert_eq!(http(404, "notFound").kind(), ErrorKind::NotFound);
+        assert_eq!(http(409, "alreadyExists").kind(), ErrorKind::AlreadyExists);
+        assert_eq!(http(412, "conditionNotMet").kind(), ErrorKind::FailedPrecondition);
+    }
+
+    #[test]
+    fn reason_survives_into_the_driver_error() {
+        let e = http(429, "rateLimitExceeded").into_driver_error("instances.get");
+        assert_eq!(e.kind(), ErrorKind::Unavailable);
+        assert_eq!(e.reason(), "rateLimitExceeded");
+        assert_eq!(e.retry_after(), Some(RETRY_SOON));
+        assert_eq!(e.message(), "compute instances.get failed: rateLimitExceeded (HTTP 429): boom");
+        let e = http(403, "forbidden").into_driver_error("instances.get");
+        assert_eq!(e.retry_after(), None);
+    }
+
+    #[test]
+    fn the_sdk_parsed_error_body_keeps_gce_reason() {
+        // What google-cloud-gax builds from a real GCE error answer.
+        let body = bytes::Bytes::from(gce_error(403, "quotaExceeded", "Quota 'CPUS' exceeded."));
+        let status = google_cloud_gax::error::rpc::Status::try_from(&body).expect("GCE error JSON");
+        let err = GaxError::service_with_http_metadata(status, Some(403), None);
+        let f = CloudFailure::from_gax(&err);
+        assert_eq!(f.reason.as_deref(), Some("quotaExceeded"));
+        assert_eq!(f.kind(), ErrorKind::ResourceExhausted);
+        assert_eq!(f.message, "Quota 'CPUS' exceeded.");
+    }
+
+    #[test]
+    fn transport_errors_are_unavailable() {
+        let err = GaxError::io("connection reset");
+        let f = CloudFailure::from_gax(&err);
+        assert_eq!(f.kind(), ErrorKind::Unavailable);
+        assert_eq!(f.into_driver_error("instances.list").reason(), "TRANSPORT");
+    }
+
+    #[test]
+    fn failed_operations_map_like_http_errors() {
+        use google_cloud_compute_v1::model::operation::{Error as OpError, error::Errors};
+        let mut op = Operation::new();
+        let mut item = Errors::new();
+        item.code = Some("ZONE_RESOURCE_POOL_EXHAUSTED".into());
+        item.message = Some("The zone does not have enough resources".into());
+        let mut error = OpError::new();
+        error.errors = vec![item];
+        op.error = Some(error);
+        op.http_error_status_code = Some(503);
+        let f = CloudFailure::from_operation(&op).expect("failed operation");
+        assert_eq!(f.kind(), ErrorKind::ResourceExhausted);
+        assert_eq!(f.into_driver_error("instances.insert").reason(), "ZONE_RESOURCE_POOL_EXHAUSTED");
+
+        let mut quota = Operation::new();
+        let mut item = Errors::new();
+        item.code = Some("QUOTA_EXCEEDED".into());
+        let mut error = OpError::new();
+        error.errors = vec![item];
+        quota.error = Some(error);
+        quota.http_error_status_code = Some(403);
+        assert_eq!(CloudFailure::from_operation(&quota).map(|f| f.kind()), Some(ErrorKind::ResourceExhausted));
+
+        assert!(CloudFailure::from_operation(&Operation::new()).is_none());
+    }
+
+    #[test]
+    fn long_messages_are_clipped() {
+        let long = "é".repeat(400);
+        assert!(clip(&long).len() <= MAX_CLOUD_MESSAGE);
+    }
+}

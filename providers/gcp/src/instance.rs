@@ -1,0 +1,279 @@
+//! The instances.insert body built from a validated spec, and the reading of
+//! an instance back into addresses and state.
+
+use std::collections::HashMap;
+
+use google_cloud_compute_v1::model::{
+    AcceleratorConfig, AccessConfig, AliasIpRange, AttachedDisk, AttachedDiskInitializeParams, CustomerEncryptionKey,
+    Instance, InstanceParams, Metadata, NetworkInterface, Scheduling, ServiceAccount, ShieldedInstanceConfig, Tags,
+    access_config, attached_disk, metadata, network_interface, scheduling,
+};
+use machine_driver_api::{Address, AddressType, DriverError};
+
+use crate::naming::{MACHINE_UID_LABEL, MEMBERSHIP_LABEL_VALUE, uid_label_value};
+use crate::spec::{DISK_TYPE_SCRATCH, Disk, GcpProviderSpec};
+
+/// Metadata key for cloud-init user data.
+pub(crate) const USER_DATA_KEY: &str = "user-data";
+/// Metadata key for a startup script.
+pub(crate) const STARTUP_SCRIPT_KEY: &str = "startup-script";
+
+/// What the instance is created for.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct InstanceTarget<'a> {
+    /// Project id.
+    pub(crate) project: &'a str,
+    /// Instance name (the machine name).
+    pub(crate) name: &'a str,
+    /// Machine uid (goes into a label).
+    pub(crate) uid: &'a str,
+}
+
+/// The metadata key user data goes to: `user-data` for cloud-init formats
+/// (`#cloud-config`, MIME multi-part, `#include`, `#cloud-boothook`, jinja
+/// templates), `startup-script` for anything else (as the Go provider does).
+pub(crate) fn user_data_key(user_data: &[u8]) -> &'static str {
+    const CLOUD_INIT_PREFIXES: &[&[u8]] =
+        &[b"#cloud-config", b"Content-Type: multipart/", b"#include", b"#cloud-boothook", b"## template: jinja"];
+    if CLOUD_INIT_PREFIXES.iter().any(|p| user_data.starts_with(p)) { USER_DATA_KEY } else { STARTUP_SCRIPT_KEY }
+}
+
+/// Builds the instances.insert body.
+pub(crate) fn build_instance(
+    spec: &GcpProviderSpec,
+    target: InstanceTarget<'_>,
+    user_data: &[u8],
+) -> Result<Instance, DriverError> {
+    let zone = spec.zone.as_str();
+    let membership = spec.membership()?;
+    let mut i = Instance::new();
+    i.name = Some(target.name.to_string());
+    i.machine_type = Some(partial_url(&spec.machine_type, || format!("zones/{zone}/machineTypes/{}", spec.machine_type)));
+    i.can_ip_forward = Some(spec.can_ip_forward);
+    i.deletion_protection = Some(spec.deletion_protection);
+    i.description = spec.description.clone();
+    i.min_cpu_platform = spec.min_cpu_platform.clone().filter(|s| !s.is_empty());
+
+    let mut labels: HashMap<String, String> = spec.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    labels.insert(membership.cluster_tag.clone(), MEMBERSHIP_LABEL_VALUE.to_string());
+    labels.insert(membership.role_tag.clone(), MEMBERSHIP_LABEL_VALUE.to_string());
+    labels.insert(MACHINE_UID_LABEL.to_string(), uid_label_value(target.uid));
+    i.labels = labels;
+
+    let mut tags = Tags::new();
+    tags.items = spec.tags.clone();
+    i.tags = Some(tags);
+
+    i.disks = spec.disks.iter().map(|d| attached_disk(d, zone)).collect();
+    i.metadata = Some(metadata_items(spec, user_data)?);
+    i.network_interfaces = spec
+        .network_interfaces
+        .iter()
+        .map(|nic| {
+            let mut n = NetworkInterface::new();
+            if !nic.network.is_empty() {
+                n.network = Some(partial_url(&nic.network, || format!("projects/{}/global/networks/{}", target.project, nic.network)));
+            }
+            if !nic.subnetwork.is_empty() {
+                n.subnetwork =
+                    Some(partial_url(&nic.subnetwork, || format!("regions/{}/subnetworks/{}", spec.region, nic.subnetwork)));
+            }
+            if !nic.disable_external_ip {
+                let mut ac = AccessConfig::new();
+                ac.name = Some("External NAT".into());
+                ac.r#type = Some(access_config::Type::from("ONE_TO_ONE_NAT"));
+                n.access_configs = vec![ac];
+            }
+            if let Some(st) = &nic.stack_type {
+                n.stack_type = Some(network_interface::StackType::from(st.as_str()));
+            }
+            if let Some(at) = &nic.ipv6_access_type {
+                n.ipv_6_access_type = Some(network_interface::Ipv6AccessType::from(at.as_str()));
+            }
+            if let Some(range) = nic.ip_cidr_range.as_ref().filter(|r| !r.is_empty()) {
+                let mut alias = AliasIpRange::new();
+                alias.ip_cidr_range = Some(range.clone());
+                alias.subnetwork_range_name = nic.subnetwork_range_name.clone();
+                n.alias_ip_ranges = vec![alias];
+            }
+            n
+        })
+        .collect();
+
+    let mut sched = Scheduling::new();
+    sched.automatic_restart = Some(spec.scheduling.automatic_restart);
+    sched.on_host_maintenance = Some(scheduling::OnHostMaintenance::from(spec.scheduling.on_host_maintenance.as_str()));
+    sched.preemptible = Some(spec.scheduling.preemptible);
+    i.scheduling = Some(sched);
+
+    i.service_accounts = spec
+        .service_accounts
+        .iter()
+        .map(|sa| {
+            let mut s = ServiceAccount::new();
+            s.email = Some(sa.email.clone());
+            s.scopes = sa.scopes.clone();
+            s
+        })
+        .collect();
+
+    if let Some(gpu) = &spec.gpu {
+        let mut a = AcceleratorConfig::new();
+        a.accelerator_type = Some(partial_url(&gpu.accelerator_type, || {
+            format!("projects/{}/zones/{zone}/acceleratorTypes/{}", target.project, gpu.accelerator_type)
+        }));
+        a.accelerator_count = i32::try_from(gpu.count).ok();
+        i.guest_accelerators = vec![a];
+    }
+    if let Some(sc) = &spec.shielded_instance_configuration {
+        let mut c = ShieldedInstanceConfig::new();
+        c.enable_secure_boot = sc.secure_boot;
+        c.enable_vtpm = sc.vtpm;
+        c.enable_integrity_monitoring = sc.integrity_monitoring;
+        i.shielded_instance_config = Some(c);
+    }
+    if !spec.resource_manager_tags.is_empty() {
+        let mut p = InstanceParams::new();
+        p.resource_manager_tags = spec.resource_manager_tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        i.params = Some(p);
+    }
+    Ok(i)
+}
+
+/// `value` when it already is a (partial) URL, otherwise the URL `make` builds from a bare name.
+fn partial_url(value: &str, make: impl FnOnce() -> String) -> String {
+    if value.contains('/') { value.to_string() } else { make() }
+}
+
+fn attached_disk(d: &Disk, zone: &str) -> AttachedDisk {
+    let mut a = AttachedDisk::new();
+    a.auto_delete = Some(d.auto_delete.unwrap_or(true));
+    let mut p = AttachedDiskInitializeParams::new();
+    if d.disk_type == DISK_TYPE_SCRATCH {
+        a.r#type = Some(attached_disk::Type::from("SCRATCH"));
+        a.boot = Some(false);
+        a.interface = d.interface.as_deref().map(attached_disk::Interface::from);
+        p.disk_type = Some(format!("zones/{zone}/diskTypes/local-ssd"));
+    } else {
+        a.r#type = Some(attached_disk::Type::from("PERSISTENT"));
+        a.boot = Some(d.boot);
+        a.interface = d.interface.as_deref().filter(|s| !s.is_empty()).map(attached_disk::Interface::from);
+        p.disk_size_gb = Some(d.size_gb);
+        p.disk_type = Some(partial_url(&d.disk_type, || format!("zones/{zone}/diskTypes/{}", d.disk_type)));
+        p.labels = d.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        p.source_image = Some(d.image.clone()).filter(|s| !s.is_empty());
+        p.provisioned_iops = d.provisioned_iops.filter(|v| *v > 0);
+        p.provisioned_throughput = d.provisioned_throughput.filter(|v| *v > 0);
+        p.storage_pool = d.storage_pool.clone().filter(|s| !s.is_empty());
+    }
+    a.initialize_params = Some(p);
+    if let Some(enc) = &d.encryption {
+        let mut k = CustomerEncryptionKey::new();
+        k.kms_key_name = Some(enc.kms_key_name.trim().to_string());
+        let sa = enc.kms_key_service_account.trim();
+        k.kms_key_service_account = Some(sa.to_string()).filter(|s| !s.is_empty());
+        a.disk_encryption_key = Some(k);
+    }
+    a
+}
+
+fn metadata_items(spec: &GcpProviderSpec, user_data: &[u8]) -> Result<Metadata, DriverError> {
+    let mut items = Vec::new();
+    let user_key = (!user_data.is_empty()).then(|| user_data_key(user_data));
+    if let Some(key) = user_key {
+        let text = std::str::from_utf8(user_data)
+            .map_err(|_| DriverError::invalid_argument("secret.userData", "is not valid UTF-8 (GCE metadata is text)"))?;
+        let mut item = metadata::Items::new();
+        item.key = Some(key.to_string());
+        item.value = Some(text.to_string());
+        items.push(item);
+    }
+    for (idx, m) in spec.metadata.iter().enumerate() {
+        if user_key == Some(m.key.as_str()) {
+            return Err(DriverError::invalid_argument(
+                format!("providerSpec.metadata[{idx}].key"),
+                format!("{} is already set from the secret's userData", m.key),
+            ));
+        }
+        let mut item = metadata::Items::new();
+        item.key = Some(m.key.clone());
+        item.value = m.value.clone();
+        items.push(item);
+    }
+    let mut md = Metadata::new();
+    md.items = items;
+    Ok(md)
+}
+
+/// Addresses of an instance: internal IPs, external NAT IPs and internal IPv6.
+pub(crate) fn addresses(i: &Instance) -> Vec<Address> {
+    let mut out = Vec::new();
+    for nic in &i.network_interfaces {
+        if let Some(ip) = nic.network_ip.as_ref().filter(|s| !s.is_empty()) {
+            out.push(Address::new(AddressType::InternalIp, ip));
+        }
+        for ac in &nic.access_configs {
+            if let Some(ip) = ac.nat_ip.as_ref().filter(|s| !s.is_empty()) {
+                out.push(Address::new(AddressType::ExternalIp, ip));
+            }
+        }
+        if let Some(ip) = nic.ipv_6_address.as_ref().filter(|s| !s.is_empty()) {
+            out.push(Address::new(AddressType::InternalIp, ip));
+        }
+    }
+    out
+}
+
+/// The instance's status word (`RUNNING`, `STOPPING`, `TERMINATED`, ...).
+pub(crate) fn status_word(i: &Instance) -> String {
+    i.status.as_ref().and_then(|s| s.name()).unwrap_or("UNKNOWN").to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::GcpProviderSpec;
+
+    fn spec() -> GcpProviderSpec {
+        GcpProviderSpec::parse(include_bytes!("../examples/machine-class.json")).expect("valid example")
+    }
+
+    const TARGET: InstanceTarget<'static> = InstanceTarget { project: "p-1", name: "m-1", uid: "UID-1" };
+
+    #[test]
+    fn user_data_placement() {
+        assert_eq!(user_data_key(b"#cloud-config\nruncmd: []"), USER_DATA_KEY);
+        assert_eq!(user_data_key(b"Content-Type: multipart/mixed; boundary=x"), USER_DATA_KEY);
+        assert_eq!(user_data_key(b"#!/bin/bash\necho hi"), STARTUP_SCRIPT_KEY);
+        assert_eq!(user_data_key(b"plain"), STARTUP_SCRIPT_KEY);
+    }
+
+    #[test]
+    fn body_carries_membership_and_uid_labels_and_user_data() {
+        let i = build_instance(&spec(), TARGET, b"#cloud-config\n").unwrap();
+        assert_eq!(i.name.as_deref(), Some("m-1"));
+        assert_eq!(i.machine_type.as_deref(), Some("zones/europe-west1-b/machineTypes/n1-standard-2"));
+        assert_eq!(i.labels.get("mcm-machine-uid").map(String::as_str), Some("uid-1"));
+        assert!(i.labels.keys().any(|k| k.starts_with("kubernetes-io-cluster-")));
+        assert!(i.labels.keys().any(|k| k.starts_with("kubernetes-io-role-")));
+        let md = i.metadata.unwrap();
+        assert_eq!(md.items[0].key.as_deref(), Some("user-data"));
+        assert_eq!(md.items[0].value.as_deref(), Some("#cloud-config\n"));
+        let boot = &i.disks[0];
+        assert_eq!(boot.boot, Some(true));
+        let p = boot.initialize_params.as_ref().unwrap();
+        assert_eq!(p.disk_type.as_deref(), Some("zones/europe-west1-b/diskTypes/pd-balanced"));
+        assert_eq!(p.source_image.as_deref(), Some("projects/debian-cloud/global/images/debian-12"));
+        assert!(i.network_interfaces[0].network.as_deref().unwrap().starts_with("projects/p-1/global/networks/"));
+    }
+
+    #[test]
+    fn a_script_goes_to_startup_script_and_may_not_be_duplicated() {
+        let mut s = spec();
+        let i = build_instance(&s, TARGET, b"#!/bin/sh\n").unwrap();
+        assert_eq!(i.metadata.unwrap().items[0].key.as_deref(), Some("startup-script"));
+        s.metadata.push(crate::spec::MetadataItem { key: "startup-script".into(), value: Some("x".into()) });
+        let e = build_instance(&s, TARGET, b"#!/bin/sh\n").unwrap_err();
+        assert!(e.field().unwrap().starts_with("providerSpec.metadata["), "{e}");
+    }
+}

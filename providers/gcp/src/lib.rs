@@ -1,0 +1,17 @@
+#![doc = include_str!("../README.md")]
+#![warn(missing_docs)]
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+mod clients;
+mod credentials;
+mod driver;
+mod errors;
+mod instance;
+mod naming;
+mod recent;
+mod share_image;
+mod spec;
+mod timestamps;
+mod volumes;
+
+pub use driver::{GcpDriver, GcpOptions, MAX_USER_DATA_BYTES};

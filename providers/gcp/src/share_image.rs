@@ -1,0 +1,168 @@
+//! ShareImage: make a custom image of an image-owner project usable by a
+//! consumer service account, with an IAM binding `roles/compute.imageUser`.
+//!
+//! The server has already checked the operator's allow-list. First a
+//! visibility check with the consumer's credentials (images.get): a public or
+//! already shared image needs nothing, and no owner credentials. Otherwise the
+//! owner's credentials read the image's IAM policy and write it back with the
+//! member added, guarded by the policy's etag so that concurrent shares do not
+//! drop each other's bindings (a stale etag is re-read and retried).
+
+use google_cloud_compute_v1::model::{Binding, GlobalSetPolicyRequest, Policy};
+use machine_driver_api::{CallContext, DriverError, ErrorKind, ShareImage, SharedImage};
+
+use crate::clients::ClientPool;
+use crate::credentials::ServiceAccountKey;
+use crate::errors::RETRY_SOON;
+
+/// The role that lets a principal read an image and create disks from it.
+pub(crate) const IMAGE_USER_ROLE: &str = "roles/compute.imageUser";
+
+/// How often a setIamPolicy that lost an etag race is retried.
+const MAX_POLICY_ATTEMPTS: usize = 5;
+
+/// A global image: `projects/<project>/global/images/<name>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ImageRef {
+    /// Owner project.
+    pub(crate) project: String,
+    /// Image name.
+    pub(crate) name: String,
+}
+
+impl ImageRef {
+    /// Parses `projects/P/global/images/NAME`, also as a full Compute URL.
+    pub(crate) fn parse(image: &str) -> Result<Self, DriverError> {
+        let bad = || DriverError::invalid_argument("image", format!("{image:?} is not of the form projects/<project>/global/images/<name>"));
+        let path = image.find("projects/").map(|i| &image[i..]).ok_or_else(bad)?;
+        let parts: Vec<&str> = path.split('/').collect();
+        match parts.as_slice() {
+            ["projects", project, "global", "images", name] if !project.is_empty() && !name.is_empty() => {
+                Ok(Self { project: (*project).to_string(), name: (*name).to_string() })
+            }
+            _ => Err(bad()),
+        }
+    }
+
+    /// The canonical reference.
+    pub(crate) fn path(&self) -> String {
+        format!("projects/{}/global/images/{}", self.project, self.name)
+    }
+}
+
+/// The IAM member of a consumer account: `serviceAccount:<email>` for a bare email.
+pub(crate) fn member_of(account: &str) -> String {
+    if account.contains(':') { account.to_string() } else { format!("serviceAccount:{account}") }
+}
+
+/// Adds `member` to the unconditional `role` binding; false when it was already there.
+pub(crate) fn add_member(policy: &mut Policy, role: &str, member: &str) -> bool {
+    let existing = policy.bindings.iter_mut().find(|b| b.role.as_deref() == Some(role) && b.condition.is_none());
+    match existing {
+        Some(b) if b.members.iter().any(|m| m == member) => false,
+        Some(b) => {
+            b.members.push(member.to_string());
+            true
+        }
+        None => {
+            let mut b = Binding::new();
+            b.role = Some(role.to_string());
+            b.members = vec![member.to_string()];
+            policy.bindings.push(b);
+            true
+        }
+    }
+}
+
+/// Runs ShareImage.
+pub(crate) async fn share_image(pool: &ClientPool, ctx: &CallContext, req: ShareImage) -> Result<SharedImage, DriverError> {
+    let image = ImageRef::parse(&req.image)?;
+    let consumer = ServiceAccountKey::from_secret(&req.consumer_secret, "consumerSecret")?;
+    let account = req.consumer_account.clone().filter(|a| !a.trim().is_empty()).unwrap_or_else(|| consumer.client_email.clone());
+    let member = member_of(account.trim());
+    let done = |granted_now| SharedImage { image_id: image.path(), granted_now, consumer_account: account.clone() };
+
+    let api = pool.api(&consumer, ctx).await?;
+    let visible = api
+        .call("images.get", api.clients.images.get().set_project(&image.project).set_image(&image.name).send())
+        .await;
+    match visible {
+        Ok(_) => return Ok(done(false)),
+        Err(f) if f.cloud().is_some_and(|c| matches!(c.http_status, Some(403 | 404))) => {}
+        Err(f) => return Err(f.into_driver_error("images.get")),
+    }
+
+    let Some(owner_secret) = req.owner_secret.as_ref() else {
+        return Err(DriverError::new(
+            ErrorKind::FailedPrecondition,
+            "OWNER_CREDENTIALS_REQUIRED",
+            format!("image {} is not visible to the consumer and no image-owner credentials were given", image.path()),
+        ));
+    };
+    let owner = ServiceAccountKey::from_secret(owner_secret, "ownerSecret")?;
+    let api = pool.api(&owner, ctx).await?;
+    for _ in 0..MAX_POLICY_ATTEMPTS {
+        let mut policy = api
+            .call_or_fail(
+                "images.getIamPolicy",
+                api.clients.images.get_iam_policy().set_project(&image.project).set_resource(&image.name).send(),
+            )
+            .await?;
+        if !add_member(&mut policy, IMAGE_USER_ROLE, &member) {
+            return Ok(done(false));
+        }
+        let mut body = GlobalSetPolicyRequest::new();
+        body.policy = Some(policy);
+        let set = api
+            .call(
+                "images.setIamPolicy",
+                api.clients.images.set_iam_policy().set_project(&image.project).set_resource(&image.name).set_body(body).send(),
+            )
+            .await;
+        match set {
+            Ok(_) => {
+                tracing::info!(image = %image.path(), member = %member, role = IMAGE_USER_ROLE, "image shared");
+                return Ok(done(true));
+            }
+            Err(f) if f.cloud().is_some_and(|c| c.is_etag_conflict()) => {
+                tracing::debug!(image = %image.path(), "IAM policy changed concurrently; re-reading");
+            }
+            Err(f) => return Err(f.into_driver_error("images.setIamPolicy")),
+        }
+    }
+    Err(DriverError::unavailable(
+        "IAM_POLICY_CONFLICT",
+        format!("the IAM policy of image {} kept changing concurrently", image.path()),
+        RETRY_SOON,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn image_references() {
+        let want = ImageRef { project: "owner".into(), name: "img".into() };
+        assert_eq!(ImageRef::parse("projects/owner/global/images/img").unwrap(), want);
+        assert_eq!(
+            ImageRef::parse("https://www.googleapis.com/compute/v1/projects/owner/global/images/img").unwrap(),
+            want
+        );
+        for bad in ["img", "projects/owner/global/images/", "projects/owner/zones/z/disks/d", "projects//global/images/x"] {
+            assert_eq!(ImageRef::parse(bad).unwrap_err().field(), Some("image"), "{bad}");
+        }
+    }
+
+    #[test]
+    fn members_are_added_once() {
+        assert_eq!(member_of("a@p.iam.gserviceaccount.com"), "serviceAccount:a@p.iam.gserviceaccount.com");
+        assert_eq!(member_of("user:x@y"), "user:x@y");
+        let mut p = Policy::new();
+        assert!(add_member(&mut p, IMAGE_USER_ROLE, "serviceAccount:a@b"));
+        assert!(!add_member(&mut p, IMAGE_USER_ROLE, "serviceAccount:a@b"));
+        assert!(add_member(&mut p, IMAGE_USER_ROLE, "serviceAccount:c@d"));
+        assert_eq!(p.bindings.len(), 1);
+        assert_eq!(p.bindings[0].members, vec!["serviceAccount:a@b", "serviceAccount:c@d"]);
+    }
+}

@@ -1,0 +1,19 @@
+#![doc = include_str!("../README.md")]
+// Tests may unwrap: a panic is the failure report.
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+pub mod connection;
+pub mod context;
+pub mod fake_admin;
+pub mod filter;
+pub mod junit;
+pub mod merge_patch;
+pub mod outcome;
+pub mod report;
+pub mod runner;
+pub mod scenario;
+pub mod scenarios;
+pub mod settings;
+pub mod spawn;
+pub mod status_details;
+pub mod tracker;

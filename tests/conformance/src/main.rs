@@ -1,0 +1,201 @@
+//! `machine-driver-conformance`: runs the conformance scenarios against a driver endpoint,
+//! or against a provider binary it spawns on its embedded fake cloud.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::{ArgGroup, Parser};
+use machine_driver_conformance::connection::Connection;
+use machine_driver_conformance::fake_admin::FakeAdmin;
+use machine_driver_conformance::filter::Filter;
+use machine_driver_conformance::junit::junit_xml;
+use machine_driver_conformance::outcome::{Outcome, ScenarioReport};
+use machine_driver_conformance::report::{Summary, result_line};
+use machine_driver_conformance::runner::Suite;
+use machine_driver_conformance::scenarios;
+use machine_driver_conformance::settings::{self, Settings};
+use machine_driver_conformance::spawn::SpawnedDriver;
+
+/// Checks a machine driver against the machinedriver.v1 contract.
+#[derive(Debug, Parser)]
+#[command(version, group(ArgGroup::new("target").args(["endpoint", "spawn"])))]
+struct Cli {
+    /// Endpoint of a running driver: `unix:///abs/path.sock` (or `tcp://host:port`).
+    #[arg(long)]
+    endpoint: Option<String>,
+    /// Provider binary to start on its embedded fake cloud (implies --fake-admin).
+    #[arg(long)]
+    spawn: Option<PathBuf>,
+    /// Extra argument passed to the spawned binary (repeatable).
+    #[arg(long = "spawn-arg", allow_hyphen_values = true)]
+    spawn_args: Vec<String>,
+    /// providerSpec JSON of the machine class to create machines with (required to run).
+    #[arg(long)]
+    machine_class: Option<PathBuf>,
+    /// Secret data JSON, an object of strings: credentials and userData (required to run).
+    #[arg(long)]
+    secret: Option<PathBuf>,
+    /// Provider conformance file (invalidSpecs, shareImage); default: conformance.json next to --machine-class.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Admin API of the fake cloud, e.g. `http://127.0.0.1:8080/_admin`.
+    #[arg(long)]
+    fake_admin: Option<String>,
+    /// How often idempotent steps are repeated.
+    #[arg(long, default_value_t = 10)]
+    repeat: usize,
+    /// Upper bound in seconds of every wait (visibility, initialization, deletion).
+    #[arg(long, default_value_t = 30)]
+    wait_secs: u64,
+    /// Deadline in seconds of each RPC.
+    #[arg(long, default_value_t = 60)]
+    rpc_timeout_secs: u64,
+    /// Write a JUnit XML report to this file.
+    #[arg(long)]
+    junit: Option<PathBuf>,
+    /// Run only scenarios whose name matches this regular expression.
+    #[arg(long)]
+    run: Option<String>,
+    /// Skip scenarios whose name matches this regular expression.
+    #[arg(long)]
+    skip: Option<String>,
+    /// List the scenario names and exit.
+    #[arg(long)]
+    list: bool,
+}
+
+/// Name of the extra result reported for the spawned driver's shutdown.
+const SHUTDOWN_CHECK: &str = "spawn/clean-shutdown";
+
+fn load_settings(cli: &Cli) -> Result<Settings, String> {
+    let (Some(machine_class), Some(secret)) = (&cli.machine_class, &cli.secret) else {
+        return Err("--machine-class and --secret are required".into());
+    };
+    let provider = match settings::conformance_file(cli.config.as_deref(), machine_class) {
+        Some(path) => settings::read_provider_conformance(&path)?,
+        None => Default::default(),
+    };
+    Ok(Settings {
+        provider_spec: settings::read_provider_spec(machine_class)?,
+        secret: settings::read_secret(secret)?,
+        repeat: cli.repeat.max(1),
+        wait: Duration::from_secs(cli.wait_secs),
+        rpc_timeout: Duration::from_secs(cli.rpc_timeout_secs),
+        provider,
+    })
+}
+
+/// Prints the driver's log tail to stderr.
+fn print_log_tail(tail: &str) {
+    eprintln!("--- driver log (tail) ---\n{tail}\n---");
+}
+
+/// Prints the result line of a setup failure and the summary; exit code 1.
+fn setup_failed(why: &str, spawned: Option<&SpawnedDriver>) -> ExitCode {
+    setup_failed_with_log(why, spawned.map(|d| d.log_tail(40)).as_deref())
+}
+
+fn setup_failed_with_log(why: &str, log_tail: Option<&str>) -> ExitCode {
+    let report = ScenarioReport { name: "setup".into(), outcome: Outcome::Fail(why.into()), duration: Duration::ZERO };
+    println!("{}", result_line(&report));
+    if let Some(tail) = log_tail {
+        print_log_tail(tail);
+    }
+    let _ = std::io::stderr().flush();
+    println!("{}", Summary::of(&[report]).line());
+    ExitCode::from(1)
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let all = scenarios::all();
+    if cli.list {
+        for s in &all {
+            println!("{}", s.name);
+        }
+        return ExitCode::SUCCESS;
+    }
+    let filter = match Filter::new(cli.run.as_deref(), cli.skip.as_deref()) {
+        Ok(f) => f,
+        Err(e) => return setup_failed(&format!("--run/--skip: {e}"), None),
+    };
+    let settings = match load_settings(&cli) {
+        Ok(s) => Arc::new(s),
+        Err(e) => return setup_failed(&e, None),
+    };
+
+    let mut spawned = None;
+    if let Some(binary) = &cli.spawn {
+        let allow = settings.provider.share_image.as_ref().map(|s| s.allow_list()).unwrap_or_default();
+        match SpawnedDriver::start(binary, &allow, &cli.spawn_args, Duration::from_secs(60)).await {
+            Ok(d) => spawned = Some(d),
+            Err(f) => return setup_failed_with_log(&f.reason, Some(&f.log_tail)),
+        }
+    }
+    let endpoint = match (&spawned, &cli.endpoint) {
+        (Some(d), _) => d.endpoint(),
+        (None, Some(e)) => e.clone(),
+        (None, None) => return setup_failed("one of --endpoint or --spawn is required", None),
+    };
+    let fake_url = cli.fake_admin.clone().or_else(|| spawned.as_ref().map(|d| d.fake_admin_url().to_string()));
+
+    let conn = match Connection::connect(&endpoint).await {
+        Ok(c) => c,
+        Err(e) => return setup_failed(&e, spawned.as_ref()),
+    };
+    let (info, caps) = match conn.describe().await {
+        Ok(x) => x,
+        Err(e) => return setup_failed(&e, spawned.as_ref()),
+    };
+    let fake = match fake_url.as_deref().map(FakeAdmin::new).transpose() {
+        Ok(f) => f,
+        Err(e) => return setup_failed(&e, spawned.as_ref()),
+    };
+    if let Some(f) = &fake
+        && let Err(e) = f.calls().await
+    {
+        return setup_failed(&format!("fake admin API at {} unreachable: {e}", f.url()), spawned.as_ref());
+    }
+    eprintln!(
+        "driver {} {} (provider {}) at {endpoint}; fake admin: {}",
+        info.name,
+        info.vendor_version,
+        info.provider,
+        fake.as_ref().map_or("none", |f| f.url())
+    );
+
+    let suite = Suite { conn, settings, caps, fake, provider: info.provider.clone() };
+    let mut reports = suite.run(&all, &filter, |r| println!("{}", result_line(r))).await;
+
+    if let Some(d) = spawned.as_mut() {
+        let started = Instant::now();
+        let outcome = match d.stop(Duration::from_secs(30)).await {
+            Ok(()) => Outcome::Pass,
+            Err(e) => Outcome::Fail(e),
+        };
+        let report = ScenarioReport { name: SHUTDOWN_CHECK.into(), outcome, duration: started.elapsed() };
+        println!("{}", result_line(&report));
+        reports.push(report);
+    }
+
+    let summary = Summary::of(&reports);
+    if summary.failed > 0
+        && let Some(d) = &spawned
+    {
+        print_log_tail(&d.log_tail(40));
+    }
+    if let Some(path) = &cli.junit {
+        let suite_name = format!("machine-driver-conformance.{}", info.provider);
+        if let Err(e) = std::fs::write(path, junit_xml(&suite_name, &reports)) {
+            eprintln!("writing --junit {}: {e}", path.display());
+        }
+    }
+    let _ = std::io::stderr().flush();
+    let _ = std::io::stdout().flush();
+    println!("{}", summary.line());
+    if summary.failed > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS }
+}

@@ -1,0 +1,125 @@
+//! Fake-cloud fault injection: error mapping, eventual consistency, lost responses.
+
+use futures::future::BoxFuture;
+use tonic::Code;
+
+use crate::context::{Ctx, is_retryable};
+use crate::fake_admin::Fault;
+use crate::outcome::{Stop, StepResult};
+use crate::status_details::describe;
+use crate::{ensure, fail};
+
+async fn inject(ctx: &Ctx, fault: Fault<'_>) -> StepResult {
+    ctx.fake()?.add_fault(fault).await.map_err(Stop::Fail)
+}
+
+async fn clear_faults(ctx: &Ctx) -> StepResult {
+    ctx.fake()?.clear_faults().await.map_err(Stop::Fail)
+}
+
+/// Every create refused as throttled (phase before): CreateMachine answers UNAVAILABLE and
+/// nothing exists; once the throttling stops, a retry creates exactly one VM.
+pub(crate) fn throttle(ctx: Ctx) -> BoxFuture<'static, StepResult> {
+    Box::pin(async move {
+        inject(&ctx, Fault { operation: "create", kind: "throttle", times: None, phase: "before" }).await?;
+        let mut m = ctx.new_machine();
+        match ctx.create(&m).await {
+            Err(s) if s.code() == Code::Unavailable => {}
+            Err(s) => fail!("throttled create: expected UNAVAILABLE, got {}", describe(&s)),
+            Ok(r) => fail!("throttled create: expected UNAVAILABLE, got OK ({})", r.provider_id),
+        }
+        ctx.expect_none_live(&m).await?;
+        clear_faults(&ctx).await?;
+        ctx.create_until_ok(&mut m).await?;
+        ctx.expect_one_live(&m).await
+    })
+}
+
+/// Every create refused for lack of capacity: CreateMachine answers RESOURCE_EXHAUSTED; nothing exists.
+pub(crate) fn capacity(ctx: Ctx) -> BoxFuture<'static, StepResult> {
+    Box::pin(async move {
+        inject(&ctx, Fault { operation: "create", kind: "capacity", times: None, phase: "before" }).await?;
+        let m = ctx.new_machine();
+        match ctx.create(&m).await {
+            Err(s) if s.code() == Code::ResourceExhausted => {}
+            Err(s) => fail!("create without capacity: expected RESOURCE_EXHAUSTED, got {}", describe(&s)),
+            Ok(r) => fail!("create without capacity: expected RESOURCE_EXHAUSTED, got OK ({})", r.provider_id),
+        }
+        ctx.expect_none_live(&m).await
+    })
+}
+
+/// New instances invisible to reads for 2 s: status right after create is never NOT_FOUND
+/// (UNAVAILABLE, or OK and not initialized), repeated creates return the same VM, and the
+/// machine converges to initialized with exactly one VM.
+pub(crate) fn eventual_consistency(ctx: Ctx) -> BoxFuture<'static, StepResult> {
+    Box::pin(async move {
+        ctx.fake()?.set_invisible_ms(2000).await.map_err(Stop::Fail)?;
+        let mut m = ctx.new_machine();
+        let created = ctx.must_create(&mut m).await?;
+        match ctx.status(&m).await {
+            Err(s) if s.code() == Code::NotFound => {
+                fail!("GetMachineStatus right after create answered NOT_FOUND (the VM is only not visible yet)")
+            }
+            Err(s) if is_retryable(s.code()) => {}
+            Err(s) => fail!("GetMachineStatus right after create: {}", describe(&s)),
+            Ok(r) => ensure!(
+                r.initialization.as_ref().is_some_and(|i| !i.initialized),
+                "GetMachineStatus of a VM the cloud does not show yet answered OK and initialized"
+            ),
+        }
+        let mut fresh = m.clone();
+        fresh.provider_id.clear();
+        for i in 2..=ctx.settings.repeat.clamp(2, 4) {
+            let again = ctx.create_until_ok(&mut fresh).await?;
+            fresh.provider_id.clear();
+            ensure!(
+                again.provider_id == created.provider_id,
+                "CreateMachine call {i} while the VM is invisible returned {:?}, the first {:?} (duplicate VM)",
+                again.provider_id,
+                created.provider_id
+            );
+        }
+        ctx.wait_initialized(&mut m).await?;
+        ctx.expect_one_live(&m).await
+    })
+}
+
+/// The first create takes effect but its answer is lost (phase after): retrying lands on the
+/// same single VM.
+pub(crate) fn lost_response(ctx: Ctx) -> BoxFuture<'static, StepResult> {
+    Box::pin(async move {
+        inject(&ctx, Fault { operation: "create", kind: "unavailable", times: Some(1), phase: "after" }).await?;
+        let mut m = ctx.new_machine();
+        match ctx.create(&m).await {
+            Ok(_) => {}
+            Err(s) if is_retryable(s.code()) => {}
+            Err(s) => fail!("create whose answer was lost: expected UNAVAILABLE or OK, got {}", describe(&s)),
+        }
+        let settled = ctx.create_until_ok(&mut m).await?;
+        let mut again = m.clone();
+        again.provider_id.clear();
+        let repeat = ctx.create_until_ok(&mut again).await?;
+        ensure!(repeat.provider_id == settled.provider_id, "retries returned two provider ids");
+        ctx.expect_one_live(&m).await
+    })
+}
+
+/// Every create takes effect and loses its answer, three calls in a row; after the fault is
+/// gone, one more create returns the single VM they made.
+pub(crate) fn lost_every_response(ctx: Ctx) -> BoxFuture<'static, StepResult> {
+    Box::pin(async move {
+        inject(&ctx, Fault { operation: "create", kind: "internal", times: None, phase: "after" }).await?;
+        let mut m = ctx.new_machine();
+        for i in 1..=3 {
+            match ctx.create(&m).await {
+                Ok(_) => {}
+                Err(s) if is_retryable(s.code()) => {}
+                Err(s) => fail!("create call {i} whose cloud answer was a 5xx: expected UNAVAILABLE, got {}", describe(&s)),
+            }
+        }
+        clear_faults(&ctx).await?;
+        ctx.create_until_ok(&mut m).await?;
+        ctx.expect_one_live(&m).await
+    })
+}

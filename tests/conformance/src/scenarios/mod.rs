@@ -1,0 +1,91 @@
+//! The registry: every scenario with its fixed name, in run order.
+
+mod absent;
+mod bad_input;
+mod create;
+mod faults;
+mod identity;
+mod initialize;
+mod leak;
+mod lifecycle;
+mod list;
+mod share_image;
+mod volume_ids;
+
+use machine_driver_proto::v1::Capability;
+
+use crate::scenario::Scenario;
+
+/// Name of the final leak check; the runner always runs it last and honours only `--skip` for it.
+pub const LEAK_CHECK: &str = "fake/leak-check";
+
+const fn scenario(
+    name: &'static str,
+    short: &'static str,
+    capabilities: &'static [Capability],
+    needs_fake_admin: bool,
+    run: crate::scenario::ScenarioFn,
+) -> Scenario {
+    Scenario { name, short, capabilities, needs_fake_admin, run }
+}
+
+/// Every scenario, in run order. Names are fixed: CI filters and dashboards rely on them.
+pub fn all() -> Vec<Scenario> {
+    use Capability::{GetVolumeIds, InitializeMachine, ListMachines, ShareImage};
+    vec![
+        scenario("identity/probe", "ident", &[], false, identity::probe),
+        scenario("identity/health-serving", "health", &[], false, identity::health),
+        scenario("lifecycle/full", "life", &[], false, lifecycle::full),
+        scenario("create/idempotent-repeated", "crrep", &[], false, create::repeated),
+        scenario("create/idempotent-concurrent", "crcon", &[], false, create::concurrent),
+        scenario("status/absent-not-found", "stabs", &[], false, absent::status_not_found),
+        scenario("delete/absent-ok", "delabs", &[], false, absent::delete_ok),
+        scenario("delete/by-provider-id-alone", "delpid", &[], false, absent::delete_by_provider_id),
+        scenario("list/shows-created-until-deleted", "list", &[ListMachines], false, list::shows_until_deleted),
+        scenario("initialize/convergent", "init", &[InitializeMachine], false, initialize::convergent),
+        scenario("initialize/unimplemented-without-capability", "noinit", &[], false, initialize::unimplemented),
+        scenario("share-image/idempotent", "shr", &[ShareImage], false, share_image::idempotent),
+        scenario("share-image/visible-needs-no-owner", "shrvis", &[ShareImage], false, share_image::visible),
+        scenario("share-image/off-allow-list-refused", "shrdeny", &[ShareImage], false, share_image::not_allowed),
+        scenario("volume-ids/foreign-specs-skipped", "vol", &[GetVolumeIds], false, volume_ids::foreign_skipped),
+        scenario("volume-ids/malformed-refused", "volbad", &[GetVolumeIds], false, volume_ids::malformed_refused),
+        scenario("bad-input/invalid-spec-values", "badval", &[], false, bad_input::invalid_values),
+        scenario("bad-input/unknown-spec-field", "badunk", &[], false, bad_input::unknown_field),
+        scenario("bad-input/malformed-spec-json", "badjson", &[], false, bad_input::malformed_json),
+        scenario("bad-input/missing-secret-keys", "badsec", &[], false, bad_input::missing_secret_keys),
+        scenario("bad-input/missing-machine-uid", "baduid", &[], false, bad_input::missing_uid),
+        scenario("fake/throttle-on-create-unavailable", "thr", &[], true, faults::throttle),
+        scenario("fake/capacity-on-create-resource-exhausted", "cap", &[], true, faults::capacity),
+        scenario("fake/eventual-consistency", "evc", &[], true, faults::eventual_consistency),
+        scenario("fake/lost-create-response-retried", "lost", &[], true, faults::lost_response),
+        scenario("fake/create-fails-after-effect-repeatedly", "lostall", &[], true, faults::lost_every_response),
+        scenario(LEAK_CHECK, "leak", &[], true, leak::leak_check),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use super::*;
+
+    #[test]
+    fn names_and_shorts_are_unique_and_well_formed() {
+        let all = all();
+        let names: HashSet<_> = all.iter().map(|s| s.name).collect();
+        let shorts: HashSet<_> = all.iter().map(|s| s.short).collect();
+        assert_eq!(names.len(), all.len(), "duplicate scenario name");
+        assert_eq!(shorts.len(), all.len(), "duplicate short tag");
+        for s in &all {
+            assert!(s.name.contains('/') && !s.name.contains(' '), "{}", s.name);
+            // Machine names must be valid DNS labels on every cloud (GCE: [a-z]([-a-z0-9]*[a-z0-9])?, <= 63).
+            assert!(s.short.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()), "{}", s.short);
+            assert!(s.short.len() <= 8, "{}", s.short);
+        }
+    }
+
+    #[test]
+    fn leak_check_runs_last() {
+        assert_eq!(all().last().map(|s| s.name), Some(LEAK_CHECK));
+    }
+}

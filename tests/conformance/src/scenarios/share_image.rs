@@ -1,0 +1,95 @@
+//! ShareImage: idempotency, visible images without owner credentials, the allow-list.
+
+use futures::future::BoxFuture;
+use machine_driver_proto::v1::{ShareImageRequest, ShareImageResponse};
+use tonic::{Code, Status};
+
+use super::initialize::REFUSE_WRITES;
+use crate::context::{Ctx, secret_data};
+use crate::outcome::{Stop, StepResult};
+use crate::settings::ShareImageInputs;
+use crate::status_details::{describe, error_reason};
+use crate::{ensure, fail, skip};
+
+fn inputs(ctx: &Ctx) -> StepResult<ShareImageInputs> {
+    match &ctx.settings.provider.share_image {
+        Some(i) => Ok(i.clone()),
+        None => skip!("no shareImage inputs (conformance.json next to --machine-class, or --config)"),
+    }
+}
+
+async fn share(ctx: &Ctx, i: &ShareImageInputs, image: &str, with_owner: bool) -> Result<ShareImageResponse, Status> {
+    let consumer = i.consumer_secret.as_ref().map(secret_data).unwrap_or_else(|| ctx.secret());
+    let req = ShareImageRequest {
+        image: image.to_string(),
+        region: i.region.clone(),
+        owner_secret: with_owner.then(|| secret_data(&i.owner_secret)),
+        consumer_secret: Some(consumer),
+        consumer_account: i.consumer_account.clone(),
+    };
+    Ok(ctx.conn.driver.clone().share_image(ctx.req(req)).await?.into_inner())
+}
+
+async fn refuse_writes(ctx: &Ctx) -> StepResult {
+    match &ctx.fake {
+        Some(f) => f.add_fault(REFUSE_WRITES).await.map_err(Stop::Fail),
+        None => Ok(()),
+    }
+}
+
+/// Sharing the allow-listed image works; every repeat answers granted_now = false with the
+/// same image id and makes no cloud write.
+pub(crate) fn idempotent(ctx: Ctx) -> BoxFuture<'static, StepResult> {
+    Box::pin(async move {
+        let i = inputs(&ctx)?;
+        let first = share(&ctx, &i, &i.allowed_image, true)
+            .await
+            .map_err(|s| Stop::Fail(format!("ShareImage of the allow-listed image: {}", describe(&s))))?;
+        ensure!(!first.image_id.is_empty(), "ShareImage returned an empty image_id");
+        refuse_writes(&ctx).await?;
+        for n in 2..=ctx.settings.repeat.max(2) {
+            let again = match share(&ctx, &i, &i.allowed_image, true).await {
+                Ok(r) => r,
+                Err(s) => fail!("repeated ShareImage (call {n}): {} (a cloud write would be refused)", describe(&s)),
+            };
+            ensure!(!again.granted_now, "repeated ShareImage (call {n}) answered granted_now = true");
+            ensure!(again.image_id == first.image_id, "repeated ShareImage changed image_id");
+        }
+        Ok(())
+    })
+}
+
+/// An image the consumer can already use needs no owner credentials and no write.
+pub(crate) fn visible(ctx: Ctx) -> BoxFuture<'static, StepResult> {
+    Box::pin(async move {
+        let i = inputs(&ctx)?;
+        refuse_writes(&ctx).await?;
+        for _ in 0..ctx.settings.repeat.clamp(1, 3) {
+            match share(&ctx, &i, &i.visible_image, false).await {
+                Ok(r) => ensure!(!r.granted_now, "ShareImage of a visible image answered granted_now = true"),
+                Err(s) => fail!("ShareImage of a visible image without owner credentials: {}", describe(&s)),
+            }
+        }
+        Ok(())
+    })
+}
+
+/// An image off the allow-list: PERMISSION_DENIED with reason IMAGE_NOT_ALLOWED, no write.
+pub(crate) fn not_allowed(ctx: Ctx) -> BoxFuture<'static, StepResult> {
+    Box::pin(async move {
+        let i = inputs(&ctx)?;
+        refuse_writes(&ctx).await?;
+        match share(&ctx, &i, &i.not_allowed_image, true).await {
+            Err(s) if s.code() == Code::PermissionDenied => {
+                let reason = error_reason(&s);
+                ensure!(
+                    reason.as_deref() == Some("IMAGE_NOT_ALLOWED"),
+                    "PERMISSION_DENIED with ErrorInfo reason {reason:?}, expected IMAGE_NOT_ALLOWED"
+                );
+                Ok(())
+            }
+            Err(s) => fail!("expected PERMISSION_DENIED (IMAGE_NOT_ALLOWED), got {}", describe(&s)),
+            Ok(_) => fail!("ShareImage shared an image that is off the allow-list"),
+        }
+    })
+}

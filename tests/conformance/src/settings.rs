@@ -1,0 +1,158 @@
+//! The suite's inputs: the machine class and secret to create machines with, the
+//! provider's conformance file (invalid specs, share-image inputs) and tunables.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+/// Everything a scenario needs besides the connections.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// providerSpec JSON text exactly as read from `--machine-class`.
+    pub provider_spec: String,
+    /// Secret data from `--secret` (credentials and `userData`).
+    pub secret: BTreeMap<String, String>,
+    /// How often idempotent steps are repeated (`--repeat`).
+    pub repeat: usize,
+    /// Upper bound of every "wait until" poll (visibility, initialization, deletion).
+    pub wait: Duration,
+    /// Deadline of each single RPC.
+    pub rpc_timeout: Duration,
+    /// The provider's conformance file, if any.
+    pub provider: ProviderConformance,
+}
+
+/// The provider's `conformance.json` (see the README): inputs that cannot be derived generically.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProviderConformance {
+    /// Spec patches that each must be refused with INVALID_ARGUMENT naming `field`.
+    #[serde(default)]
+    pub invalid_specs: Vec<InvalidSpec>,
+    /// Inputs of the share-image scenarios.
+    #[serde(default)]
+    pub share_image: Option<ShareImageInputs>,
+}
+
+/// One invalid provider spec: a JSON merge patch over the valid spec and the field it breaks.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct InvalidSpec {
+    /// RFC 7386 merge patch applied to the `--machine-class` spec.
+    pub patch: Value,
+    /// The field the driver must name (ErrorInfo metadata `field` or BadRequest), e.g. `providerSpec.machineType`.
+    pub field: String,
+}
+
+/// Images and credentials for the share-image scenarios.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ShareImageInputs {
+    /// A private image of the owner account on the driver's allow-list, not yet visible to the consumer.
+    pub allowed_image: String,
+    /// An image the consumer can already use (public); must also be on the allow-list.
+    pub visible_image: String,
+    /// An image that is not on the allow-list.
+    pub not_allowed_image: String,
+    /// Region of the images (empty for global images).
+    #[serde(default)]
+    pub region: String,
+    /// Image-owner credentials (same keys as a machine secret).
+    pub owner_secret: BTreeMap<String, String>,
+    /// Consumer credentials; the `--secret` data when absent.
+    #[serde(default)]
+    pub consumer_secret: Option<BTreeMap<String, String>>,
+    /// Consumer account id; derived by the driver when absent.
+    #[serde(default)]
+    pub consumer_account: String,
+}
+
+impl ShareImageInputs {
+    /// The images the driver must allow (`--share-image-allow-list` when the suite spawns it).
+    pub fn allow_list(&self) -> Vec<String> {
+        vec![self.allowed_image.clone(), self.visible_image.clone()]
+    }
+}
+
+/// Reads the `--secret` file: a JSON object of string values.
+pub fn read_secret(path: &Path) -> Result<BTreeMap<String, String>, String> {
+    let raw = std::fs::read(path).map_err(|e| format!("--secret {}: {e}", path.display()))?;
+    // serde_json's message may quote a value; report only the position.
+    serde_json::from_slice(&raw).map_err(|e| {
+        format!(
+            "--secret {}: expected a JSON object of strings (problem at line {} column {})",
+            path.display(),
+            e.line(),
+            e.column()
+        )
+    })
+}
+
+/// Reads the `--machine-class` file and checks that it is a JSON object.
+pub fn read_provider_spec(path: &Path) -> Result<String, String> {
+    let raw = std::fs::read_to_string(path).map_err(|e| format!("--machine-class {}: {e}", path.display()))?;
+    match serde_json::from_str::<Value>(&raw) {
+        Ok(Value::Object(_)) => Ok(raw),
+        Ok(_) => Err(format!("--machine-class {}: expected a JSON object (the providerSpec)", path.display())),
+        Err(e) => Err(format!("--machine-class {}: not JSON: {e}", path.display())),
+    }
+}
+
+/// Reads a conformance file.
+pub fn read_provider_conformance(path: &Path) -> Result<ProviderConformance, String> {
+    let raw = std::fs::read(path).map_err(|e| format!("--config {}: {e}", path.display()))?;
+    serde_json::from_slice(&raw).map_err(|e| format!("--config {}: {e}", path.display()))
+}
+
+/// The conformance file to use: `explicit`, else `conformance.json` next to the machine class file if present.
+pub fn conformance_file(explicit: Option<&Path>, machine_class: &Path) -> Option<PathBuf> {
+    if let Some(p) = explicit {
+        return Some(p.to_path_buf());
+    }
+    let sibling = machine_class.parent().unwrap_or(Path::new(".")).join("conformance.json");
+    sibling.is_file().then_some(sibling)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conformance_file_parses_and_refuses_unknown_keys() {
+        let ok: ProviderConformance = serde_json::from_str(
+            r#"{"invalidSpecs":[{"patch":{"machineType":""},"field":"providerSpec.machineType"}],
+                "shareImage":{"allowedImage":"a","visibleImage":"v","notAllowedImage":"n","ownerSecret":{"k":"v"}}}"#,
+        )
+        .unwrap();
+        assert_eq!(ok.invalid_specs[0].field, "providerSpec.machineType");
+        assert_eq!(ok.share_image.unwrap().allow_list(), vec!["a".to_string(), "v".to_string()]);
+        assert!(serde_json::from_str::<ProviderConformance>(r#"{"invalidSpec":[]}"#).is_err());
+    }
+
+    #[test]
+    fn sibling_conformance_file_is_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let class = dir.path().join("machine-class.json");
+        assert_eq!(conformance_file(None, &class), None);
+        std::fs::write(dir.path().join("conformance.json"), "{}").unwrap();
+        assert_eq!(conformance_file(None, &class), Some(dir.path().join("conformance.json")));
+        assert_eq!(conformance_file(Some(Path::new("/x.json")), &class), Some(PathBuf::from("/x.json")));
+    }
+
+    #[test]
+    fn secret_errors_do_not_echo_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s.json");
+        std::fs::write(&p, r#"{"key": "CANARY-SECRET", "n": 1}"#).unwrap();
+        let err = read_secret(&p).unwrap_err();
+        assert!(!err.contains("CANARY-SECRET"), "{err}");
+        std::fs::write(&p, r#""CANARY-SECRET""#).unwrap();
+        let err = read_secret(&p).unwrap_err();
+        assert!(!err.contains("CANARY-SECRET"), "{err}");
+        std::fs::write(&p, r#"{"key": "v"}"#).unwrap();
+        assert_eq!(read_secret(&p).unwrap()["key"], "v");
+    }
+}

@@ -1,0 +1,107 @@
+//! `Filter.N.Name` / `Filter.N.Value.M` filters with EC2's `*` and `?` wildcards.
+
+use crate::errors::Ec2Error;
+use crate::model::Tags;
+use crate::query::Params;
+
+/// One filter: a name and the values any of which may match.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Filter {
+    pub(crate) name: String,
+    pub(crate) values: Vec<String>,
+}
+
+/// Reads the `Filter.N` members of a request.
+pub(crate) fn parse_filters(params: &Params) -> Result<Vec<Filter>, Ec2Error> {
+    params
+        .members("Filter")
+        .into_iter()
+        .map(|member| {
+            let name = member.required("Name").map_err(|_| Ec2Error::missing_parameter("Filter.Name"))?.to_owned();
+            Ok(Filter { name, values: member.list("Value") })
+        })
+        .collect()
+}
+
+/// EC2 wildcard match: `*` any run of characters, `?` exactly one.
+pub(crate) fn glob(pattern: &str, text: &str) -> bool {
+    let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
+    let (mut pi, mut ti, mut star, mut mark) = (0, 0, None, 0);
+    while ti < t.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
+            pi += 1;
+            ti += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some(pi);
+            mark = ti;
+            pi += 1;
+        } else if let Some(s) = star {
+            pi = s + 1;
+            mark += 1;
+            ti = mark;
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|c| *c == '*')
+}
+
+/// Values of the tag filters `tag:KEY`, `tag-key`, `tag-value`; `None` for other names.
+pub(crate) fn tag_values(name: &str, tags: &Tags) -> Option<Vec<String>> {
+    if let Some(key) = name.strip_prefix("tag:") {
+        return Some(tags.get(key).cloned().into_iter().collect());
+    }
+    match name {
+        "tag-key" => Some(tags.keys().cloned().collect()),
+        "tag-value" => Some(tags.values().cloned().collect()),
+        _ => None,
+    }
+}
+
+/// Whether a resource passes every filter; `attribute` gives a filter's resource values
+/// (`None` = unknown filter name → `InvalidParameterValue`, as EC2 answers).
+pub(crate) fn matches_all(
+    filters: &[Filter],
+    mut attribute: impl FnMut(&str) -> Option<Vec<String>>,
+) -> Result<bool, Ec2Error> {
+    for filter in filters {
+        let values = attribute(&filter.name)
+            .ok_or_else(|| Ec2Error::client("InvalidParameterValue", format!("The filter '{}' is invalid", filter.name)))?;
+        let hit = filter.values.iter().any(|pattern| values.iter().any(|value| glob(pattern, value)));
+        if !hit {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wildcards() {
+        assert!(glob("shoot--*", "shoot--dev-worker"));
+        assert!(glob("a?c", "abc"));
+        assert!(!glob("a?c", "ac"));
+        assert!(glob("*", ""));
+        assert!(!glob("abc", "abcd"));
+        assert!(glob("*-z*", "x-y-z1"));
+    }
+
+    #[test]
+    fn unknown_filter_is_an_error_and_all_must_match() {
+        let filters = vec![
+            Filter { name: "tag:role".into(), values: vec!["node".into()] },
+            Filter { name: "instance-state-name".into(), values: vec!["pending".into(), "running".into()] },
+        ];
+        let tags: Tags = [("role".to_owned(), "node".to_owned())].into();
+        let attr = |name: &str| tag_values(name, &tags).or_else(|| (name == "instance-state-name").then(|| vec!["running".to_owned()]));
+        assert_eq!(matches_all(&filters, attr).ok(), Some(true));
+        let other: Tags = Tags::new();
+        let attr = |name: &str| tag_values(name, &other).or_else(|| (name == "instance-state-name").then(|| vec!["running".to_owned()]));
+        assert_eq!(matches_all(&filters, attr).ok(), Some(false));
+        let bogus = vec![Filter { name: "bogus".into(), values: vec![] }];
+        assert!(matches_all(&bogus, |_| None).is_err());
+    }
+}

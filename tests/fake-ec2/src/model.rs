@@ -1,0 +1,183 @@
+//! The fake's resources: instances, network interfaces, volumes, images, snapshots.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant, SystemTime};
+
+/// How long terminated instances stay visible to DescribeInstances (EC2: about an hour).
+pub(crate) const TERMINATED_RETENTION: Duration = Duration::from_secs(3600);
+
+/// An instance state with its EC2 code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum InstanceState {
+    Pending,
+    Running,
+    ShuttingDown,
+    Terminated,
+}
+
+impl InstanceState {
+    /// The EC2 state code (`instanceState.code`).
+    pub(crate) fn code(self) -> u8 {
+        match self {
+            Self::Pending => 0,
+            Self::Running => 16,
+            Self::ShuttingDown => 32,
+            Self::Terminated => 48,
+        }
+    }
+
+    /// The EC2 state name.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Running => "running",
+            Self::ShuttingDown => "shutting-down",
+            Self::Terminated => "terminated",
+        }
+    }
+}
+
+/// Ordered tags (EC2 tag keys are unique per resource).
+pub(crate) type Tags = BTreeMap<String, String>;
+
+/// A network interface created with (and attached to) an instance.
+#[derive(Debug, Clone)]
+pub(crate) struct NetworkInterface {
+    pub(crate) id: String,
+    pub(crate) attachment_id: String,
+    pub(crate) description: String,
+    pub(crate) subnet_id: String,
+    pub(crate) vpc_id: String,
+    pub(crate) availability_zone: String,
+    pub(crate) private_ip: String,
+    pub(crate) private_dns: String,
+    pub(crate) mac: String,
+    pub(crate) source_dest_check: bool,
+    pub(crate) interface_type: String,
+    pub(crate) ipv6_addresses: Vec<String>,
+    pub(crate) ipv6_prefixes: Vec<String>,
+    pub(crate) device_index: i64,
+    pub(crate) network_card_index: i64,
+    pub(crate) delete_on_termination: bool,
+    pub(crate) security_groups: Vec<String>,
+    pub(crate) tags: Tags,
+    /// Counter for addresses handed out inside this interface's IPv6 range.
+    pub(crate) ipv6_next: u32,
+    /// The /64 this interface's IPv6 addresses and /80 prefixes come from (without `::/64`).
+    pub(crate) ipv6_base: String,
+}
+
+/// An EBS volume attached at launch.
+#[derive(Debug, Clone)]
+pub(crate) struct Volume {
+    pub(crate) id: String,
+    pub(crate) device_name: String,
+    pub(crate) size_gib: i64,
+    pub(crate) volume_type: String,
+    pub(crate) delete_on_termination: bool,
+    pub(crate) encrypted: bool,
+    pub(crate) iops: Option<i64>,
+    pub(crate) throughput: Option<i64>,
+    pub(crate) kms_key_id: Option<String>,
+    pub(crate) snapshot_id: Option<String>,
+    pub(crate) tags: Tags,
+}
+
+/// One instance and everything launched with it.
+#[derive(Debug, Clone)]
+pub(crate) struct Instance {
+    pub(crate) id: String,
+    pub(crate) reservation_id: String,
+    pub(crate) owner: String,
+    pub(crate) region: String,
+    pub(crate) image_id: String,
+    pub(crate) instance_type: String,
+    pub(crate) key_name: Option<String>,
+    pub(crate) availability_zone: String,
+    pub(crate) security_groups: Vec<String>,
+    pub(crate) tags: Tags,
+    pub(crate) user_data: Option<String>,
+    pub(crate) client_token: Option<String>,
+    pub(crate) iam_instance_profile: Option<String>,
+    pub(crate) metadata_http_tokens: String,
+    pub(crate) ami_launch_index: usize,
+    pub(crate) root_device_name: String,
+    pub(crate) launch_time: SystemTime,
+    pub(crate) created: Instant,
+    pub(crate) boot: Duration,
+    pub(crate) visible_at: Instant,
+    pub(crate) terminate_requested: Option<(Instant, Duration)>,
+    pub(crate) interfaces: Vec<NetworkInterface>,
+    pub(crate) volumes: Vec<Volume>,
+}
+
+impl Instance {
+    /// The state at `now`, derived from the creation/termination times and their delays.
+    pub(crate) fn state(&self, now: Instant) -> InstanceState {
+        match self.terminate_requested {
+            Some((at, stop)) if now >= at + stop => InstanceState::Terminated,
+            Some(_) => InstanceState::ShuttingDown,
+            None if now >= self.created + self.boot => InstanceState::Running,
+            None => InstanceState::Pending,
+        }
+    }
+
+    /// Whether `account` can see it at `now` (owner, past the consistency window, not long gone).
+    pub(crate) fn visible_to(&self, account: &str, now: Instant) -> bool {
+        let expired = matches!(self.terminate_requested, Some((at, stop)) if now >= at + stop + TERMINATED_RETENTION);
+        self.owner == account && now >= self.visible_at && !expired
+    }
+
+    /// The primary interface (device index 0), if any.
+    pub(crate) fn primary_interface(&self) -> Option<&NetworkInterface> {
+        self.interfaces.iter().find(|eni| eni.device_index == 0).or(self.interfaces.first())
+    }
+
+    /// The `Name` tag.
+    pub(crate) fn name(&self) -> &str {
+        self.tags.get("Name").map_or("", String::as_str)
+    }
+}
+
+/// A machine image.
+#[derive(Debug, Clone)]
+pub(crate) struct Image {
+    pub(crate) id: String,
+    pub(crate) name: String,
+    pub(crate) description: String,
+    pub(crate) owner: String,
+    pub(crate) owner_alias: Option<String>,
+    pub(crate) public: bool,
+    pub(crate) launch_users: BTreeSet<String>,
+    pub(crate) architecture: String,
+    pub(crate) root_device_name: String,
+    pub(crate) snapshot_id: String,
+    pub(crate) volume_size: i64,
+    pub(crate) creation_date: String,
+    pub(crate) tags: Tags,
+}
+
+impl Image {
+    /// Whether `account` may see and launch it.
+    pub(crate) fn launchable_by(&self, account: &str) -> bool {
+        self.public || self.owner == account || self.launch_users.contains(account)
+    }
+}
+
+/// An EBS snapshot (backing an image).
+#[derive(Debug, Clone)]
+pub(crate) struct Snapshot {
+    pub(crate) id: String,
+    pub(crate) owner: String,
+    pub(crate) volume_size: i64,
+    pub(crate) public: bool,
+    pub(crate) create_volume_users: BTreeSet<String>,
+    pub(crate) tags: Tags,
+}
+
+/// Identity of a RunInstances call under one client token.
+#[derive(Debug, Clone)]
+pub(crate) struct ClientTokenEntry {
+    pub(crate) fingerprint: String,
+    pub(crate) instance_ids: Vec<String>,
+}

@@ -1,0 +1,77 @@
+//! The HTTP entry point: one POST `/` for every EC2 and STS action, dispatched on `Action`.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{RawQuery, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::any;
+use fake_cloud_support::{Admin, admin_router};
+
+use crate::actions::{Ctx, dispatch};
+use crate::caller::Caller;
+use crate::errors::{Ec2Error, xml_response};
+use crate::query::Params;
+use crate::store::Store;
+use crate::xml::{STS_NAMESPACE, ec2_document, escape};
+
+/// Shared state of the HTTP handlers.
+#[derive(Clone)]
+struct App {
+    admin: Admin,
+    store: Arc<Store>,
+}
+
+/// The fake's full router: the Query API on `/` and the admin API on `/_admin/*`.
+pub(crate) fn router() -> Router {
+    let store = Arc::new(Store::new());
+    let admin = Admin::new(store.clone());
+    let app = App { admin: admin.clone(), store };
+    Router::new().route("/", any(handle)).with_state(app).merge(admin_router(admin))
+}
+
+async fn handle(State(app): State<App>, RawQuery(query): RawQuery, headers: HeaderMap, body: Bytes) -> Response {
+    let request_id = uuid::Uuid::new_v4().to_string();
+    let raw = if body.is_empty() { query.unwrap_or_default() } else { String::from_utf8_lossy(&body).into_owned() };
+    let params = Params::parse(&raw);
+    let action = params.get("Action").unwrap_or("").to_owned();
+    let guard = match app.admin.begin_call(&action).await {
+        Ok(guard) => guard,
+        Err(rejection) => return rejection.into_response(),
+    };
+    let Some(caller) = Caller::from_headers(&headers) else {
+        let error = Ec2Error::auth_failure("AWS was not able to validate the provided access credentials");
+        return guard.finish(error.to_response(&request_id));
+    };
+    tracing::debug!(action = %action, account = %caller.account, "fake-ec2 request");
+    let response = if action == "GetCallerIdentity" {
+        get_caller_identity(&caller, &request_id)
+    } else if action.is_empty() {
+        Ec2Error::client("MissingAction", "The request must contain the parameter Action").to_response(&request_id)
+    } else {
+        let ctx = Ctx { caller: &caller, now: Instant::now(), timing: app.admin.timing(), consistency: app.admin.consistency() };
+        let answer = {
+            let mut world = app.store.world();
+            dispatch(&mut world, &ctx, &action, &params)
+        };
+        match answer {
+            Ok(body) => xml_response(StatusCode::OK, &request_id, ec2_document(&action, &request_id, &body.finish())),
+            Err(error) => error.to_response(&request_id),
+        }
+    };
+    guard.finish(response)
+}
+
+/// STS GetCallerIdentity (awsQuery protocol, STS namespace).
+fn get_caller_identity(caller: &Caller, request_id: &str) -> Response {
+    let account = escape(&caller.account);
+    let body = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<GetCallerIdentityResponse xmlns=\"{STS_NAMESPACE}\"><GetCallerIdentityResult>\
+         <Arn>arn:aws:iam::{account}:user/fake-user</Arn><UserId>AIDAFAKE{account}</UserId><Account>{account}</Account>\
+         </GetCallerIdentityResult><ResponseMetadata><RequestId>{request_id}</RequestId></ResponseMetadata></GetCallerIdentityResponse>"
+    );
+    xml_response(StatusCode::OK, request_id, body)
+}

@@ -1,0 +1,218 @@
+//! The fake's state behind one mutex, its seed data, and its admin hooks.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
+
+use axum::response::Response;
+use fake_cloud_support::{CloudHooks, FaultKind, Inventory, InventoryInstance, OpClass};
+use serde_json::json;
+
+use crate::caller::{AMAZON_ACCOUNT, OWNER_ACCOUNT};
+use crate::errors::{Ec2Error, StsError};
+use crate::model::{ClientTokenEntry, Image, Instance, InstanceState, Snapshot};
+
+/// The public Amazon Linux image every account can launch.
+pub const PUBLIC_IMAGE: &str = "ami-0123456789abcdef0";
+/// A private image owned by [`OWNER_ACCOUNT`], shared with nobody initially.
+pub const PRIVATE_IMAGE: &str = "ami-0000000000000a11d";
+/// The snapshot behind [`PRIVATE_IMAGE`].
+pub const PRIVATE_SNAPSHOT: &str = "snap-0000000000000a11d";
+/// The default VPC every subnet belongs to.
+pub(crate) const DEFAULT_VPC: &str = "vpc-0fa4e0000000000d1";
+/// The subnet used when a launch names none.
+pub(crate) const DEFAULT_SUBNET: &str = "subnet-0de0fa0000000000a";
+
+/// Everything the fake knows.
+#[derive(Debug, Default)]
+pub(crate) struct World {
+    pub(crate) instances: Vec<Instance>,
+    pub(crate) images: Vec<Image>,
+    pub(crate) snapshots: Vec<Snapshot>,
+    pub(crate) client_tokens: HashMap<(String, String), ClientTokenEntry>,
+    pub(crate) subnet_hosts: HashMap<String, u32>,
+    pub(crate) ipv6_prefixes_handed_out: u32,
+}
+
+fn image(id: &str, name: &str, owner: &str, alias: Option<&str>, public: bool, snapshot: &str, size: i64) -> Image {
+    Image {
+        id: id.to_owned(),
+        name: name.to_owned(),
+        description: format!("{name} (fake)"),
+        owner: owner.to_owned(),
+        owner_alias: alias.map(str::to_owned),
+        public,
+        launch_users: BTreeSet::new(),
+        architecture: "x86_64".to_owned(),
+        root_device_name: "/dev/xvda".to_owned(),
+        snapshot_id: snapshot.to_owned(),
+        volume_size: size,
+        creation_date: "2024-01-15T10:00:00.000Z".to_owned(),
+        tags: Default::default(),
+    }
+}
+
+fn snapshot(id: &str, owner: &str, public: bool, size: i64) -> Snapshot {
+    Snapshot {
+        id: id.to_owned(),
+        owner: owner.to_owned(),
+        volume_size: size,
+        public,
+        create_volume_users: BTreeSet::new(),
+        tags: Default::default(),
+    }
+}
+
+impl World {
+    /// The initial state: no instances, the seeded images and snapshots.
+    pub(crate) fn seeded() -> Self {
+        Self {
+            images: vec![
+                image(PUBLIC_IMAGE, "amzn2-ami-hvm-2.0-x86_64-gp2", AMAZON_ACCOUNT, Some("amazon"), true, "snap-0123456789abcdef0", 8),
+                image(PRIVATE_IMAGE, "gardenlinux-private", OWNER_ACCOUNT, None, false, PRIVATE_SNAPSHOT, 20),
+                image("ami-0f1e2d3c4b5a69788", "gardenlinux-1592.1-amd64", AMAZON_ACCOUNT, Some("amazon"), true, "snap-0f1e2d3c4b5a69788", 10),
+            ],
+            snapshots: vec![
+                snapshot("snap-0123456789abcdef0", AMAZON_ACCOUNT, true, 8),
+                snapshot(PRIVATE_SNAPSHOT, OWNER_ACCOUNT, false, 20),
+                snapshot("snap-0f1e2d3c4b5a69788", AMAZON_ACCOUNT, true, 10),
+            ],
+            ..Self::default()
+        }
+    }
+}
+
+/// The shared state plus the admin hooks over it.
+#[derive(Debug)]
+pub(crate) struct Store {
+    world: Mutex<World>,
+}
+
+impl Store {
+    /// A store in its initial state.
+    pub(crate) fn new() -> Self {
+        Self { world: Mutex::new(World::seeded()) }
+    }
+
+    /// Locks the world (never held across an `.await`).
+    pub(crate) fn world(&self) -> MutexGuard<'_, World> {
+        self.world.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The EC2 operation → class table of `docs/fake-admin-api.md`.
+pub(crate) fn operation_class(operation: &str) -> Option<OpClass> {
+    Some(match operation {
+        "RunInstances" => OpClass::Create,
+        "DescribeInstances" | "DescribeNetworkInterfaces" | "DescribeImages" | "DescribeImageAttribute"
+        | "DescribeSnapshotAttribute" => OpClass::Read,
+        "ModifyNetworkInterfaceAttribute" | "AssignIpv6Addresses" | "ModifyImageAttribute" | "ModifySnapshotAttribute"
+        | "CreateTags" => OpClass::Write,
+        "TerminateInstances" => OpClass::Delete,
+        _ => return None,
+    })
+}
+
+fn instance_inventory(instance: &Instance, now: Instant) -> InventoryInstance {
+    let state = instance.state(now);
+    let interfaces: Vec<_> = instance
+        .interfaces
+        .iter()
+        .map(|eni| {
+            json!({
+                "id": eni.id,
+                "device_index": eni.device_index,
+                "network_card_index": eni.network_card_index,
+                "subnet_id": eni.subnet_id,
+                "private_ip": eni.private_ip,
+                "private_dns_name": eni.private_dns,
+                "source_dest_check": eni.source_dest_check,
+                "interface_type": eni.interface_type,
+                "ipv6_addresses": eni.ipv6_addresses,
+                "ipv6_prefixes": eni.ipv6_prefixes,
+                "security_groups": eni.security_groups,
+                "tags": eni.tags,
+            })
+        })
+        .collect();
+    let volumes: Vec<_> = instance
+        .volumes
+        .iter()
+        .map(|v| {
+            json!({
+                "id": v.id, "device_name": v.device_name, "size_gib": v.size_gib, "volume_type": v.volume_type,
+                "delete_on_termination": v.delete_on_termination, "encrypted": v.encrypted, "iops": v.iops,
+                "throughput": v.throughput, "kms_key_id": v.kms_key_id, "snapshot_id": v.snapshot_id, "tags": v.tags,
+            })
+        })
+        .collect();
+    let extra = json!({
+        "owner_account": instance.owner,
+        "region": instance.region,
+        "availability_zone": instance.availability_zone,
+        "image_id": instance.image_id,
+        "instance_type": instance.instance_type,
+        "client_token": instance.client_token,
+        "user_data_base64": instance.user_data,
+        "iam_instance_profile": instance.iam_instance_profile,
+        "key_name": instance.key_name,
+        "security_groups": instance.security_groups,
+        "metadata_http_tokens": instance.metadata_http_tokens,
+        "network_interfaces": interfaces,
+        "block_devices": volumes,
+    });
+    InventoryInstance {
+        id: instance.id.clone(),
+        name: instance.name().to_owned(),
+        state: state.name().to_owned(),
+        live: instance.terminate_requested.is_none() && state != InstanceState::Terminated,
+        tags: instance.tags.clone(),
+        extra: match extra {
+            serde_json::Value::Object(map) => map,
+            _ => serde_json::Map::new(),
+        },
+    }
+}
+
+impl CloudHooks for Store {
+    fn operation_class(&self, operation: &str) -> Option<OpClass> {
+        operation_class(operation)
+    }
+
+    fn fault_response(&self, kind: FaultKind, operation: &str) -> Response {
+        let request_id = uuid::Uuid::new_v4().to_string();
+        if operation == "GetCallerIdentity" {
+            StsError::from_fault(kind).to_response(&request_id)
+        } else {
+            Ec2Error::from_fault(kind).to_response(&request_id)
+        }
+    }
+
+    fn inventory(&self) -> Inventory {
+        let now = Instant::now();
+        let world = self.world();
+        let images = world
+            .images
+            .iter()
+            .map(|image| {
+                let snapshot = world.snapshots.iter().find(|s| s.id == image.snapshot_id);
+                json!({
+                    "id": image.id,
+                    "name": image.name,
+                    "owner": image.owner,
+                    "public": image.public,
+                    "launch_permissions": image.launch_users,
+                    "snapshot_id": image.snapshot_id,
+                    "snapshot_size_gib": snapshot.map(|s| s.volume_size),
+                    "create_volume_permissions": snapshot.map(|s| s.create_volume_users.clone()).unwrap_or_default(),
+                    "tags": image.tags,
+                })
+            })
+            .collect();
+        Inventory { instances: world.instances.iter().map(|i| instance_inventory(i, now)).collect(), images }
+    }
+
+    fn reset(&self) {
+        *self.world() = World::seeded();
+    }
+}

@@ -1,0 +1,242 @@
+//! `instances.insert`, `instances.get`, `instances.list`, `instances.delete`.
+
+use std::time::Instant;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use fake_cloud_support::FaultKind;
+use serde_json::{Value, json};
+
+use super::{Ctx, Params, begin, parse_body, request_id, respond};
+use crate::build::{self, Target};
+use crate::caller::Caller;
+use crate::error::GceError;
+use crate::filter::{Filter, Subject};
+use crate::model::instance::InstanceRequest;
+use crate::model::operation::Operation;
+use crate::paging;
+use crate::state::lifecycle::Lifecycle;
+use crate::state::operations::{self, NewOperation, OpType, OperationRecord};
+use crate::state::{InstanceRecord, State as CloudState};
+use crate::urls;
+
+/// The existing operation a `requestId` was already used for, if any.
+fn replay(state: &CloudState, project: &str, zone: &str, request_id: Option<&String>, now: Instant) -> Option<Operation> {
+    let key = (project.to_string(), zone.to_string(), request_id?.clone());
+    let (name, _) = state.request_ids.get(&key)?;
+    let op = state.operations.get(&(project.to_string(), zone.to_string(), name.clone()))?;
+    Some(op.render(now))
+}
+
+/// Stores an operation (and its `requestId`) and returns it rendered.
+fn record_operation(state: &mut CloudState, record: OperationRecord, now: Instant) -> Operation {
+    let rendered = record.render(now);
+    let key = (record.project.clone(), record.zone.clone(), record.name.clone());
+    if let Some(id) = &record.request_id {
+        state.request_ids.insert((record.project.clone(), record.zone.clone(), id.clone()), (record.name.clone(), now));
+    }
+    state.operations.insert(key, record);
+    rendered
+}
+
+/// `POST .../zones/Z/instances?requestId=UUID`: creates an instance, returns its insert Operation.
+///
+/// The operation is DONE when the instance reaches `STAGING` (half of `boot_ms`),
+/// as real GCE marks inserts done before the guest is `RUNNING`.
+pub(crate) async fn insert(
+    State(ctx): State<Ctx>,
+    Path((project, zone)): Path<(String, String)>,
+    Query(params): Query<Params>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let guard = match begin(&ctx, "instances.insert").await {
+        Ok(guard) => guard,
+        Err(rejection) => return rejection,
+    };
+    let prepared = urls::check_zone(&zone)
+        .and_then(|()| request_id(&params))
+        .and_then(|id| parse_body::<InstanceRequest>(&body).map(|request| (id, request)));
+    let (request_id, request) = match prepared {
+        Ok(prepared) => prepared,
+        Err(error) => return error.into_response(),
+    };
+    let now = Instant::now();
+    let timing = ctx.admin.timing();
+    let invisible = ctx.admin.consistency().invisible();
+    let mut state = ctx.store.lock_at(now);
+    if let Some(op) = replay(&state, &project, &zone, request_id.as_ref(), now) {
+        return Json(op).into_response();
+    }
+    let caller = Caller::from_headers(&headers, state.default_caller.as_deref());
+    let target = Target { project: &project, zone: &zone, caller: &caller };
+    let instance = match build::instance(request, &target, &mut state) {
+        Ok(instance) => instance,
+        Err(error) => return error.into_response(),
+    };
+    let key = (project.clone(), zone.clone(), instance.name.clone());
+    if state.instances.contains_key(&key) {
+        return GceError::already_exists(&format!("projects/{project}/zones/{zone}/instances/{}", instance.name))
+            .into_response();
+    }
+    let after = guard.after_fault();
+    let stockout = after.as_ref().is_some_and(|r| r.kind == FaultKind::Capacity);
+    let staged_at = now + timing.boot() / 2;
+    let lifecycle = if stockout {
+        Lifecycle::Stockout { until: staged_at }
+    } else {
+        Lifecycle::Booting { created: now, boot: timing.boot() }
+    };
+    let record = OperationRecord::new(NewOperation {
+        project: &project,
+        zone: &zone,
+        op_type: OpType::Insert,
+        target_link: &instance.self_link,
+        target_id: &instance.id,
+        user: caller.user(),
+        now,
+        done_at: staged_at,
+        failure: stockout.then(|| operations::stockout(&project, &zone)),
+        request_id: request_id.as_deref(),
+    });
+    state.instances.insert(key, InstanceRecord { resource: instance, lifecycle, visible_at: now + invisible });
+    let op = record_operation(&mut state, record, now);
+    drop(state);
+    match after {
+        Some(rejection) if !stockout => rejection.into_response(),
+        _ => Json(op).into_response(),
+    }
+}
+
+/// `GET .../zones/Z/instances/NAME`; 404 while the instance is still invisible.
+pub(crate) async fn get(
+    State(ctx): State<Ctx>,
+    Path((project, zone, name)): Path<(String, String, String)>,
+) -> Response {
+    let guard = match begin(&ctx, "instances.get").await {
+        Ok(guard) => guard,
+        Err(rejection) => return rejection,
+    };
+    let result = urls::check_zone(&zone).and_then(|()| {
+        let now = Instant::now();
+        let state = ctx.store.lock_at(now);
+        state
+            .instances
+            .get(&(project.clone(), zone.clone(), name.clone()))
+            .filter(|record| now >= record.visible_at)
+            .and_then(|record| record.render(now))
+            .ok_or_else(|| GceError::not_found(&format!("projects/{project}/zones/{zone}/instances/{name}")))
+    });
+    guard.finish(respond(result))
+}
+
+/// `GET .../zones/Z/instances?filter=&maxResults=&pageToken=`: an `InstanceList`, in name order.
+pub(crate) async fn list(
+    State(ctx): State<Ctx>,
+    Path((project, zone)): Path<(String, String)>,
+    Query(params): Query<Params>,
+) -> Response {
+    let guard = match begin(&ctx, "instances.list").await {
+        Ok(guard) => guard,
+        Err(rejection) => return rejection,
+    };
+    guard.finish(respond(list_page(&ctx, &project, &zone, &params)))
+}
+
+fn list_page(ctx: &Ctx, project: &str, zone: &str, params: &Params) -> Result<Value, GceError> {
+    urls::check_zone(zone)?;
+    let filter = Filter::parse(params.get("filter").map_or("", String::as_str))?;
+    let max = paging::max_results(params.get("maxResults").map(String::as_str))?;
+    let after = paging::decode(params.get("pageToken").map(String::as_str))?;
+    let now = Instant::now();
+    let state = ctx.store.lock_at(now);
+    let mut items: Vec<Value> = Vec::new();
+    let mut next_page_token = None;
+    let matching = state
+        .instances
+        .iter()
+        .filter(|((p, z, name), _)| p == project && z == zone && after.as_ref().is_none_or(|a| name > a))
+        .filter(|(_, record)| now >= record.visible_at)
+        .filter_map(|(_, record)| record.render(now))
+        .filter(|instance| {
+            filter.matches(&Subject {
+                name: &instance.name,
+                status: &instance.status,
+                id: &instance.id,
+                labels: &instance.labels,
+            })
+        });
+    for instance in matching {
+        if items.len() == max {
+            next_page_token = items
+                .last()
+                .and_then(|last| last.get("name"))
+                .and_then(Value::as_str)
+                .map(paging::token_after);
+            break;
+        }
+        items.push(serde_json::to_value(&instance).map_err(|_| GceError::internal())?);
+    }
+    let path = format!("projects/{project}/zones/{zone}/instances");
+    let mut body = json!({"kind": "compute#instanceList", "id": path, "selfLink": urls::full(&path)});
+    if !items.is_empty() {
+        body["items"] = Value::Array(items);
+    }
+    if let Some(token) = next_page_token {
+        body["nextPageToken"] = Value::String(token);
+    }
+    Ok(body)
+}
+
+/// `DELETE .../zones/Z/instances/NAME?requestId=`: STOPPING for `stop_ms`, then gone;
+/// the delete Operation is DONE when the instance is gone.
+pub(crate) async fn delete(
+    State(ctx): State<Ctx>,
+    Path((project, zone, name)): Path<(String, String, String)>,
+    Query(params): Query<Params>,
+    headers: HeaderMap,
+) -> Response {
+    let guard = match begin(&ctx, "instances.delete").await {
+        Ok(guard) => guard,
+        Err(rejection) => return rejection,
+    };
+    let result = urls::check_zone(&zone).and_then(|()| request_id(&params)).and_then(|request_id| {
+        let now = Instant::now();
+        let stop = ctx.admin.timing().stop();
+        let mut state = ctx.store.lock_at(now);
+        if let Some(op) = replay(&state, &project, &zone, request_id.as_ref(), now) {
+            return Ok(op);
+        }
+        let caller = Caller::from_headers(&headers, state.default_caller.as_deref());
+        let key = (project.clone(), zone.clone(), name.clone());
+        let record = state
+            .instances
+            .get_mut(&key)
+            .ok_or_else(|| GceError::not_found(&format!("projects/{project}/zones/{zone}/instances/{name}")))?;
+        if record.resource.deletion_protection {
+            return Err(GceError::deletion_protected());
+        }
+        let until = match record.lifecycle {
+            Lifecycle::Deleting { until } => until,
+            _ => now + stop,
+        };
+        record.lifecycle = Lifecycle::Deleting { until };
+        let op = OperationRecord::new(NewOperation {
+            project: &project,
+            zone: &zone,
+            op_type: OpType::Delete,
+            target_link: &record.resource.self_link,
+            target_id: &record.resource.id,
+            user: caller.user(),
+            now,
+            done_at: until,
+            failure: None,
+            request_id: request_id.as_deref(),
+        });
+        Ok(record_operation(&mut state, op, now))
+    });
+    guard.finish(respond(result))
+}

@@ -1,0 +1,79 @@
+//! The GCE side of the shared admin API: operation classes, the real GCE error
+//! per fault kind, the inventory and reset.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::response::{IntoResponse, Response};
+use fake_cloud_support::{CloudHooks, FaultKind, Inventory, OpClass};
+use serde_json::json;
+
+use crate::error::GceError;
+use crate::state::{Store, inventory_entry};
+
+/// [`CloudHooks`] for the fake Compute Engine.
+#[derive(Debug)]
+pub(crate) struct GceHooks {
+    /// The cloud state the inventory and reset act on.
+    pub(crate) store: Arc<Store>,
+}
+
+/// The real GCE error for a neutral fault kind.
+pub(crate) fn fault_error(kind: FaultKind, operation: &str) -> GceError {
+    match kind {
+        FaultKind::Throttle => GceError::rate_limited(),
+        FaultKind::Capacity => GceError::quota_exceeded(),
+        FaultKind::Unavailable => GceError::backend_error(),
+        FaultKind::Internal => GceError::internal(),
+        FaultKind::Auth => GceError::unauthenticated(),
+        FaultKind::Permission => GceError::forbidden(operation),
+    }
+}
+
+impl CloudHooks for GceHooks {
+    fn operation_class(&self, operation: &str) -> Option<OpClass> {
+        match operation {
+            "instances.insert" => Some(OpClass::Create),
+            "instances.delete" => Some(OpClass::Delete),
+            "images.setIamPolicy" => Some(OpClass::Write),
+            "instances.get" | "instances.list" | "images.get" | "images.getIamPolicy" | "zoneOperations.get"
+            | "zoneOperations.wait" => Some(OpClass::Read),
+            _ => None,
+        }
+    }
+
+    fn fault_response(&self, kind: FaultKind, operation: &str) -> Response {
+        fault_error(kind, operation).into_response()
+    }
+
+    fn inventory(&self) -> Inventory {
+        let now = Instant::now();
+        let state = self.store.lock_at(now);
+        let mut instances: Vec<_> = state
+            .instances
+            .values()
+            .filter_map(|record| record.render(now))
+            .map(|instance| inventory_entry(&instance, &instance.status, true))
+            .collect();
+        instances.extend(state.deleted.iter().cloned());
+        let images = state
+            .images
+            .iter()
+            .map(|((project, name), record)| {
+                json!({
+                    "project": project,
+                    "name": name,
+                    "family": record.image.family,
+                    "selfLink": record.image.self_link,
+                    "etag": record.etag(),
+                    "bindings": record.policy.bindings,
+                })
+            })
+            .collect();
+        Inventory { instances, images }
+    }
+
+    fn reset(&self) {
+        self.store.reset();
+    }
+}

@@ -1,0 +1,206 @@
+//! The fake's cloud state: instances, zone operations, `requestId`s and images,
+//! behind one `std::sync::Mutex` that is never held across an `.await`.
+
+pub(crate) mod lifecycle;
+pub(crate) mod operations;
+pub(crate) mod seed;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use fake_cloud_support::InventoryInstance;
+use sha2::{Digest, Sha256};
+
+use crate::model::image::Image;
+use crate::model::instance::Instance;
+use crate::model::policy::Policy;
+use lifecycle::Lifecycle;
+use operations::OperationRecord;
+
+/// How long a `requestId` is remembered (GCE documents "at least 60 minutes").
+const REQUEST_ID_RETENTION: Duration = Duration::from_secs(2 * 60 * 60);
+
+/// `(project, zone, name)` of a zonal resource.
+pub(crate) type ZonalKey = (String, String, String);
+
+/// One instance and its lifecycle.
+#[derive(Debug, Clone)]
+pub(crate) struct InstanceRecord {
+    /// The resource as returned (its `status` is refreshed on every read).
+    pub(crate) resource: Instance,
+    /// Where the instance is in its life.
+    pub(crate) lifecycle: Lifecycle,
+    /// Reads do not see the instance before this instant (eventual consistency).
+    pub(crate) visible_at: Instant,
+}
+
+impl InstanceRecord {
+    /// The resource with its current status, or `None` once gone.
+    pub(crate) fn render(&self, now: Instant) -> Option<Instance> {
+        let status = self.lifecycle.status(now)?;
+        let mut resource = self.resource.clone();
+        resource.status = status.to_string();
+        Some(resource)
+    }
+}
+
+/// One image and its IAM policy.
+#[derive(Debug, Clone)]
+pub(crate) struct ImageRecord {
+    /// The image resource.
+    pub(crate) image: Image,
+    /// The IAM policy (its `etag` is derived from `policy_version`).
+    pub(crate) policy: Policy,
+    /// Bumped on every policy change; the etag encodes it.
+    pub(crate) policy_version: u64,
+}
+
+impl ImageRecord {
+    /// The current policy etag (URL-safe base64, like GCE's `BwX...` etags).
+    pub(crate) fn etag(&self) -> String {
+        let mut bytes = Vec::with_capacity(16);
+        bytes.extend_from_slice(&[0x07, 0x05]);
+        bytes.extend_from_slice(&self.policy_version.to_be_bytes());
+        bytes.extend_from_slice(&fingerprint_bytes(self.image.id.as_bytes())[..2]);
+        base64::engine::general_purpose::URL_SAFE.encode(bytes)
+    }
+
+    /// The policy as returned by `getIamPolicy`, with its etag.
+    pub(crate) fn policy_with_etag(&self) -> Policy {
+        Policy { version: 1, etag: Some(self.etag()), bindings: self.policy.bindings.clone() }
+    }
+}
+
+/// All mutable cloud state.
+#[derive(Debug, Default)]
+pub(crate) struct State {
+    /// Existing instances (including those still stopping), by `(project, zone, name)`.
+    pub(crate) instances: BTreeMap<ZonalKey, InstanceRecord>,
+    /// Instances that no longer exist, for the admin inventory.
+    pub(crate) deleted: Vec<InventoryInstance>,
+    /// Zone operations by `(project, zone, name)`.
+    pub(crate) operations: HashMap<ZonalKey, OperationRecord>,
+    /// `(project, zone, requestId)` → operation name and when it was first seen.
+    pub(crate) request_ids: HashMap<ZonalKey, (String, Instant)>,
+    /// Images by `(project, name)`.
+    pub(crate) images: BTreeMap<(String, String), ImageRecord>,
+    /// Principal assumed for requests without an `sa:`/`user:` bearer token.
+    pub(crate) default_caller: Option<String>,
+    /// Allocation counter for internal and external IPs.
+    pub(crate) addresses: u32,
+}
+
+impl State {
+    /// The initial state: no instances, seeded images.
+    pub(crate) fn initial() -> Self {
+        Self { images: seed::images(), ..Self::default() }
+    }
+
+    /// Moves instances that no longer exist at `now` to `deleted` and forgets old request ids.
+    pub(crate) fn sweep(&mut self, now: Instant) {
+        let gone: Vec<ZonalKey> = self
+            .instances
+            .iter()
+            .filter(|(_, record)| record.lifecycle.status(now).is_none())
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in gone {
+            if let Some(record) = self.instances.remove(&key) {
+                self.deleted.push(inventory_entry(&record.resource, "DELETED", false));
+            }
+        }
+        self.request_ids.retain(|_, (_, seen)| now.saturating_duration_since(*seen) < REQUEST_ID_RETENTION);
+    }
+
+    /// The next internal IP (`10.128.x.y`) and external NAT IP (`34.x.y.z`).
+    pub(crate) fn allocate_addresses(&mut self) -> (String, String) {
+        self.addresses += 1;
+        let n = self.addresses + 1;
+        let internal = format!("10.{}.{}.{}", 128 + ((n >> 16) & 0x3f), (n >> 8) & 0xff, n & 0xff);
+        let external = format!("34.{}.{}.{}", 64 + ((n >> 16) & 0x3f), (n >> 8) & 0xff, n & 0xff);
+        (internal, external)
+    }
+}
+
+/// The shared store.
+#[derive(Debug)]
+pub(crate) struct Store {
+    state: Mutex<State>,
+}
+
+impl Store {
+    /// A store in its initial state.
+    pub(crate) fn new() -> Self {
+        Self { state: Mutex::new(State::initial()) }
+    }
+
+    /// Locks the state and sweeps it to `now`.
+    pub(crate) fn lock_at(&self, now: Instant) -> MutexGuard<'_, State> {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.sweep(now);
+        state
+    }
+
+    /// Back to the initial state.
+    pub(crate) fn reset(&self) {
+        *self.state.lock().unwrap_or_else(PoisonError::into_inner) = State::initial();
+    }
+}
+
+/// The inventory entry of an instance (`tags` = labels, plus metadata items).
+pub(crate) fn inventory_entry(instance: &Instance, state: &str, live: bool) -> InventoryInstance {
+    let mut extra = serde_json::Map::new();
+    let metadata: serde_json::Map<String, serde_json::Value> = instance
+        .metadata
+        .items
+        .iter()
+        .map(|item| (item.key.clone(), item.value.clone().map_or(serde_json::Value::Null, serde_json::Value::String)))
+        .collect();
+    extra.insert("metadata".into(), serde_json::Value::Object(metadata));
+    extra.insert("zone".into(), instance.zone.rsplit('/').next().unwrap_or_default().into());
+    extra.insert("machineType".into(), instance.machine_type.rsplit('/').next().unwrap_or_default().into());
+    extra.insert("selfLink".into(), instance.self_link.clone().into());
+    InventoryInstance {
+        id: instance.id.clone(),
+        name: instance.name.clone(),
+        state: state.to_string(),
+        live,
+        tags: instance.labels.clone(),
+        extra,
+    }
+}
+
+/// A new numeric resource id (19 digits, as GCE's are).
+pub(crate) fn new_id() -> String {
+    (1_000_000_000_000_000_000u64 + rand::random::<u64>() % 8_000_000_000_000_000_000).to_string()
+}
+
+/// The first 8 bytes of the SHA-256 of `data`.
+pub(crate) fn fingerprint_bytes(data: &[u8]) -> [u8; 8] {
+    let digest = Sha256::digest(data);
+    let mut out = [0u8; 8];
+    out.copy_from_slice(&digest[..8]);
+    out
+}
+
+/// A GCE-style fingerprint (URL-safe base64 of 8 bytes, the encoding of the REST
+/// API's `bytes` fields, which the Rust client decodes strictly) of some content.
+pub(crate) fn fingerprint(data: &[u8]) -> String {
+    base64::engine::general_purpose::URL_SAFE.encode(fingerprint_bytes(data))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fingerprints_use_the_url_safe_alphabet() {
+        for i in 0..200u32 {
+            let f = fingerprint(&i.to_be_bytes());
+            assert!(!f.contains('+') && !f.contains('/'), "{f}");
+            assert_eq!(f.len(), 12);
+        }
+    }
+}

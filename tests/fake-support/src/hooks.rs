@@ -1,0 +1,55 @@
+//! What a cloud fake plugs into the shared machinery.
+
+use std::collections::BTreeMap;
+
+use axum::response::Response;
+use serde::{Deserialize, Serialize};
+
+use crate::faults::FaultKind;
+use crate::operations::OpClass;
+
+/// The cloud-specific side of the admin API, implemented by each fake.
+///
+/// Methods are synchronous: keep the fake's state behind a `std::sync::Mutex`
+/// and never hold it across an `.await`.
+pub trait CloudHooks: Send + Sync + 'static {
+    /// The class of an exact cloud operation name, `None` for operations outside the table.
+    fn operation_class(&self, operation: &str) -> Option<OpClass>;
+
+    /// The cloud's real error answer for an injected fault (or rate-limit refusal) of `kind`.
+    fn fault_response(&self, kind: FaultKind, operation: &str) -> Response;
+
+    /// The current inventory for `GET /_admin/inventory`.
+    fn inventory(&self) -> Inventory;
+
+    /// Returns the cloud state to its initial state (no instances, seeded images).
+    fn reset(&self);
+}
+
+/// Body of `GET /_admin/inventory`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Inventory {
+    /// Every instance the fake knows, including terminated ones (`live: false`).
+    pub instances: Vec<InventoryInstance>,
+    /// Images with their cloud-specific details (owner, permissions).
+    #[serde(default)]
+    pub images: Vec<serde_json::Value>,
+}
+
+/// One instance in the inventory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InventoryInstance {
+    /// The cloud's instance id.
+    pub id: String,
+    /// The machine name (EC2 `Name` tag, GCE instance name); empty when unnamed.
+    pub name: String,
+    /// The cloud's state word (`running`, `terminated`, `RUNNING`, ...).
+    pub state: String,
+    /// False once terminated/deleted.
+    pub live: bool,
+    /// Tags or labels.
+    pub tags: BTreeMap<String, String>,
+    /// Cloud-specific extra fields (user data, interfaces, ...), flattened into the object.
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, serde_json::Value>,
+}

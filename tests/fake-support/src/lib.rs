@@ -1,0 +1,26 @@
+//! Cloud-neutral machinery of the fake clouds' admin API (`docs/fake-admin-api.md`).
+//!
+//! A cloud fake implements [`CloudHooks`] (operation classes, its real error answer per
+//! [`FaultKind`], inventory and reset), creates an [`Admin`], passes every cloud API request
+//! through [`Admin::begin_call`], merges [`admin_router`] into its own router and serves the
+//! result with [`FakeHandle::serve`].
+
+mod admin;
+mod counters;
+mod faults;
+mod handle;
+mod hooks;
+mod operations;
+mod rate_limit;
+mod router;
+mod settings;
+
+pub use admin::{Admin, CallGuard, Rejection, RejectionCause};
+pub use counters::CallCounts;
+pub use faults::{FaultKind, FaultSpec, FaultTable, Phase};
+pub use handle::FakeHandle;
+pub use hooks::{CloudHooks, Inventory, InventoryInstance};
+pub use operations::{OpClass, OpSelector};
+pub use rate_limit::TokenBucket;
+pub use router::{ADMIN_PREFIX, admin_router};
+pub use settings::{Consistency, LatencyRules, LatencySpec, RateLimitSpec, Timing};
