@@ -37,6 +37,9 @@ pub struct Instance {
     pub state: String,
     /// False once terminated/deleted.
     pub live: bool,
+    /// The user data the VM boots with, base64 (null when none).
+    #[serde(default)]
+    pub user_data: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

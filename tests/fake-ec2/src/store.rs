@@ -154,6 +154,8 @@ fn instance_inventory(instance: &Instance, now: Instant) -> InventoryInstance {
         "instance_type": instance.instance_type,
         "client_token": instance.client_token,
         "user_data_base64": instance.user_data,
+        // The cloud-neutral field of docs/fake-admin-api.md: what the VM boots with, base64.
+        "user_data": instance.user_data,
         "iam_instance_profile": instance.iam_instance_profile,
         "key_name": instance.key_name,
         "security_groups": instance.security_groups,

@@ -9,6 +9,7 @@ mod initialize;
 mod leak;
 mod lifecycle;
 mod list;
+mod registry;
 mod share_image;
 mod volume_ids;
 
@@ -31,7 +32,7 @@ const fn scenario(
 
 /// Every scenario, in run order. Names are fixed: CI filters and dashboards rely on them.
 pub fn all() -> Vec<Scenario> {
-    use Capability::{GetVolumeIds, InitializeMachine, ListMachines, ShareImage};
+    use Capability::{GetVolumeIds, InitializeMachine, ListMachines, RegistryConfig, ShareImage};
     vec![
         scenario("identity/probe", "ident", &[], false, identity::probe),
         scenario("identity/health-serving", "health", &[], false, identity::health),
@@ -49,6 +50,8 @@ pub fn all() -> Vec<Scenario> {
         scenario("share-image/off-allow-list-refused", "shrdeny", &[ShareImage], false, share_image::not_allowed),
         scenario("volume-ids/foreign-specs-skipped", "vol", &[GetVolumeIds], false, volume_ids::foreign_skipped),
         scenario("volume-ids/malformed-refused", "volbad", &[GetVolumeIds], false, volume_ids::malformed_refused),
+        scenario("registry/mirror-in-user-data", "mirror", &[RegistryConfig], true, registry::mirror_in_user_data),
+        scenario("registry/invalid-mirror-refused", "mirrbad", &[RegistryConfig], false, registry::invalid_mirror_refused),
         scenario("bad-input/invalid-spec-values", "badval", &[], false, bad_input::invalid_values),
         scenario("bad-input/unknown-spec-field", "badunk", &[], false, bad_input::unknown_field),
         scenario("bad-input/malformed-spec-json", "badjson", &[], false, bad_input::malformed_json),

@@ -158,6 +158,12 @@ pub(crate) fn inventory_entry(instance: &Instance, state: &str, live: bool) -> I
         .iter()
         .map(|item| (item.key.clone(), item.value.clone().map_or(serde_json::Value::Null, serde_json::Value::String)))
         .collect();
+    // The cloud-neutral field of docs/fake-admin-api.md: what the VM boots with, base64.
+    let user_data = ["user-data", "startup-script"]
+        .iter()
+        .find_map(|k| metadata.get(*k).and_then(serde_json::Value::as_str))
+        .map(|v| base64::Engine::encode(&base64::engine::general_purpose::STANDARD, v));
+    extra.insert("user_data".into(), user_data.map_or(serde_json::Value::Null, serde_json::Value::String));
     extra.insert("metadata".into(), serde_json::Value::Object(metadata));
     extra.insert("zone".into(), instance.zone.rsplit('/').next().unwrap_or_default().into());
     extra.insert("machineType".into(), instance.machine_type.rsplit('/').next().unwrap_or_default().into());
