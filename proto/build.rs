@@ -11,13 +11,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "machinedriver/v1/driver.proto",
         "machinedriver/v1/identity.proto",
     ])?;
-    std::fs::write(
-        out.join("machinedriver_descriptor.bin"),
-        compiler.encode_file_descriptor_set(),
-    )?;
-    tonic_prost_build::configure()
-        .build_client(true)
-        .build_server(true)
-        .compile_fds(compiler.file_descriptor_set())?;
+    std::fs::write(out.join("machinedriver_descriptor.bin"), compiler.encode_file_descriptor_set())?;
+    tonic_prost_build::configure().build_client(true).build_server(true).compile_fds(compiler.file_descriptor_set())?;
     Ok(())
 }

@@ -41,10 +41,7 @@ pub struct Credentials {
 
 impl fmt::Debug for Credentials {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Credentials")
-            .field("username", &self.username)
-            .field("password", &"<redacted>")
-            .finish()
+        f.debug_struct("Credentials").field("username", &self.username).field("password", &"<redacted>").finish()
     }
 }
 

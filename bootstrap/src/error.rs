@@ -19,9 +19,7 @@ pub enum BootstrapError {
         reason: String,
     },
     /// Two entries for the same registry host carry different CA certificates.
-    #[error(
-        "`{first}` and `{second}` name the same registry host `{host}` with different CA certificates"
-    )]
+    #[error("`{first}` and `{second}` name the same registry host `{host}` with different CA certificates")]
     ConflictingCa {
         /// The host (with port, if any) both entries point to.
         host: String,
@@ -45,9 +43,7 @@ pub enum BootstrapError {
         reason: String,
     },
     /// The merged user data exceeds the provider's limit even after compression.
-    #[error(
-        "user data with registry configuration is {size} bytes ({detail}); the limit is {limit} bytes"
-    )]
+    #[error("user data with registry configuration is {size} bytes ({detail}); the limit is {limit} bytes")]
     TooLarge {
         /// Size in bytes of the smallest form that was produced.
         size: usize,
@@ -68,22 +64,14 @@ pub enum BootstrapError {
 
 impl BootstrapError {
     pub(crate) fn field(field: impl Into<String>, reason: impl Into<String>) -> Self {
-        Self::InvalidField {
-            field: field.into(),
-            reason: reason.into(),
-        }
+        Self::InvalidField { field: field.into(), reason: reason.into() }
     }
 
     pub(crate) fn malformed(format: &'static str, reason: impl Into<String>) -> Self {
-        Self::MalformedUserData {
-            format,
-            reason: reason.into(),
-        }
+        Self::MalformedUserData { format, reason: reason.into() }
     }
 
     pub(crate) fn unsupported(reason: impl Into<String>) -> Self {
-        Self::UnsupportedUserData {
-            reason: reason.into(),
-        }
+        Self::UnsupportedUserData { reason: reason.into() }
     }
 }

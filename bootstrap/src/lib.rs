@@ -26,11 +26,7 @@ use formats::gzip;
 /// again. When the result exceeds `limit` and the format allows it
 /// (everything but Ignition), it is gzip-compressed; if it is still too
 /// large, [`BootstrapError::TooLarge`] carries both sizes.
-pub fn apply(
-    user_data: &[u8],
-    config: &RegistryConfig,
-    limit: SizeLimit,
-) -> Result<Vec<u8>, BootstrapError> {
+pub fn apply(user_data: &[u8], config: &RegistryConfig, limit: SizeLimit) -> Result<Vec<u8>, BootstrapError> {
     if config.is_empty() {
         return Ok(user_data.to_vec());
     }
@@ -57,25 +53,13 @@ pub fn apply(
             detail: "uncompressed; Ignition user data is not compressed",
         });
     }
-    within_limit(
-        gzip::compress(&merged.bytes)?,
-        limit,
-        "after gzip compression",
-    )
+    within_limit(gzip::compress(&merged.bytes)?, limit, "after gzip compression")
 }
 
-fn within_limit(
-    bytes: Vec<u8>,
-    limit: SizeLimit,
-    detail: &'static str,
-) -> Result<Vec<u8>, BootstrapError> {
+fn within_limit(bytes: Vec<u8>, limit: SizeLimit, detail: &'static str) -> Result<Vec<u8>, BootstrapError> {
     if bytes.len() <= limit.0 {
         Ok(bytes)
     } else {
-        Err(BootstrapError::TooLarge {
-            size: bytes.len(),
-            limit: limit.0,
-            detail,
-        })
+        Err(BootstrapError::TooLarge { size: bytes.len(), limit: limit.0, detail })
     }
 }

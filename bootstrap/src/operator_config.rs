@@ -88,8 +88,7 @@ impl fmt::Debug for ValueSource {
 impl RegistryConfigFile {
     /// Reads `path` and resolves every referenced file (relative to `path`'s directory).
     pub fn load(path: &Path) -> Result<RegistryConfig, BootstrapError> {
-        let bytes = std::fs::read(path)
-            .map_err(|e| config_file_error(path, format!("cannot read: {}", e.kind())))?;
+        let bytes = std::fs::read(path).map_err(|e| config_file_error(path, format!("cannot read: {}", e.kind())))?;
         let file = Self::parse(&bytes).map_err(|reason| config_file_error(path, reason))?;
         file.resolve(path.parent().unwrap_or(Path::new(".")))
     }
@@ -103,21 +102,10 @@ impl RegistryConfigFile {
             let what = ["missing field", "unknown field", "exactly one of"]
                 .iter()
                 .find_map(|p| inner.find(p))
-                .map(|i| {
-                    inner[i..]
-                        .split(" at line ")
-                        .next()
-                        .unwrap_or_default()
-                        .to_owned()
-                })
+                .map(|i| inner[i..].split(" at line ").next().unwrap_or_default().to_owned())
                 .unwrap_or_else(|| "invalid value".to_owned());
             match e.inner().location() {
-                Some(l) => format!(
-                    "{what} at `{}` (line {}, column {})",
-                    e.path(),
-                    l.line(),
-                    l.column()
-                ),
+                Some(l) => format!("{what} at `{}` (line {}, column {})", e.path(), l.line(), l.column()),
                 None => format!("{what} at `{}`", e.path()),
             }
         })
@@ -126,16 +114,8 @@ impl RegistryConfigFile {
     /// Reads the referenced files and builds the [`RegistryConfig`].
     pub fn resolve(&self, base_dir: &Path) -> Result<RegistryConfig, BootstrapError> {
         Ok(RegistryConfig {
-            mirror: self
-                .mirror
-                .as_ref()
-                .map(|m| m.resolve(base_dir))
-                .transpose()?,
-            registries: self
-                .registries
-                .iter()
-                .map(|r| r.resolve(base_dir))
-                .collect::<Result<_, _>>()?,
+            mirror: self.mirror.as_ref().map(|m| m.resolve(base_dir)).transpose()?,
+            registries: self.registries.iter().map(|r| r.resolve(base_dir)).collect::<Result<_, _>>()?,
         })
     }
 }
@@ -150,13 +130,9 @@ impl EndpointFile {
                 .as_ref()
                 .map(|c| -> Result<Credentials, BootstrapError> {
                     let password = c.password.read(base_dir)?;
-                    let password = String::from_utf8(strip_line_break(password)).map_err(|_| {
-                        BootstrapError::field("credentials.password", "is not UTF-8")
-                    })?;
-                    Ok(Credentials {
-                        username: c.username.clone(),
-                        password,
-                    })
+                    let password = String::from_utf8(strip_line_break(password))
+                        .map_err(|_| BootstrapError::field("credentials.password", "is not UTF-8"))?;
+                    Ok(Credentials { username: c.username.clone(), password })
                 })
                 .transpose()?,
         })
@@ -169,8 +145,7 @@ impl ValueSource {
             Self::Inline(v) => Ok(v.clone().into_bytes()),
             Self::File(p) => {
                 let path = base_dir.join(p);
-                std::fs::read(&path)
-                    .map_err(|e| config_file_error(&path, format!("cannot read: {}", e.kind())))
+                std::fs::read(&path).map_err(|e| config_file_error(&path, format!("cannot read: {}", e.kind())))
             }
         }
     }
@@ -187,8 +162,5 @@ fn strip_line_break(mut v: Vec<u8>) -> Vec<u8> {
 }
 
 fn config_file_error(path: &Path, reason: String) -> BootstrapError {
-    BootstrapError::ConfigFile {
-        path: path.display().to_string(),
-        reason,
-    }
+    BootstrapError::ConfigFile { path: path.display().to_string(), reason }
 }

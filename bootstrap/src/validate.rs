@@ -36,11 +36,7 @@ pub(crate) struct ValidEndpoint {
 
 /// Validates `config`: URLs, certificates, credentials, and per-host consistency.
 pub(crate) fn validate(config: &RegistryConfig) -> Result<ValidConfig, BootstrapError> {
-    let mirror = config
-        .mirror
-        .as_ref()
-        .map(|m| validate_endpoint("mirror", m, true))
-        .transpose()?;
+    let mirror = config.mirror.as_ref().map(|m| validate_endpoint("mirror", m, true)).transpose()?;
     let registries = config
         .registries
         .iter()
@@ -52,41 +48,22 @@ pub(crate) fn validate(config: &RegistryConfig) -> Result<ValidConfig, Bootstrap
     Ok(valid)
 }
 
-fn validate_endpoint(
-    field: &str,
-    endpoint: &Endpoint,
-    path_allowed: bool,
-) -> Result<ValidEndpoint, BootstrapError> {
+fn validate_endpoint(field: &str, endpoint: &Endpoint, path_allowed: bool) -> Result<ValidEndpoint, BootstrapError> {
     let url_field = format!("{field}.url");
     let url = parse_url(&url_field, &endpoint.url, path_allowed)?;
-    let host =
-        host_key(&url).ok_or_else(|| BootstrapError::field(&url_field, "a host is required"))?;
-    let ca_pem = endpoint
-        .ca_pem
-        .as_deref()
-        .map(|pem| normalize_ca(&format!("{field}.ca"), pem))
-        .transpose()?;
+    let host = host_key(&url).ok_or_else(|| BootstrapError::field(&url_field, "a host is required"))?;
+    let ca_pem = endpoint.ca_pem.as_deref().map(|pem| normalize_ca(&format!("{field}.ca"), pem)).transpose()?;
     if let Some(c) = &endpoint.credentials {
         validate_credentials(&format!("{field}.credentials"), c)?;
     }
-    Ok(ValidEndpoint {
-        field: field.to_owned(),
-        url,
-        host,
-        ca_pem,
-        credentials: endpoint.credentials.clone(),
-    })
+    Ok(ValidEndpoint { field: field.to_owned(), url, host, ca_pem, credentials: endpoint.credentials.clone() })
 }
 
 fn parse_url(field: &str, raw: &str, path_allowed: bool) -> Result<Url, BootstrapError> {
     if raw.trim() != raw || raw.is_empty() {
-        return Err(BootstrapError::field(
-            field,
-            "must be a non-empty URL without surrounding whitespace",
-        ));
+        return Err(BootstrapError::field(field, "must be a non-empty URL without surrounding whitespace"));
     }
-    let url = Url::parse(raw)
-        .map_err(|e| BootstrapError::field(field, format!("not a valid URL ({e})")))?;
+    let url = Url::parse(raw).map_err(|e| BootstrapError::field(field, format!("not a valid URL ({e})")))?;
     if url.scheme() != "http" && url.scheme() != "https" {
         return Err(BootstrapError::field(field, "scheme must be http or https"));
     }
@@ -94,10 +71,7 @@ fn parse_url(field: &str, raw: &str, path_allowed: bool) -> Result<Url, Bootstra
         return Err(BootstrapError::field(field, "a host is required"));
     }
     if !url.username().is_empty() || url.password().is_some() {
-        return Err(BootstrapError::field(
-            field,
-            "must not contain user info; use credentials",
-        ));
+        return Err(BootstrapError::field(field, "must not contain user info; use credentials"));
     }
     if url.query().is_some() {
         return Err(BootstrapError::field(field, "must not have a query"));
@@ -124,27 +98,17 @@ fn host_key(url: &Url) -> Option<String> {
 }
 
 fn normalize_ca(field: &str, pem_bytes: &[u8]) -> Result<String, BootstrapError> {
-    let blocks =
-        pem::parse_many(pem_bytes).map_err(|_| BootstrapError::field(field, "not valid PEM"))?;
+    let blocks = pem::parse_many(pem_bytes).map_err(|_| BootstrapError::field(field, "not valid PEM"))?;
     if blocks.is_empty() {
-        return Err(BootstrapError::field(
-            field,
-            "contains no PEM CERTIFICATE block",
-        ));
+        return Err(BootstrapError::field(field, "contains no PEM CERTIFICATE block"));
     }
     for (i, block) in blocks.iter().enumerate() {
         if block.tag() != "CERTIFICATE" {
-            return Err(BootstrapError::field(
-                field,
-                format!("PEM block {i} is not a CERTIFICATE block"),
-            ));
+            return Err(BootstrapError::field(field, format!("PEM block {i} is not a CERTIFICATE block")));
         }
         // A DER certificate is an ASN.1 SEQUENCE.
         if block.contents().first() != Some(&0x30) {
-            return Err(BootstrapError::field(
-                field,
-                format!("PEM block {i} does not hold a DER certificate"),
-            ));
+            return Err(BootstrapError::field(field, format!("PEM block {i} does not hold a DER certificate")));
         }
     }
     let config = pem::EncodeConfig::new().set_line_ending(pem::LineEnding::LF);
@@ -153,28 +117,16 @@ fn normalize_ca(field: &str, pem_bytes: &[u8]) -> Result<String, BootstrapError>
 
 fn validate_credentials(field: &str, c: &Credentials) -> Result<(), BootstrapError> {
     if c.username.is_empty() {
-        return Err(BootstrapError::field(
-            format!("{field}.username"),
-            "must not be empty",
-        ));
+        return Err(BootstrapError::field(format!("{field}.username"), "must not be empty"));
     }
     if c.username.contains(':') {
-        return Err(BootstrapError::field(
-            format!("{field}.username"),
-            "must not contain ':'",
-        ));
+        return Err(BootstrapError::field(format!("{field}.username"), "must not contain ':'"));
     }
     if c.username.chars().any(char::is_control) {
-        return Err(BootstrapError::field(
-            format!("{field}.username"),
-            "must not contain control characters",
-        ));
+        return Err(BootstrapError::field(format!("{field}.username"), "must not contain control characters"));
     }
     if c.password.is_empty() {
-        return Err(BootstrapError::field(
-            format!("{field}.password"),
-            "must not be empty",
-        ));
+        return Err(BootstrapError::field(format!("{field}.password"), "must not be empty"));
     }
     Ok(())
 }
@@ -204,10 +156,7 @@ fn check_hosts_consistent(config: &ValidConfig) -> Result<(), BootstrapError> {
                 Some((first, other)) if *other != c => {
                     return Err(BootstrapError::field(
                         format!("{}.credentials", e.field),
-                        format!(
-                            "`{first}` names the same host `{}` with different credentials",
-                            e.host
-                        ),
+                        format!("`{first}` names the same host `{}` with different credentials", e.host),
                     ));
                 }
                 Some(_) => {}

@@ -17,12 +17,9 @@ fn check(name: &str, input: &[u8], config: &RegistryConfig, limit: SizeLimit) ->
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
         std::fs::write(&path, &output).expect("write golden");
     }
-    let expected = std::fs::read(&path)
-        .unwrap_or_else(|_| panic!("missing {}; run with UPDATE_GOLDEN=1", path.display()));
-    assert!(
-        output == expected,
-        "{name} differs from golden file; inspect and run with UPDATE_GOLDEN=1 if intended"
-    );
+    let expected =
+        std::fs::read(&path).unwrap_or_else(|_| panic!("missing {}; run with UPDATE_GOLDEN=1", path.display()));
+    assert!(output == expected, "{name} differs from golden file; inspect and run with UPDATE_GOLDEN=1 if intended");
     output
 }
 
@@ -38,12 +35,7 @@ fn empty_user_data_becomes_cloud_config() {
 
 #[test]
 fn cloud_config_without_write_files() {
-    check(
-        "cloud-config-plain.out",
-        &input("cloud-config-plain.in"),
-        &common::full_config(),
-        SizeLimit::GCE,
-    );
+    check("cloud-config-plain.out", &input("cloud-config-plain.in"), &common::full_config(), SizeLimit::GCE);
 }
 
 #[test]
@@ -58,64 +50,35 @@ fn cloud_config_with_write_files() {
 
 #[test]
 fn cloud_config_flow_write_files_falls_back_to_mime() {
-    let out = check(
-        "cloud-config-flow.out",
-        &input("cloud-config-flow.in"),
-        &common::mirror_only(),
-        SizeLimit::GCE,
-    );
+    let out = check("cloud-config-flow.out", &input("cloud-config-flow.in"), &common::mirror_only(), SizeLimit::GCE);
     assert!(out.starts_with(b"Content-Type: multipart/mixed"));
 }
 
 #[test]
 fn shell_script_is_wrapped_in_mime() {
-    check(
-        "script.out",
-        &input("script.in"),
-        &common::full_config(),
-        SizeLimit::GCE,
-    );
+    check("script.out", &input("script.in"), &common::full_config(), SizeLimit::GCE);
 }
 
 #[test]
 fn mime_multipart_gets_a_part() {
-    check(
-        "multipart.out",
-        &input("multipart.in"),
-        &common::full_config(),
-        SizeLimit::GCE,
-    );
+    check("multipart.out", &input("multipart.in"), &common::full_config(), SizeLimit::GCE);
 }
 
 #[test]
 fn ignition_gets_storage_files() {
-    check(
-        "ignition.out",
-        &input("ignition.in"),
-        &common::full_config(),
-        SizeLimit::GCE,
-    );
+    check("ignition.out", &input("ignition.in"), &common::full_config(), SizeLimit::GCE);
 }
 
 #[test]
 fn gzip_input_is_recompressed() {
-    let out = check(
-        "cloud-config-plain.gz.out",
-        &input("cloud-config-plain.in.gz"),
-        &common::mirror_only(),
-        SizeLimit::GCE,
-    );
+    let out =
+        check("cloud-config-plain.gz.out", &input("cloud-config-plain.in.gz"), &common::mirror_only(), SizeLimit::GCE);
     assert!(out.starts_with(&[0x1f, 0x8b]));
 }
 
 #[test]
 fn oversized_script_is_gzipped() {
-    let out = check(
-        "script-ec2.gz.out",
-        &input("script-large.in"),
-        &common::full_config(),
-        SizeLimit::EC2,
-    );
+    let out = check("script-ec2.gz.out", &input("script-large.in"), &common::full_config(), SizeLimit::EC2);
     assert!(out.starts_with(&[0x1f, 0x8b]));
     assert!(out.len() <= SizeLimit::EC2.0);
 }

@@ -16,8 +16,7 @@ fn user_data() -> impl Strategy<Value = Vec<u8>> {
     let body = prop_oneof![
         proptest::collection::vec(any::<u8>(), 0..256),
         "[ -~\n]{0,200}".prop_map(String::into_bytes),
-        "(- |  |write_files:|\n|path: |\\[|\\]|\\{|\\}|: |--b--\n|#|\"|'|[a-z]){0,60}"
-            .prop_map(String::into_bytes),
+        "(- |  |write_files:|\n|path: |\\[|\\]|\\{|\\}|: |--b--\n|#|\"|'|[a-z]){0,60}".prop_map(String::into_bytes),
     ];
     (prefix, body).prop_map(|(mut p, b)| {
         p.extend(b);
@@ -34,26 +33,16 @@ fn endpoint() -> impl Strategy<Value = Endpoint> {
     let ca = prop_oneof![
         Just(None),
         proptest::collection::vec(any::<u8>(), 0..64).prop_map(Some),
-        Just(Some(
-            b"-----BEGIN CERTIFICATE-----\nMAA=\n-----END CERTIFICATE-----\n".to_vec()
-        )),
+        Just(Some(b"-----BEGIN CERTIFICATE-----\nMAA=\n-----END CERTIFICATE-----\n".to_vec())),
     ];
     let credentials = proptest::option::of(
-        ("[a-z:]{0,8}", "\\PC{0,8}")
-            .prop_map(|(username, password)| Credentials { username, password }),
+        ("[a-z:]{0,8}", "\\PC{0,8}").prop_map(|(username, password)| Credentials { username, password }),
     );
-    (url, ca, credentials).prop_map(|(url, ca_pem, credentials)| Endpoint {
-        url,
-        ca_pem,
-        credentials,
-    })
+    (url, ca, credentials).prop_map(|(url, ca_pem, credentials)| Endpoint { url, ca_pem, credentials })
 }
 
 fn config() -> impl Strategy<Value = RegistryConfig> {
-    (
-        proptest::option::of(endpoint()),
-        proptest::collection::vec(endpoint(), 0..3),
-    )
+    (proptest::option::of(endpoint()), proptest::collection::vec(endpoint(), 0..3))
         .prop_map(|(mirror, registries)| RegistryConfig { mirror, registries })
 }
 

@@ -39,8 +39,7 @@ where
     metrics::counter!("mcm_cloud_api_requests_total", &labels).increment(1);
     let started = Instant::now();
     let result = fut.instrument(span.clone()).await;
-    metrics::histogram!("mcm_cloud_api_api_request_duration_seconds", &labels)
-        .record(started.elapsed().as_secs_f64());
+    metrics::histogram!("mcm_cloud_api_api_request_duration_seconds", &labels).record(started.elapsed().as_secs_f64());
     span.record("ok", result.is_ok());
     if result.is_err() {
         metrics::counter!("mcm_cloud_api_requests_failed_total", &labels).increment(1);

@@ -19,7 +19,8 @@ use crate::error::DriverError;
 
 /// The batched read: keys in, a result per key out (keys missing from the map
 /// are "absent"). An `Err` fails every lookup of the batch.
-pub type BatchFn<K, V> = Arc<dyn Fn(Vec<K>) -> Pin<Box<dyn Future<Output = Result<HashMap<K, V>, DriverError>> + Send>> + Send + Sync>;
+pub type BatchFn<K, V> =
+    Arc<dyn Fn(Vec<K>) -> Pin<Box<dyn Future<Output = Result<HashMap<K, V>, DriverError>> + Send>> + Send + Sync>;
 
 /// Coalesces concurrent lookups of keys `K` into batched calls.
 pub struct Coalescer<K, V> {
@@ -42,7 +43,10 @@ struct State<K, V> {
 
 impl<K, V> std::fmt::Debug for Coalescer<K, V> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Coalescer").field("max_batch", &self.inner.max_batch).field("max_in_flight", &self.inner.max_in_flight).finish()
+        f.debug_struct("Coalescer")
+            .field("max_batch", &self.inner.max_batch)
+            .field("max_in_flight", &self.inner.max_in_flight)
+            .finish()
     }
 }
 

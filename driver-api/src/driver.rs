@@ -168,22 +168,39 @@ pub trait Driver: Send + Sync + 'static {
     fn info(&self) -> DriverInfo;
 
     /// Creates the VM of a machine, idempotently on `machine.uid`.
-    fn create_machine(&self, ctx: &CallContext, req: CreateMachine) -> impl Future<Output = Result<CreatedMachine>> + Send;
+    fn create_machine(
+        &self,
+        ctx: &CallContext,
+        req: CreateMachine,
+    ) -> impl Future<Output = Result<CreatedMachine>> + Send;
 
     /// Reports the VM and its initialization state; NOT_FOUND when absent.
-    fn get_machine_status(&self, ctx: &CallContext, req: MachineRef) -> impl Future<Output = Result<MachineStatus>> + Send;
+    fn get_machine_status(
+        &self,
+        ctx: &CallContext,
+        req: MachineRef,
+    ) -> impl Future<Output = Result<MachineStatus>> + Send;
 
     /// Applies pending post-creation steps, convergently.
-    fn initialize_machine(&self, ctx: &CallContext, req: MachineRef) -> impl Future<Output = Result<InitializedMachine>> + Send {
+    fn initialize_machine(
+        &self,
+        ctx: &CallContext,
+        req: MachineRef,
+    ) -> impl Future<Output = Result<InitializedMachine>> + Send {
         let _ = (ctx, req);
         async { Err(DriverError::unimplemented("InitializeMachine")) }
     }
 
     /// Deletes the VM; OK when it is already gone.
-    fn delete_machine(&self, ctx: &CallContext, req: MachineRef) -> impl Future<Output = Result<DeletedMachine>> + Send;
+    fn delete_machine(&self, ctx: &CallContext, req: MachineRef)
+    -> impl Future<Output = Result<DeletedMachine>> + Send;
 
     /// Lists the cluster's VMs of the class's role: providerID → machine name.
-    fn list_machines(&self, ctx: &CallContext, req: ListMachines) -> impl Future<Output = Result<Vec<(String, String)>>> + Send {
+    fn list_machines(
+        &self,
+        ctx: &CallContext,
+        req: ListMachines,
+    ) -> impl Future<Output = Result<Vec<(String, String)>>> + Send {
         let _ = (ctx, req);
         async { Err(DriverError::unimplemented("ListMachines")) }
     }

@@ -57,14 +57,7 @@ impl DriverError {
     /// A new error of `kind` with a stable machine-readable `reason`
     /// (UPPER_SNAKE or the cloud's error code) and a human message.
     pub fn new(kind: ErrorKind, reason: impl Into<String>, message: impl Into<String>) -> Self {
-        Self {
-            kind,
-            reason: reason.into(),
-            message: message.into(),
-            field: None,
-            retry_after: None,
-            source: None,
-        }
+        Self { kind, reason: reason.into(), message: message.into(), field: None, retry_after: None, source: None }
     }
 
     /// INVALID_ARGUMENT naming `field` (e.g. `providerSpec.networkInterfaces[0].subnetID`).

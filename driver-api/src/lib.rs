@@ -15,9 +15,9 @@ mod spec;
 pub use cloud_call::{CloudCall, cloud_call};
 pub use coalesce::{BatchFn, Coalescer};
 pub use context::CallContext;
-pub use driver::{SecretBytes, 
-    Capabilities, CreateMachine, CreatedMachine, DeletedMachine, Driver, DriverInfo,
-    InitializedMachine, ListMachines, MachineRef, MachineStatus, ShareImage, SharedImage,
+pub use driver::{
+    Capabilities, CreateMachine, CreatedMachine, DeletedMachine, Driver, DriverInfo, InitializedMachine, ListMachines,
+    MachineRef, MachineStatus, SecretBytes, ShareImage, SharedImage,
 };
 pub use error::{DriverError, ErrorKind, Result};
 pub use idempotency::idempotency_token;

@@ -44,9 +44,8 @@ impl SecretData {
     pub fn first_str(&self, keys: &[&str]) -> Result<Option<&str>, DriverError> {
         for key in keys {
             if let Some(raw) = self.get(key).filter(|v| !v.is_empty()) {
-                let s = std::str::from_utf8(raw).map_err(|_| {
-                    DriverError::invalid_argument(format!("secret.{key}"), "is not valid UTF-8")
-                })?;
+                let s = std::str::from_utf8(raw)
+                    .map_err(|_| DriverError::invalid_argument(format!("secret.{key}"), "is not valid UTF-8"))?;
                 return Ok(Some(s.trim()));
             }
         }

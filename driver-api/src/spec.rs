@@ -12,7 +12,8 @@ pub fn parse_provider_spec<T: DeserializeOwned>(raw: &[u8]) -> Result<T, DriverE
     let de = &mut serde_json::Deserializer::from_slice(raw);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
-        let field = if path == "." || path.is_empty() { "providerSpec".to_string() } else { format!("providerSpec.{path}") };
+        let field =
+            if path == "." || path.is_empty() { "providerSpec".to_string() } else { format!("providerSpec.{path}") };
         // serde_json appends " at line L column C"; positions are noise in a Machine status.
         let inner = e.into_inner().to_string();
         let problem = match inner.rfind(" at line ") {

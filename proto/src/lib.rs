@@ -19,8 +19,7 @@ mod tests {
 
     #[test]
     fn descriptor_set_decodes_and_names_both_services() {
-        let set = prost_types::FileDescriptorSet::decode(super::FILE_DESCRIPTOR_SET)
-            .expect("descriptor set decodes");
+        let set = prost_types::FileDescriptorSet::decode(super::FILE_DESCRIPTOR_SET).expect("descriptor set decodes");
         let services: Vec<String> = set
             .file
             .iter()
@@ -33,18 +32,11 @@ mod tests {
 
     #[test]
     fn secret_fields_carry_the_secret_option() {
-        let set = prost_types::FileDescriptorSet::decode(super::FILE_DESCRIPTOR_SET)
-            .expect("descriptor set decodes");
-        let driver = set
-            .file
-            .iter()
-            .find(|f| f.name() == "machinedriver/v1/driver.proto")
-            .expect("driver.proto present");
-        let create = driver
-            .message_type
-            .iter()
-            .find(|m| m.name() == "CreateMachineRequest")
-            .expect("CreateMachineRequest");
+        let set = prost_types::FileDescriptorSet::decode(super::FILE_DESCRIPTOR_SET).expect("descriptor set decodes");
+        let driver =
+            set.file.iter().find(|f| f.name() == "machinedriver/v1/driver.proto").expect("driver.proto present");
+        let create =
+            driver.message_type.iter().find(|m| m.name() == "CreateMachineRequest").expect("CreateMachineRequest");
         let secret = create.field.iter().find(|f| f.name() == "secret").expect("secret field");
         // prost_types drops unknown extensions, but the options message is present
         // only when an option is set on the field.

@@ -113,9 +113,21 @@ where
                 .increment(1);
             let source = std::error::Error::source(&e).map(|s| format!("{s:#}")).unwrap_or_default();
             if e.kind() == ErrorKind::Internal {
-                tracing::error!(elapsed_ms = elapsed.as_millis() as u64, reason = e.reason(), source, "rpc failed: {}", e.message());
+                tracing::error!(
+                    elapsed_ms = elapsed.as_millis() as u64,
+                    reason = e.reason(),
+                    source,
+                    "rpc failed: {}",
+                    e.message()
+                );
             } else {
-                tracing::warn!(elapsed_ms = elapsed.as_millis() as u64, reason = e.reason(), source, "rpc failed: {}", e.message());
+                tracing::warn!(
+                    elapsed_ms = elapsed.as_millis() as u64,
+                    reason = e.reason(),
+                    source,
+                    "rpc failed: {}",
+                    e.message()
+                );
             }
             Err(to_status(&e))
         }

@@ -110,10 +110,7 @@ impl Endpoint {
             return Self::unix(path, s);
         }
         if let Some(addr) = s.strip_prefix("tcp://") {
-            return addr
-                .parse()
-                .map(Endpoint::Tcp)
-                .map_err(|_| format!("endpoint {s:?}: expected tcp://IP:PORT"));
+            return addr.parse().map(Endpoint::Tcp).map_err(|_| format!("endpoint {s:?}: expected tcp://IP:PORT"));
         }
         if s.starts_with('/') {
             return Self::unix(s, s);

@@ -25,7 +25,10 @@ pub(crate) fn machine(m: Option<pb::Machine>, needs: MachineNeeds) -> Result<api
             return Err(DriverError::invalid_argument("machine.name", "is required"));
         }
         MachineNeeds::NameOrProviderId if !has_name && m.provider_id.trim().is_empty() => {
-            return Err(DriverError::invalid_argument("machine.name", "either machine.name or machine.provider_id is required"));
+            return Err(DriverError::invalid_argument(
+                "machine.name",
+                "either machine.name or machine.provider_id is required",
+            ));
         }
         _ => {}
     }
@@ -44,7 +47,9 @@ pub(crate) fn machine(m: Option<pb::Machine>, needs: MachineNeeds) -> Result<api
 }
 
 /// Checks and converts a machine class: provider_spec must be a JSON object.
-pub(crate) fn machine_class(c: Option<pb::MachineClass>) -> Result<(api::MachineClass, Option<pb::RegistryConfig>), DriverError> {
+pub(crate) fn machine_class(
+    c: Option<pb::MachineClass>,
+) -> Result<(api::MachineClass, Option<pb::RegistryConfig>), DriverError> {
     let c = c.ok_or_else(|| DriverError::invalid_argument("machine_class", "is required"))?;
     if c.provider_spec.trim().is_empty() {
         return Err(DriverError::invalid_argument("providerSpec", "is required"));
@@ -83,7 +88,11 @@ fn classify(e: &serde_json::Error) -> &'static str {
 }
 
 /// Checks and converts secret data: every required setting (one of its aliases) present.
-pub(crate) fn secret(s: Option<pb::SecretData>, field: &str, required: &[Vec<&'static str>]) -> Result<api::SecretData, DriverError> {
+pub(crate) fn secret(
+    s: Option<pb::SecretData>,
+    field: &str,
+    required: &[Vec<&'static str>],
+) -> Result<api::SecretData, DriverError> {
     let data = api::SecretData::new(s.map(|s| s.data.into_iter().collect()).unwrap_or_default());
     for aliases in required {
         if !aliases.iter().any(|k| data.has(k)) {
@@ -119,11 +128,16 @@ mod tests {
 
     #[test]
     fn machine_requirements_name_the_field() {
-        let err = machine(Some(pb::Machine { name: "m".into(), ..Default::default() }), MachineNeeds::NameAndUid).unwrap_err();
+        let err = machine(Some(pb::Machine { name: "m".into(), ..Default::default() }), MachineNeeds::NameAndUid)
+            .unwrap_err();
         assert_eq!(err.field(), Some("machine.uid"));
         let err = machine(None, MachineNeeds::Name).unwrap_err();
         assert_eq!(err.field(), Some("machine"));
-        let ok = machine(Some(pb::Machine { provider_id: "aws:///r/i-1".into(), ..Default::default() }), MachineNeeds::NameOrProviderId).unwrap();
+        let ok = machine(
+            Some(pb::Machine { provider_id: "aws:///r/i-1".into(), ..Default::default() }),
+            MachineNeeds::NameOrProviderId,
+        )
+        .unwrap();
         assert_eq!(ok.provider_id.as_deref(), Some("aws:///r/i-1"));
     }
 

@@ -16,7 +16,10 @@ pub(crate) struct Identity {
 
 #[tonic::async_trait]
 impl IdentityService for Identity {
-    async fn get_plugin_info(&self, _: Request<pb::GetPluginInfoRequest>) -> Result<Response<pb::GetPluginInfoResponse>, Status> {
+    async fn get_plugin_info(
+        &self,
+        _: Request<pb::GetPluginInfoRequest>,
+    ) -> Result<Response<pb::GetPluginInfoResponse>, Status> {
         Ok(Response::new(pb::GetPluginInfoResponse {
             name: self.info.name.clone(),
             vendor_version: self.info.version.clone(),
@@ -24,7 +27,10 @@ impl IdentityService for Identity {
         }))
     }
 
-    async fn get_plugin_capabilities(&self, _: Request<pb::GetPluginCapabilitiesRequest>) -> Result<Response<pb::GetPluginCapabilitiesResponse>, Status> {
+    async fn get_plugin_capabilities(
+        &self,
+        _: Request<pb::GetPluginCapabilitiesRequest>,
+    ) -> Result<Response<pb::GetPluginCapabilitiesResponse>, Status> {
         let c = self.info.capabilities;
         let mut caps = vec![pb::Capability::RegistryConfig];
         if c.initialize_machine {

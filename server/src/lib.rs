@@ -72,7 +72,12 @@ where
 /// Serves `driver` on the configured endpoint until `shutdown` resolves, then
 /// stops taking calls and lets in-flight calls finish within the grace period.
 /// Checks every flag before binding anything.
-pub async fn serve<D: Driver>(args: ServerArgs, driver: D, shutdown: impl Future<Output = ()>, prometheus: Option<PrometheusHandle>) -> Result<(), ServeError> {
+pub async fn serve<D: Driver>(
+    args: ServerArgs,
+    driver: D,
+    shutdown: impl Future<Output = ()>,
+    prometheus: Option<PrometheusHandle>,
+) -> Result<(), ServeError> {
     let endpoint = Endpoint::parse(&args.endpoint).map_err(ServeError::Config)?;
     if args.max_concurrent_calls == 0 {
         return Err(ServeError::Config("--max-concurrent-calls must be at least 1".into()));
@@ -89,9 +94,18 @@ pub async fn serve<D: Driver>(args: ServerArgs, driver: D, shutdown: impl Future
     let driver_service = service::DriverService {
         driver: Arc::new(driver),
         info: info.clone(),
-        settings: call::CallSettings { provider: info.provider, default_timeout: args.default_timeout, abandon: abandon_rx },
+        settings: call::CallSettings {
+            provider: info.provider,
+            default_timeout: args.default_timeout,
+            abandon: abandon_rx,
+        },
         user_data,
-        share_allow_list: args.share_image_allow_list.iter().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect(),
+        share_allow_list: args
+            .share_image_allow_list
+            .iter()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect(),
     };
     let identity = identity::Identity { info: info.clone(), ready: ready.clone() };
 
@@ -123,17 +137,27 @@ pub async fn serve<D: Driver>(args: ServerArgs, driver: D, shutdown: impl Future
     let serving = async move {
         match bound {
             listener::Bound::Unix(l, guard) => {
-                let r = router.serve_with_incoming_shutdown(UnixListenerStream::new(l).map_ok(authority::AuthorityFix::new), server_stop).await;
+                let r = router
+                    .serve_with_incoming_shutdown(
+                        UnixListenerStream::new(l).map_ok(authority::AuthorityFix::new),
+                        server_stop,
+                    )
+                    .await;
                 drop(guard);
                 r
             }
-            listener::Bound::Tcp(l) => router.serve_with_incoming_shutdown(TcpListenerStream::new(l), server_stop).await,
+            listener::Bound::Tcp(l) => {
+                router.serve_with_incoming_shutdown(TcpListenerStream::new(l), server_stop).await
+            }
         }
     };
     let grace = args.shutdown_grace;
     let signal = async {
         shutdown.await;
-        tracing::info!(grace_ms = grace.as_millis() as u64, "shutdown requested: refusing new calls, finishing in-flight calls");
+        tracing::info!(
+            grace_ms = grace.as_millis() as u64,
+            "shutdown requested: refusing new calls, finishing in-flight calls"
+        );
         ready.store(false, Ordering::Relaxed);
         health.set_not_serving::<MachineDriverServiceServer<service::DriverService<D>>>().await;
         health.set_service_status("", tonic_health::ServingStatus::NotServing).await;

@@ -18,7 +18,11 @@ use crate::error::ServeError;
 /// Binds `addr` and serves `/metrics` and `/healthz` until the process ends.
 /// `/healthz` answers 200 while the driver is ready and 503 once shutdown began;
 /// it makes no cloud call.
-pub(crate) async fn spawn(addr: SocketAddr, prometheus: Option<PrometheusHandle>, ready: Arc<AtomicBool>) -> Result<SocketAddr, ServeError> {
+pub(crate) async fn spawn(
+    addr: SocketAddr,
+    prometheus: Option<PrometheusHandle>,
+    ready: Arc<AtomicBool>,
+) -> Result<SocketAddr, ServeError> {
     let listener = TcpListener::bind(addr).await.map_err(|e| ServeError::Bind(format!("http://{addr}"), e))?;
     let local = listener.local_addr().map_err(|e| ServeError::Bind(format!("http://{addr}"), e))?;
     tokio::spawn(async move {

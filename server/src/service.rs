@@ -25,7 +25,13 @@ pub(crate) struct DriverService<D> {
 type MachineParts = (api::Machine, api::MachineClass, Option<pb::RegistryConfig>, api::SecretData);
 
 impl<D: Driver> DriverService<D> {
-    fn parts(&self, machine: Option<pb::Machine>, needs: MachineNeeds, class: Option<pb::MachineClass>, secret: Option<pb::SecretData>) -> Result<MachineParts, DriverError> {
+    fn parts(
+        &self,
+        machine: Option<pb::Machine>,
+        needs: MachineNeeds,
+        class: Option<pb::MachineClass>,
+        secret: Option<pb::SecretData>,
+    ) -> Result<MachineParts, DriverError> {
         let machine = convert::machine(machine, needs)?;
         let (class, registry) = convert::machine_class(class)?;
         let secret = convert::secret(secret, "secret", &self.info.required_secret_keys)?;
@@ -33,20 +39,22 @@ impl<D: Driver> DriverService<D> {
     }
 
     fn labels<'a>(m: &'a Option<pb::Machine>) -> CallLabels<'a> {
-        m.as_ref()
-            .map(|m| CallLabels { machine: &m.name, provider_id: &m.provider_id })
-            .unwrap_or_default()
+        m.as_ref().map(|m| CallLabels { machine: &m.name, provider_id: &m.provider_id }).unwrap_or_default()
     }
 }
 
 #[tonic::async_trait]
 impl<D: Driver> MachineDriverService for DriverService<D> {
-    async fn create_machine(&self, request: Request<pb::CreateMachineRequest>) -> Result<Response<pb::CreateMachineResponse>, Status> {
+    async fn create_machine(
+        &self,
+        request: Request<pb::CreateMachineRequest>,
+    ) -> Result<Response<pb::CreateMachineResponse>, Status> {
         let ctx = call::context("CreateMachine", request.metadata(), self.settings.default_timeout);
         let (metadata, _, req) = request.into_parts();
         let labels = Self::labels(&req.machine);
         let work = async {
-            let (machine, class, registry, secret) = self.parts(req.machine.clone(), MachineNeeds::NameAndUid, req.machine_class, req.secret)?;
+            let (machine, class, registry, secret) =
+                self.parts(req.machine.clone(), MachineNeeds::NameAndUid, req.machine_class, req.secret)?;
             let user_data = self.user_data.prepare(&secret, registry.as_ref(), self.info.max_user_data_bytes)?;
             self.driver.create_machine(&ctx, api::CreateMachine { machine, class, secret, user_data }).await
         };
@@ -59,7 +67,10 @@ impl<D: Driver> MachineDriverService for DriverService<D> {
         .await
     }
 
-    async fn initialize_machine(&self, request: Request<pb::InitializeMachineRequest>) -> Result<Response<pb::InitializeMachineResponse>, Status> {
+    async fn initialize_machine(
+        &self,
+        request: Request<pb::InitializeMachineRequest>,
+    ) -> Result<Response<pb::InitializeMachineResponse>, Status> {
         let ctx = call::context("InitializeMachine", request.metadata(), self.settings.default_timeout);
         let (metadata, _, req) = request.into_parts();
         let labels = Self::labels(&req.machine);
@@ -67,7 +78,8 @@ impl<D: Driver> MachineDriverService for DriverService<D> {
             if !self.info.capabilities.initialize_machine {
                 return Err(DriverError::unimplemented("InitializeMachine"));
             }
-            let (machine, class, _, secret) = self.parts(req.machine.clone(), MachineNeeds::Name, req.machine_class, req.secret)?;
+            let (machine, class, _, secret) =
+                self.parts(req.machine.clone(), MachineNeeds::Name, req.machine_class, req.secret)?;
             self.driver.initialize_machine(&ctx, api::MachineRef { machine, class, secret }).await
         };
         call::run(&self.settings, ctx.clone(), &metadata, labels, work, |i| pb::InitializeMachineResponse {
@@ -78,30 +90,41 @@ impl<D: Driver> MachineDriverService for DriverService<D> {
         .await
     }
 
-    async fn get_machine_status(&self, request: Request<pb::GetMachineStatusRequest>) -> Result<Response<pb::GetMachineStatusResponse>, Status> {
+    async fn get_machine_status(
+        &self,
+        request: Request<pb::GetMachineStatusRequest>,
+    ) -> Result<Response<pb::GetMachineStatusResponse>, Status> {
         let ctx = call::context("GetMachineStatus", request.metadata(), self.settings.default_timeout);
         let (metadata, _, req) = request.into_parts();
         let labels = Self::labels(&req.machine);
         let work = async {
-            let (machine, class, _, secret) = self.parts(req.machine.clone(), MachineNeeds::Name, req.machine_class, req.secret)?;
+            let (machine, class, _, secret) =
+                self.parts(req.machine.clone(), MachineNeeds::Name, req.machine_class, req.secret)?;
             self.driver.get_machine_status(&ctx, api::MachineRef { machine, class, secret }).await
         };
         call::run(&self.settings, ctx.clone(), &metadata, labels, work, |s| pb::GetMachineStatusResponse {
             provider_id: s.provider_id,
             node_name: s.node_name,
             addresses: s.addresses.into_iter().map(convert::address).collect(),
-            initialization: Some(pb::InitializationState { initialized: s.pending_steps.is_empty(), pending_steps: s.pending_steps }),
+            initialization: Some(pb::InitializationState {
+                initialized: s.pending_steps.is_empty(),
+                pending_steps: s.pending_steps,
+            }),
             vm_state: s.vm_state,
         })
         .await
     }
 
-    async fn delete_machine(&self, request: Request<pb::DeleteMachineRequest>) -> Result<Response<pb::DeleteMachineResponse>, Status> {
+    async fn delete_machine(
+        &self,
+        request: Request<pb::DeleteMachineRequest>,
+    ) -> Result<Response<pb::DeleteMachineResponse>, Status> {
         let ctx = call::context("DeleteMachine", request.metadata(), self.settings.default_timeout);
         let (metadata, _, req) = request.into_parts();
         let labels = Self::labels(&req.machine);
         let work = async {
-            let (machine, class, _, secret) = self.parts(req.machine.clone(), MachineNeeds::NameOrProviderId, req.machine_class, req.secret)?;
+            let (machine, class, _, secret) =
+                self.parts(req.machine.clone(), MachineNeeds::NameOrProviderId, req.machine_class, req.secret)?;
             self.driver.delete_machine(&ctx, api::MachineRef { machine, class, secret }).await
         };
         call::run(&self.settings, ctx.clone(), &metadata, labels, work, |d| pb::DeleteMachineResponse {
@@ -111,7 +134,10 @@ impl<D: Driver> MachineDriverService for DriverService<D> {
         .await
     }
 
-    async fn list_machines(&self, request: Request<pb::ListMachinesRequest>) -> Result<Response<pb::ListMachinesResponse>, Status> {
+    async fn list_machines(
+        &self,
+        request: Request<pb::ListMachinesRequest>,
+    ) -> Result<Response<pb::ListMachinesResponse>, Status> {
         let ctx = call::context("ListMachines", request.metadata(), self.settings.default_timeout);
         let (metadata, _, req) = request.into_parts();
         let work = async {
@@ -122,13 +148,16 @@ impl<D: Driver> MachineDriverService for DriverService<D> {
             let secret = convert::secret(req.secret, "secret", &self.info.required_secret_keys)?;
             self.driver.list_machines(&ctx, api::ListMachines { class, secret }).await
         };
-        call::run(&self.settings, ctx.clone(), &metadata, CallLabels::default(), work, |list| pb::ListMachinesResponse {
-            machines: list.into_iter().collect(),
+        call::run(&self.settings, ctx.clone(), &metadata, CallLabels::default(), work, |list| {
+            pb::ListMachinesResponse { machines: list.into_iter().collect() }
         })
         .await
     }
 
-    async fn get_volume_i_ds(&self, request: Request<pb::GetVolumeIDsRequest>) -> Result<Response<pb::GetVolumeIDsResponse>, Status> {
+    async fn get_volume_i_ds(
+        &self,
+        request: Request<pb::GetVolumeIDsRequest>,
+    ) -> Result<Response<pb::GetVolumeIDsResponse>, Status> {
         let ctx = call::context("GetVolumeIDs", request.metadata(), self.settings.default_timeout);
         let (metadata, _, req) = request.into_parts();
         let work = async {
@@ -146,10 +175,16 @@ impl<D: Driver> MachineDriverService for DriverService<D> {
                 .collect::<Result<Vec<_>, _>>()?;
             self.driver.get_volume_ids(&specs)
         };
-        call::run(&self.settings, ctx.clone(), &metadata, CallLabels::default(), work, |volume_ids| pb::GetVolumeIDsResponse { volume_ids }).await
+        call::run(&self.settings, ctx.clone(), &metadata, CallLabels::default(), work, |volume_ids| {
+            pb::GetVolumeIDsResponse { volume_ids }
+        })
+        .await
     }
 
-    async fn share_image(&self, request: Request<pb::ShareImageRequest>) -> Result<Response<pb::ShareImageResponse>, Status> {
+    async fn share_image(
+        &self,
+        request: Request<pb::ShareImageRequest>,
+    ) -> Result<Response<pb::ShareImageResponse>, Status> {
         let ctx = call::context("ShareImage", request.metadata(), self.settings.default_timeout);
         let (metadata, _, req) = request.into_parts();
         let work = async {
@@ -167,9 +202,12 @@ impl<D: Driver> MachineDriverService for DriverService<D> {
                     format!("image {image} is not on the operator's share allow-list"),
                 ));
             }
-            let consumer_secret = convert::secret(req.consumer_secret, "consumer_secret", &self.info.required_secret_keys)?;
+            let consumer_secret =
+                convert::secret(req.consumer_secret, "consumer_secret", &self.info.required_secret_keys)?;
             let owner_secret = match req.owner_secret {
-                Some(s) if !s.data.is_empty() => Some(convert::secret(Some(s), "owner_secret", &self.info.required_secret_keys)?),
+                Some(s) if !s.data.is_empty() => {
+                    Some(convert::secret(Some(s), "owner_secret", &self.info.required_secret_keys)?)
+                }
                 _ => None,
             };
             let region = Some(req.region).filter(|r| !r.trim().is_empty());

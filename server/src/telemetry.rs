@@ -12,7 +12,8 @@ use crate::config::{LogFormat, ServerArgs};
 use crate::error::ServeError;
 
 /// Histogram buckets (seconds) for RPC and cloud-call durations, as CSI sidecars use.
-const BUCKETS: &[f64] = &[0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 25.0, 50.0, 120.0, 300.0, 600.0];
+const BUCKETS: &[f64] =
+    &[0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 25.0, 50.0, 120.0, 300.0, 600.0];
 
 /// Installed telemetry; flushes traces when dropped.
 pub struct Telemetry {
@@ -35,7 +36,9 @@ pub(crate) fn init(args: &ServerArgs) -> Result<Telemetry, ServeError> {
     let filter = EnvFilter::try_new(&args.log).map_err(|e| ServeError::Config(format!("--log {:?}: {e}", args.log)))?;
     let fmt = match args.log_format {
         LogFormat::Text => tracing_subscriber::fmt::layer().with_writer(std::io::stderr).boxed(),
-        LogFormat::Json => tracing_subscriber::fmt::layer().json().with_current_span(true).with_writer(std::io::stderr).boxed(),
+        LogFormat::Json => {
+            tracing_subscriber::fmt::layer().json().with_current_span(true).with_writer(std::io::stderr).boxed()
+        }
     };
     let tracer = match &args.otlp_endpoint {
         Some(endpoint) => {

@@ -28,7 +28,8 @@ impl UserDataPreparer {
     pub(crate) fn load(path: Option<&Path>) -> Result<Self, ServeError> {
         let default = match path {
             Some(p) => {
-                let config = RegistryConfigFile::load(p).map_err(|e| ServeError::Config(format!("--registry-config: {e}")))?;
+                let config =
+                    RegistryConfigFile::load(p).map_err(|e| ServeError::Config(format!("--registry-config: {e}")))?;
                 // Validate now so that a bad operator file fails at start, not on the first create.
                 machine_bootstrap::apply(b"", &config, SizeLimit(usize::MAX))
                     .map_err(|e| ServeError::Config(format!("--registry-config {}: {e}", p.display())))?;
@@ -40,7 +41,12 @@ impl UserDataPreparer {
     }
 
     /// The user data to launch with.
-    pub(crate) fn prepare(&self, secret: &SecretData, class_config: Option<&pb::RegistryConfig>, limit: usize) -> Result<SecretBytes, DriverError> {
+    pub(crate) fn prepare(
+        &self,
+        secret: &SecretData,
+        class_config: Option<&pb::RegistryConfig>,
+        limit: usize,
+    ) -> Result<SecretBytes, DriverError> {
         let raw = secret.get(USER_DATA_KEY).unwrap_or_default();
         let class_config = class_config.filter(|c| c.mirror.is_some() || !c.registries.is_empty());
         let (config, field_prefix) = match class_config {
@@ -69,8 +75,12 @@ fn too_large(size: usize, limit: usize, detail: &str) -> DriverError {
 
 fn bootstrap_error(e: BootstrapError, field_prefix: &str) -> DriverError {
     match e {
-        BootstrapError::InvalidField { field, reason } => DriverError::invalid_argument(format!("{field_prefix}.{field}"), reason),
-        BootstrapError::ConflictingCa { .. } => DriverError::invalid_argument(format!("{field_prefix}.registries"), e.to_string()),
+        BootstrapError::InvalidField { field, reason } => {
+            DriverError::invalid_argument(format!("{field_prefix}.{field}"), reason)
+        }
+        BootstrapError::ConflictingCa { .. } => {
+            DriverError::invalid_argument(format!("{field_prefix}.registries"), e.to_string())
+        }
         BootstrapError::TooLarge { size, limit, detail } => too_large(size, limit, detail),
         other => DriverError::invalid_argument(format!("secret.{USER_DATA_KEY}"), other.to_string()),
     }
@@ -79,11 +89,7 @@ fn bootstrap_error(e: BootstrapError, field_prefix: &str) -> DriverError {
 /// Turns the wire configuration into bootstrap input, reading CA and credential
 /// content from the secret keys it names.
 fn resolve(c: &pb::RegistryConfig, secret: &SecretData) -> Result<RegistryConfig, DriverError> {
-    let mirror = c
-        .mirror
-        .as_ref()
-        .map(|m| endpoint(m, secret, &format!("{CLASS_CONFIG_FIELD}.mirror")))
-        .transpose()?;
+    let mirror = c.mirror.as_ref().map(|m| endpoint(m, secret, &format!("{CLASS_CONFIG_FIELD}.mirror"))).transpose()?;
     let registries = c
         .registries
         .iter()
@@ -110,10 +116,14 @@ fn endpoint(e: &pb::RegistryEndpoint, secret: &SecretData, field: &str) -> Resul
     let credentials = match lookup(&e.credentials_secret_key, "credentials_secret_key")? {
         None => None,
         Some(raw) => {
-            let text = std::str::from_utf8(raw)
-                .map_err(|_| DriverError::invalid_argument(format!("{field}.credentials_secret_key"), "value is not UTF-8"))?;
+            let text = std::str::from_utf8(raw).map_err(|_| {
+                DriverError::invalid_argument(format!("{field}.credentials_secret_key"), "value is not UTF-8")
+            })?;
             let (username, password) = text.trim_end_matches(['\r', '\n']).split_once(':').ok_or_else(|| {
-                DriverError::invalid_argument(format!("{field}.credentials_secret_key"), "value must have the form username:password")
+                DriverError::invalid_argument(
+                    format!("{field}.credentials_secret_key"),
+                    "value must have the form username:password",
+                )
             })?;
             Some(Credentials { username: username.to_string(), password: password.to_string() })
         }
@@ -152,13 +162,20 @@ mod tests {
         assert!(text.contains("runcmd"));
 
         let bad = pb::RegistryConfig {
-            mirror: Some(pb::RegistryEndpoint { url: "https://m.example".into(), credentials_secret_key: "mirrorCreds".into(), ..Default::default() }),
+            mirror: Some(pb::RegistryEndpoint {
+                url: "https://m.example".into(),
+                credentials_secret_key: "mirrorCreds".into(),
+                ..Default::default()
+            }),
             registries: vec![],
         };
         let err = p.prepare(&s, Some(&bad), 16384).expect_err("missing key");
         assert_eq!(err.field(), Some("machine_class.registry_config.mirror.credentials_secret_key"));
 
-        let ftp = pb::RegistryConfig { mirror: Some(pb::RegistryEndpoint { url: "ftp://m.example".into(), ..Default::default() }), registries: vec![] };
+        let ftp = pb::RegistryConfig {
+            mirror: Some(pb::RegistryEndpoint { url: "ftp://m.example".into(), ..Default::default() }),
+            registries: vec![],
+        };
         let err = p.prepare(&s, Some(&ftp), 16384).expect_err("bad scheme");
         assert!(err.field().is_some_and(|f| f.starts_with("machine_class.registry_config.mirror")), "{err:?}");
     }

@@ -56,7 +56,8 @@ async fn grpcurl_works_over_an_absolute_socket_path_without_authority_flag() {
 
     // A driver call with a request body reaches the driver.
     let body = r#"{"machine":{"name":"m1","uid":"u1","namespace":"ns"},"machineClass":{"name":"c","providerSpec":"{\"machineType\":\"m\"}"},"secret":{"data":{"accessKeyID":"QUtJRA=="}}}"#;
-    let status = grpcurl(&cwd, &socket, &["-d", body], &["machinedriver.v1.MachineDriverService/GetMachineStatus"]).await;
+    let status =
+        grpcurl(&cwd, &socket, &["-d", body], &["machinedriver.v1.MachineDriverService/GetMachineStatus"]).await;
     assert!(status.contains("test:///m1"), "{status}");
 
     // The usual forms keep working: explicit authority, and a relative path

@@ -28,11 +28,7 @@ impl Write for Captured {
 async fn canary_secret_never_logged_nor_returned() {
     let captured = Captured::default();
     let writer = captured.clone();
-    tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_writer(move || writer.clone())
-        .json()
-        .init();
+    tracing_subscriber::fmt().with_max_level(tracing::Level::TRACE).with_writer(move || writer.clone()).json().init();
 
     let mut srv = start("redact", |_| {}).await;
     let mut c = client(&srv.socket).await;

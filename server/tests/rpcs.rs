@@ -27,11 +27,19 @@ async fn every_rpc_answers() {
     assert_eq!(init.pending_steps, vec!["disable-source-dest-check"]);
 
     let (machine, machine_class, secret) = parts("m1");
-    let i = c.initialize_machine(pb::InitializeMachineRequest { machine, machine_class, secret }).await.expect("init").into_inner();
+    let i = c
+        .initialize_machine(pb::InitializeMachineRequest { machine, machine_class, secret })
+        .await
+        .expect("init")
+        .into_inner();
     assert_eq!(i.applied_steps, vec!["disable-source-dest-check"]);
 
     let (machine, machine_class, secret) = parts("m1");
-    let d = c.delete_machine(pb::DeleteMachineRequest { machine, machine_class, secret }).await.expect("delete").into_inner();
+    let d = c
+        .delete_machine(pb::DeleteMachineRequest { machine, machine_class, secret })
+        .await
+        .expect("delete")
+        .into_inner();
     assert_eq!(d.last_known_state, "deleted");
 
     let (_, machine_class, secret) = parts("m1");
@@ -39,7 +47,9 @@ async fn every_rpc_answers() {
     assert_eq!(l.machines.get("test:///a").map(String::as_str), Some("a"));
 
     let v = c
-        .get_volume_i_ds(pb::GetVolumeIDsRequest { pv_specs_json: vec![r#"{"csi":{"driver":"x","volumeHandle":"vol-1"}}"#.into()] })
+        .get_volume_i_ds(pb::GetVolumeIDsRequest {
+            pv_specs_json: vec![r#"{"csi":{"driver":"x","volumeHandle":"vol-1"}}"#.into()],
+        })
         .await
         .expect("volumes")
         .into_inner();
@@ -47,7 +57,12 @@ async fn every_rpc_answers() {
 
     let (_, _, secret) = parts("x");
     let s = c
-        .share_image(pb::ShareImageRequest { image: "img-allowed".into(), consumer_secret: secret, consumer_account: "222".into(), ..Default::default() })
+        .share_image(pb::ShareImageRequest {
+            image: "img-allowed".into(),
+            consumer_secret: secret,
+            consumer_account: "222".into(),
+            ..Default::default()
+        })
         .await
         .expect("share")
         .into_inner();
@@ -101,7 +116,10 @@ async fn driver_errors_map_to_codes_with_details() {
             }
             "err-invalid" => {
                 assert_eq!(info.metadata.get("field").map(String::as_str), Some("providerSpec.machineType"));
-                assert_eq!(details.bad_request().expect("BadRequest").field_violations[0].field, "providerSpec.machineType");
+                assert_eq!(
+                    details.bad_request().expect("BadRequest").field_violations[0].field,
+                    "providerSpec.machineType"
+                );
             }
             _ => {}
         }

@@ -15,7 +15,17 @@ async fn stale_socket_is_replaced_and_removed_on_shutdown() {
     let driver = TestDriver::default();
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let a = args(&path);
-    let task = tokio::spawn(async move { machine_driver_server::serve(a, driver, async { let _ = rx.await; }, None).await });
+    let task = tokio::spawn(async move {
+        machine_driver_server::serve(
+            a,
+            driver,
+            async {
+                let _ = rx.await;
+            },
+            None,
+        )
+        .await
+    });
     let mut c = None;
     for _ in 0..200 {
         if std::os::unix::net::UnixStream::connect(&path).is_ok() {
@@ -37,13 +47,17 @@ async fn stale_socket_is_replaced_and_removed_on_shutdown() {
 async fn refuses_to_replace_a_regular_file_or_a_live_socket() {
     let path = socket_path("file");
     std::fs::write(&path, b"precious").expect("write file");
-    let err = machine_driver_server::serve(args(&path), TestDriver::default(), async {}, None).await.expect_err("must refuse");
+    let err = machine_driver_server::serve(args(&path), TestDriver::default(), async {}, None)
+        .await
+        .expect_err("must refuse");
     assert!(matches!(err, ServeError::NotASocket(_)), "{err}");
     assert_eq!(std::fs::read(&path).expect("still there"), b"precious");
     std::fs::remove_file(&path).expect("cleanup");
 
     let mut live = start("live", |_| {}).await;
-    let err = machine_driver_server::serve(args(&live.socket), TestDriver::default(), async {}, None).await.expect_err("in use");
+    let err = machine_driver_server::serve(args(&live.socket), TestDriver::default(), async {}, None)
+        .await
+        .expect_err("in use");
     assert!(matches!(err, ServeError::SocketInUse(_)), "{err}");
     live.stop();
 }

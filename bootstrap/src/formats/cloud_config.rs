@@ -23,13 +23,9 @@ pub(crate) fn fresh(files: &[RenderedFile]) -> String {
 /// `Ok(None)` when the document's layout does not allow a verified textual
 /// insertion (flow style, quoted key, ...): the caller then delivers the
 /// files as a separate cloud-config part instead.
-pub(crate) fn merge(
-    data: &[u8],
-    files: &[RenderedFile],
-) -> Result<Option<Vec<u8>>, BootstrapError> {
-    let text = std::str::from_utf8(data).map_err(|e| {
-        BootstrapError::malformed(FORMAT, format!("not UTF-8 at byte {}", e.valid_up_to()))
-    })?;
+pub(crate) fn merge(data: &[u8], files: &[RenderedFile]) -> Result<Option<Vec<u8>>, BootstrapError> {
+    let text = std::str::from_utf8(data)
+        .map_err(|e| BootstrapError::malformed(FORMAT, format!("not UTF-8 at byte {}", e.valid_up_to())))?;
     let root = parse_root(text)?;
     let key = Yaml::String(KEY.to_owned());
     let mut expected = root.clone();
@@ -43,10 +39,7 @@ pub(crate) fn merge(
             true
         }
         Some(_) => {
-            return Err(BootstrapError::malformed(
-                FORMAT,
-                "`write_files` is not a list",
-            ));
+            return Err(BootstrapError::malformed(FORMAT, "`write_files` is not a list"));
         }
         None => {
             expected.insert(key, Yaml::Array(items_yaml(files)));
@@ -68,36 +61,21 @@ fn parse_root(text: &str) -> Result<Hash, BootstrapError> {
     let docs = YamlLoader::load_from_str(text).map_err(|e| {
         BootstrapError::malformed(
             FORMAT,
-            format!(
-                "invalid YAML at line {} column {}: {}",
-                e.marker().line(),
-                e.marker().col() + 1,
-                e.info()
-            ),
+            format!("invalid YAML at line {} column {}: {}", e.marker().line(), e.marker().col() + 1, e.info()),
         )
     })?;
     match docs.as_slice() {
         [] | [Yaml::Null] => Ok(Hash::new()),
         [Yaml::Hash(root)] => Ok(root.clone()),
-        [_] => Err(BootstrapError::malformed(
-            FORMAT,
-            "the document is not a mapping",
-        )),
-        _ => Err(BootstrapError::malformed(
-            FORMAT,
-            "more than one YAML document",
-        )),
+        [_] => Err(BootstrapError::malformed(FORMAT, "the document is not a mapping")),
+        _ => Err(BootstrapError::malformed(FORMAT, "more than one YAML document")),
     }
 }
 
 /// The document with the entries inserted at the end of the top-level
 /// `write_files` block sequence, or a new `write_files` key appended.
 fn insert_text(text: &str, files: &[RenderedFile], had_key: bool) -> Option<String> {
-    let eol = if text.lines().next().is_some_and(|l| l.ends_with('\r')) {
-        "\r\n"
-    } else {
-        "\n"
-    };
+    let eol = if text.lines().next().is_some_and(|l| l.ends_with('\r')) { "\r\n" } else { "\n" };
     let mut out = String::with_capacity(text.len() + 4096);
     if !had_key {
         out.push_str(text);
@@ -153,12 +131,7 @@ fn is_block_key_line(line: &str) -> bool {
 /// Base64 of the content, wrapped at 76 characters (cloud-init's decoder
 /// skips the line breaks).
 fn wrapped_base64(content: &[u8]) -> Vec<String> {
-    STANDARD
-        .encode(content)
-        .as_bytes()
-        .chunks(76)
-        .map(|c| String::from_utf8_lossy(c).into_owned())
-        .collect()
+    STANDARD.encode(content).as_bytes().chunks(76).map(|c| String::from_utf8_lossy(c).into_owned()).collect()
 }
 
 fn items_text(files: &[RenderedFile], indent: &str, eol: &str) -> String {
@@ -191,13 +164,7 @@ fn items_yaml(files: &[RenderedFile]) -> Vec<Yaml> {
             put("owner", "root:root".to_owned());
             put("permissions", f.octal_mode());
             put("encoding", "b64".to_owned());
-            put(
-                "content",
-                wrapped_base64(&f.content)
-                    .iter()
-                    .map(|l| format!("{l}\n"))
-                    .collect(),
-            );
+            put("content", wrapped_base64(&f.content).iter().map(|l| format!("{l}\n")).collect());
             Yaml::Hash(item)
         })
         .collect()

@@ -41,22 +41,15 @@ pub(crate) fn detect(data: &[u8]) -> Result<Format, BootstrapError> {
     if data.trim_ascii_start().starts_with(b"{") {
         return detect_json(data);
     }
-    Err(BootstrapError::unsupported(
-        "not #cloud-config, a #! script, MIME multipart, Ignition 3.x JSON or gzip",
-    ))
+    Err(BootstrapError::unsupported("not #cloud-config, a #! script, MIME multipart, Ignition 3.x JSON or gzip"))
 }
 
 fn detect_json(data: &[u8]) -> Result<Format, BootstrapError> {
-    let value: serde_json::Value = serde_json::from_slice(data).map_err(|e| {
-        BootstrapError::malformed("JSON", format!("line {} column {}", e.line(), e.column()))
-    })?;
+    let value: serde_json::Value = serde_json::from_slice(data)
+        .map_err(|e| BootstrapError::malformed("JSON", format!("line {} column {}", e.line(), e.column())))?;
     match value.pointer("/ignition/version").and_then(|v| v.as_str()) {
         Some(v) if v.starts_with("3.") => Ok(Format::Ignition),
-        Some(_) => Err(BootstrapError::unsupported(
-            "Ignition spec version other than 3.x",
-        )),
-        None => Err(BootstrapError::unsupported(
-            "JSON that is not an Ignition config",
-        )),
+        Some(_) => Err(BootstrapError::unsupported("Ignition spec version other than 3.x")),
+        None => Err(BootstrapError::unsupported("JSON that is not an Ignition config")),
     }
 }

@@ -23,10 +23,7 @@ pub(crate) fn decompress(data: &[u8]) -> Result<Vec<u8>, BootstrapError> {
         .read_to_end(&mut out)
         .map_err(|_| BootstrapError::malformed("gzip", "not a valid gzip stream"))?;
     if out.len() as u64 > MAX_DECOMPRESSED {
-        return Err(BootstrapError::malformed(
-            "gzip",
-            format!("decompresses to more than {MAX_DECOMPRESSED} bytes"),
-        ));
+        return Err(BootstrapError::malformed("gzip", format!("decompresses to more than {MAX_DECOMPRESSED} bytes")));
     }
     Ok(out)
 }

@@ -32,40 +32,26 @@ pub(crate) fn parse_top_level(data: &[u8]) -> Result<Option<Multipart>, Bootstra
         return Ok(None);
     };
     let first_line = data.split(|b| *b == b'\n').next().unwrap_or_default();
-    let eol = if first_line.ends_with(b"\r") {
-        "\r\n"
-    } else {
-        "\n"
-    };
-    let is_mime = headers.iter().any(|(n, _)| {
-        n.eq_ignore_ascii_case("content-type") || n.eq_ignore_ascii_case("mime-version")
-    });
+    let eol = if first_line.ends_with(b"\r") { "\r\n" } else { "\n" };
+    let is_mime =
+        headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("content-type") || n.eq_ignore_ascii_case("mime-version"));
     if !is_mime {
         return Ok(None);
     }
-    let Some((_, content_type)) = headers
-        .iter()
-        .find(|(n, _)| n.eq_ignore_ascii_case("content-type"))
-    else {
-        return Err(BootstrapError::unsupported(
-            "MIME message without a Content-Type",
-        ));
+    let Some((_, content_type)) = headers.iter().find(|(n, _)| n.eq_ignore_ascii_case("content-type")) else {
+        return Err(BootstrapError::unsupported("MIME message without a Content-Type"));
     };
     let mut params = content_type.split(';');
     let media_type = params.next().unwrap_or_default().trim();
     if !media_type.to_ascii_lowercase().starts_with("multipart/") {
-        return Err(BootstrapError::unsupported(
-            "MIME message that is not multipart",
-        ));
+        return Err(BootstrapError::unsupported("MIME message that is not multipart"));
     }
     let boundary = params
         .filter_map(|p| p.split_once('='))
         .find(|(k, _)| k.trim().eq_ignore_ascii_case("boundary"))
         .map(|(_, v)| v.trim().trim_matches('"').to_owned())
         .filter(|b| !b.is_empty() && b.len() <= 70)
-        .ok_or_else(|| {
-            BootstrapError::malformed("MIME multipart", "missing or invalid boundary parameter")
-        })?;
+        .ok_or_else(|| BootstrapError::malformed("MIME multipart", "missing or invalid boundary parameter"))?;
     Ok(Some(Multipart { boundary, eol }))
 }
 
@@ -126,9 +112,7 @@ pub(crate) fn append_part(data: &[u8], multipart: &Multipart, part: &Part<'_>) -
 pub(crate) fn build(parts: &[Part<'_>]) -> Vec<u8> {
     let boundary = choose_boundary(parts);
     let delimiter = format!("--{boundary}");
-    let mut out =
-        format!("Content-Type: multipart/mixed; boundary=\"{boundary}\"\nMIME-Version: 1.0\n\n")
-            .into_bytes();
+    let mut out = format!("Content-Type: multipart/mixed; boundary=\"{boundary}\"\nMIME-Version: 1.0\n\n").into_bytes();
     for part in parts {
         out.extend_from_slice(&render_part(&delimiter, part, "\n"));
     }
@@ -168,8 +152,7 @@ fn render_part(delimiter: &str, part: &Part<'_>, eol: &str) -> Vec<u8> {
 /// Printable ASCII with LF line breaks and lines of at most 998 bytes: safe
 /// to carry unencoded, so the original bytes are what cloud-init reads.
 fn is_seven_bit(body: &[u8]) -> bool {
-    body.iter()
-        .all(|b| matches!(b, b'\n' | b'\t' | 0x20..=0x7e))
+    body.iter().all(|b| matches!(b, b'\n' | b'\t' | 0x20..=0x7e))
         && body.split(|b| *b == b'\n').all(|line| line.len() <= 998)
 }
 
@@ -177,16 +160,10 @@ fn is_seven_bit(body: &[u8]) -> bool {
 fn choose_boundary(parts: &[Part<'_>]) -> String {
     let mut n = 0u32;
     loop {
-        let candidate = if n == 0 {
-            "MACHINE-DRIVER-BOUNDARY".to_owned()
-        } else {
-            format!("MACHINE-DRIVER-BOUNDARY-{n}")
-        };
+        let candidate =
+            if n == 0 { "MACHINE-DRIVER-BOUNDARY".to_owned() } else { format!("MACHINE-DRIVER-BOUNDARY-{n}") };
         let needle = format!("--{candidate}");
-        if !parts
-            .iter()
-            .any(|p| find_last(p.body, needle.as_bytes()).is_some())
-        {
+        if !parts.iter().any(|p| find_last(p.body, needle.as_bytes()).is_some()) {
             return candidate;
         }
         n += 1;

@@ -20,39 +20,19 @@ pub(crate) struct Merged {
 
 /// Merges `files` into uncompressed user data `data`.
 pub(crate) fn merge(data: &[u8], files: &[RenderedFile]) -> Result<Merged, BootstrapError> {
-    let cloud_init = |bytes| Merged {
-        bytes,
-        compressible: true,
-    };
+    let cloud_init = |bytes| Merged { bytes, compressible: true };
     match detect::detect(data)? {
         Format::Empty => Ok(cloud_init(cloud_config::fresh(files).into_bytes())),
         Format::CloudConfig => match cloud_config::merge(data, files)? {
             Some(bytes) => Ok(cloud_init(bytes)),
-            None => Ok(cloud_init(wrap(
-                data,
-                "text/cloud-config",
-                "user-data.cfg",
-                files,
-            ))),
+            None => Ok(cloud_init(wrap(data, "text/cloud-config", "user-data.cfg", files))),
         },
-        Format::Script => Ok(cloud_init(wrap(
-            data,
-            "text/x-shellscript",
-            "user-data.sh",
-            files,
-        ))),
+        Format::Script => Ok(cloud_init(wrap(data, "text/x-shellscript", "user-data.sh", files))),
         Format::Multipart(multipart) => {
             let ours = cloud_config::fresh(files);
-            Ok(cloud_init(mime::append_part(
-                data,
-                &multipart,
-                &our_part(&ours),
-            )))
+            Ok(cloud_init(mime::append_part(data, &multipart, &our_part(&ours))))
         }
-        Format::Ignition => Ok(Merged {
-            bytes: ignition::merge(data, files)?,
-            compressible: false,
-        }),
+        Format::Ignition => Ok(Merged { bytes: ignition::merge(data, files)?, compressible: false }),
     }
 }
 
@@ -60,12 +40,7 @@ pub(crate) fn merge(data: &[u8], files: &[RenderedFile]) -> Result<Merged, Boots
 /// another. The original comes first so our part merges into it.
 fn wrap(original: &[u8], content_type: &str, filename: &str, files: &[RenderedFile]) -> Vec<u8> {
     let ours = cloud_config::fresh(files);
-    let original = Part {
-        content_type,
-        filename,
-        merge_type: None,
-        body: original,
-    };
+    let original = Part { content_type, filename, merge_type: None, body: original };
     mime::build(&[original, our_part(&ours)])
 }
 

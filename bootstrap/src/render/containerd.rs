@@ -20,21 +20,14 @@ const DROP_IN_PATH: &str = "/etc/containerd/conf.d/50-machine-driver-registry.to
 pub(crate) fn render(config: &ValidConfig) -> Result<Vec<RenderedFile>, BootstrapError> {
     let mut files = vec![file(DROP_IN_PATH, drop_in())?];
     if let Some(mirror) = &config.mirror {
-        files.push(file(
-            &format!("{CERTS_DIR}/_default/hosts.toml"),
-            mirror_hosts_toml(mirror),
-        )?);
+        files.push(file(&format!("{CERTS_DIR}/_default/hosts.toml"), mirror_hosts_toml(mirror))?);
     }
     let mut seen = BTreeSet::new();
     for endpoint in config.endpoints() {
         if let Some(ca) = &endpoint.ca_pem
             && seen.insert(endpoint.host.as_str())
         {
-            files.push(RenderedFile {
-                path: ca_path(endpoint),
-                mode: 0o644,
-                content: ca.clone().into_bytes(),
-            });
+            files.push(RenderedFile { path: ca_path(endpoint), mode: 0o644, content: ca.clone().into_bytes() });
         }
     }
     Ok(files)
@@ -44,36 +37,18 @@ pub(crate) fn render(config: &ValidConfig) -> Result<Vec<RenderedFile>, Bootstra
 /// containerd would only log such a file and silently ignore the mirror.
 fn file(path: &str, content: String) -> Result<RenderedFile, BootstrapError> {
     let table = content.parse::<toml::Table>().map_err(|e| {
-        BootstrapError::field(
-            "mirror.url",
-            format!("rendered {path} is not valid TOML ({})", e.message()),
-        )
+        BootstrapError::field("mirror.url", format!("rendered {path} is not valid TOML ({})", e.message()))
     })?;
-    let hosts = table
-        .get("host")
-        .and_then(toml::Value::as_table)
-        .into_iter()
-        .flat_map(|h| h.values());
+    let hosts = table.get("host").and_then(toml::Value::as_table).into_iter().flat_map(|h| h.values());
     for host in hosts {
-        let capabilities = host
-            .get("capabilities")
-            .and_then(toml::Value::as_array)
-            .into_iter()
-            .flatten();
+        let capabilities = host.get("capabilities").and_then(toml::Value::as_array).into_iter().flatten();
         for c in capabilities {
             if !c.as_str().is_some_and(|c| KNOWN_CAPABILITIES.contains(&c)) {
-                return Err(BootstrapError::field(
-                    "mirror",
-                    format!("rendered {path} has an unknown capability"),
-                ));
+                return Err(BootstrapError::field("mirror", format!("rendered {path} has an unknown capability")));
             }
         }
     }
-    Ok(RenderedFile {
-        path: path.to_owned(),
-        mode: 0o644,
-        content: content.into_bytes(),
-    })
+    Ok(RenderedFile { path: path.to_owned(), mode: 0o644, content: content.into_bytes() })
 }
 
 fn drop_in() -> String {
@@ -99,10 +74,7 @@ fn mirror_hosts_toml(mirror: &ValidEndpoint) -> String {
         "# Rendered by the machine driver: pull every image through the mirror;\n\
          # the registry itself stays the fallback (no `server` key).\n",
     );
-    out.push_str(&format!(
-        "[host.{}]\n",
-        toml_string(&mirror_host_url(mirror))
-    ));
+    out.push_str(&format!("[host.{}]\n", toml_string(&mirror_host_url(mirror))));
     out.push_str("  capabilities = [\"pull\", \"resolve\"]\n");
     if mirror.ca_pem.is_some() {
         out.push_str(&format!("  ca = {}\n", toml_string(&ca_path(mirror))));

@@ -19,10 +19,7 @@ const PLUGIN_BIN_DIR: &str = "/etc/kubernetes/image-credential-provider/";
 const ALL_REGISTRIES: [&str; 6] = ["*", "*.*", "*.*.*", "*.*.*.*", "*.*.*.*.*", "*.*.*.*.*.*"];
 
 pub(super) fn render(config: &ValidConfig) -> Result<Vec<RenderedFile>, BootstrapError> {
-    let with_credentials: Vec<&ValidEndpoint> = config
-        .endpoints()
-        .filter(|e| e.credentials.is_some())
-        .collect();
+    let with_credentials: Vec<&ValidEndpoint> = config.endpoints().filter(|e| e.credentials.is_some()).collect();
     if with_credentials.is_empty() {
         return Ok(Vec::new());
     }
@@ -56,11 +53,7 @@ pub(super) fn render(config: &ValidConfig) -> Result<Vec<RenderedFile>, Bootstra
     if let Some(mirror) = mirror {
         // With credentials for other registries as well, try the mirror's
         // first and keep the registry's own for the upstream fallback.
-        let strategy = if registries_have_credentials {
-            "MirrorCredentialsFirst"
-        } else {
-            "MirrorCredentialsOnly"
-        };
+        let strategy = if registries_have_credentials { "MirrorCredentialsFirst" } else { "MirrorCredentialsOnly" };
         dynamic_config.push_str(&format!(
             "mirror:\n  endpoint: {}\n  credentialsStrategy: {}\n",
             quoted(&mirror.host),
@@ -109,11 +102,7 @@ pub(super) fn render(config: &ValidConfig) -> Result<Vec<RenderedFile>, Bootstra
 }
 
 fn secret_file(path: &str, content: Vec<u8>) -> RenderedFile {
-    RenderedFile {
-        path: path.to_owned(),
-        mode: 0o600,
-        content,
-    }
+    RenderedFile { path: path.to_owned(), mode: 0o600, content }
 }
 
 /// The names kubelet matches images of this endpoint's host by
@@ -137,10 +126,7 @@ fn match_images(endpoints: &[&ValidEndpoint]) -> Vec<String> {
 }
 
 fn yaml_list(indent: &str, items: &[String]) -> String {
-    items
-        .iter()
-        .map(|i| format!("{indent}- {}\n", quoted(i)))
-        .collect()
+    items.iter().map(|i| format!("{indent}- {}\n", quoted(i))).collect()
 }
 
 /// A YAML double-quoted scalar (JSON string syntax is valid YAML).

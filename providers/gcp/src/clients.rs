@@ -107,7 +107,11 @@ impl ClientPool {
                 b.build().await.map_err(failed)?
             }};
         }
-        Ok(ComputeClients { instances: client!(Instances), operations: client!(ZoneOperations), images: client!(Images) })
+        Ok(ComputeClients {
+            instances: client!(Instances),
+            operations: client!(ZoneOperations),
+            images: client!(Images),
+        })
     }
 
     fn limiter(&self, project: &str) -> Arc<RateLimiter> {

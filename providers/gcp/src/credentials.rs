@@ -63,14 +63,12 @@ impl ServiceAccountKey {
 
     /// Service account credentials for Google's endpoints.
     pub(crate) fn google_credentials(&self) -> Result<Credentials, DriverError> {
-        google_cloud_auth::credentials::service_account::Builder::new(self.json.clone())
-            .build()
-            .map_err(|_| {
-                DriverError::invalid_argument(
-                    "secret.serviceAccountJSON",
-                    "is not a usable service account key (type, private_key, client_email)",
-                )
-            })
+        google_cloud_auth::credentials::service_account::Builder::new(self.json.clone()).build().map_err(|_| {
+            DriverError::invalid_argument(
+                "secret.serviceAccountJSON",
+                "is not a usable service account key (type, private_key, client_email)",
+            )
+        })
     }
 
     /// Credentials for a plain-HTTP (fake) endpoint: `Bearer sa:<client_email>`.
@@ -115,7 +113,9 @@ mod tests {
 
     #[test]
     fn reads_project_and_email_and_hides_the_key() {
-        let s = secret(r#"{"type":"service_account","project_id":"p-1","client_email":"a@p-1.iam.gserviceaccount.com","private_key":"CANARY"}"#);
+        let s = secret(
+            r#"{"type":"service_account","project_id":"p-1","client_email":"a@p-1.iam.gserviceaccount.com","private_key":"CANARY"}"#,
+        );
         let k = ServiceAccountKey::from_secret(&s, "secret").unwrap();
         assert_eq!(k.project_id, "p-1");
         assert_eq!(k.client_email, "a@p-1.iam.gserviceaccount.com");
@@ -124,7 +124,8 @@ mod tests {
 
     #[test]
     fn the_alternative_key_name_works() {
-        let s: SecretData = [("serviceaccount.json", r#"{"project_id":"p","client_email":"a@b"}"#)].into_iter().collect();
+        let s: SecretData =
+            [("serviceaccount.json", r#"{"project_id":"p","client_email":"a@b"}"#)].into_iter().collect();
         assert_eq!(ServiceAccountKey::from_secret(&s, "secret").unwrap().project_id, "p");
     }
 
@@ -142,7 +143,11 @@ mod tests {
 
     #[tokio::test]
     async fn fake_endpoint_credentials_name_the_principal() {
-        let k = ServiceAccountKey::from_secret(&secret(r#"{"project_id":"p","client_email":"a@p.iam.gserviceaccount.com"}"#), "secret").unwrap();
+        let k = ServiceAccountKey::from_secret(
+            &secret(r#"{"project_id":"p","client_email":"a@p.iam.gserviceaccount.com"}"#),
+            "secret",
+        )
+        .unwrap();
         let creds = k.fake_endpoint_credentials().unwrap();
         let CacheableResource::New { data, .. } = creds.headers(Extensions::new()).await.unwrap() else {
             panic!("expected headers");

@@ -12,7 +12,9 @@ use crate::clients::{Api, ClientPool};
 use crate::credentials::{SERVICE_ACCOUNT_KEYS, ServiceAccountKey};
 use crate::errors::{CloudFailure, RETRY_SOON};
 use crate::instance::{InstanceTarget, addresses, build_instance, status_word};
-use crate::naming::{InstanceRef, MACHINE_UID_LABEL, MEMBERSHIP_LABEL_VALUE, insert_request_id, is_gce_name, uid_label_value};
+use crate::naming::{
+    InstanceRef, MACHINE_UID_LABEL, MEMBERSHIP_LABEL_VALUE, insert_request_id, is_gce_name, uid_label_value,
+};
 use crate::recent::RecentInserts;
 use crate::spec::GcpProviderSpec;
 use crate::timestamps;
@@ -65,7 +67,9 @@ impl GcpDriver {
         #[cfg(feature = "embedded-fake")]
         let (endpoint, fake) = match options.embedded_fake {
             Some(addr) => {
-                let fake = fake_gce::start(addr).await.map_err(|e| format!("starting the embedded fake Compute Engine on {addr}: {e}"))?;
+                let fake = fake_gce::start(addr)
+                    .await
+                    .map_err(|e| format!("starting the embedded fake Compute Engine on {addr}: {e}"))?;
                 tracing::warn!(
                     url = %fake.url(),
                     admin = %fake.admin_url(),
@@ -78,7 +82,9 @@ impl GcpDriver {
         #[cfg(not(feature = "embedded-fake"))]
         let endpoint = match options.embedded_fake {
             Some(_) => {
-                return Err("--embedded-fake needs a machine-driver-gcp built with the `embedded-fake` cargo feature".into());
+                return Err(
+                    "--embedded-fake needs a machine-driver-gcp built with the `embedded-fake` cargo feature".into()
+                );
             }
             None => options.cloud_endpoint.clone(),
         };
@@ -106,7 +112,10 @@ impl GcpDriver {
             return InstanceRef::parse_provider_id(pid.trim());
         }
         if req.machine.name.is_empty() {
-            return Err(DriverError::invalid_argument("machine.name", "is required when machine.providerID is not set"));
+            return Err(DriverError::invalid_argument(
+                "machine.name",
+                "is required when machine.providerID is not set",
+            ));
         }
         let spec = GcpProviderSpec::parse(&req.class.provider_spec)?;
         Ok(InstanceRef { project: key.project_id.clone(), zone: spec.zone, name: req.machine.name.clone() })
@@ -115,7 +124,16 @@ impl GcpDriver {
     /// Handles "already exists": adopts the instance when it carries this machine's uid label.
     async fn adopt(&self, api: &Api<'_>, target: &InstanceRef, uid: &str) -> Result<CreatedMachine, DriverError> {
         let got = api
-            .call("instances.get", api.clients.instances.get().set_project(&target.project).set_zone(&target.zone).set_instance(&target.name).send())
+            .call(
+                "instances.get",
+                api.clients
+                    .instances
+                    .get()
+                    .set_project(&target.project)
+                    .set_zone(&target.zone)
+                    .set_instance(&target.name)
+                    .send(),
+            )
             .await;
         let instance = match got {
             Ok(i) => i,
@@ -140,14 +158,26 @@ impl GcpDriver {
     }
 
     /// Waits briefly for a running insert operation; still running is success.
-    async fn wait_briefly(&self, api: &Api<'_>, target: &InstanceRef, op: &Operation, uid: &str) -> Result<CreatedMachine, DriverError> {
+    async fn wait_briefly(
+        &self,
+        api: &Api<'_>,
+        target: &InstanceRef,
+        op: &Operation,
+        uid: &str,
+    ) -> Result<CreatedMachine, DriverError> {
         let bound = api.remaining().saturating_sub(DEADLINE_MARGIN).min(CREATE_WAIT);
         let Some(op_name) = op.name.as_deref().filter(|_| !bound.is_zero()) else {
             return Ok(created(target, &Instance::new()));
         };
         let wait = api.call(
             "zoneOperations.wait",
-            api.clients.operations.wait().set_project(&target.project).set_zone(&target.zone).set_operation(op_name).send(),
+            api.clients
+                .operations
+                .wait()
+                .set_project(&target.project)
+                .set_zone(&target.zone)
+                .set_operation(op_name)
+                .send(),
         );
         match tokio::time::timeout(bound, wait).await {
             Ok(Ok(done)) if is_done(&done) => match CloudFailure::from_operation(&done) {
@@ -190,7 +220,12 @@ impl Driver for GcpDriver {
             name: "gcp.machine-driver.gardener.cloud".into(),
             version: env!("CARGO_PKG_VERSION").into(),
             provider: "gcp",
-            capabilities: Capabilities { initialize_machine: false, list_machines: true, get_volume_ids: true, share_image: true },
+            capabilities: Capabilities {
+                initialize_machine: false,
+                list_machines: true,
+                get_volume_ids: true,
+                share_image: true,
+            },
             max_user_data_bytes: MAX_USER_DATA_BYTES,
             required_secret_keys: vec![SERVICE_ACCOUNT_KEYS.to_vec()],
         }
@@ -229,7 +264,9 @@ impl Driver for GcpDriver {
                 .await;
             let op = match inserted {
                 Ok(op) => op,
-                Err(f) if f.cloud().is_some_and(CloudFailure::is_already_exists) => return self.adopt(&api, &target, uid).await,
+                Err(f) if f.cloud().is_some_and(CloudFailure::is_already_exists) => {
+                    return self.adopt(&api, &target, uid).await;
+                }
                 Err(f) => return Err(f.into_driver_error("instances.insert")),
             };
             self.recent.record(&target);
@@ -262,7 +299,16 @@ impl Driver for GcpDriver {
         let target = self.locate(&req, &key)?;
         let api = self.pool.api(&key, ctx).await?;
         let got = api
-            .call("instances.get", api.clients.instances.get().set_project(&target.project).set_zone(&target.zone).set_instance(&target.name).send())
+            .call(
+                "instances.get",
+                api.clients
+                    .instances
+                    .get()
+                    .set_project(&target.project)
+                    .set_zone(&target.zone)
+                    .set_instance(&target.name)
+                    .send(),
+            )
             .await;
         match got {
             Ok(instance) => {
@@ -297,7 +343,13 @@ impl Driver for GcpDriver {
         let deleted = api
             .call(
                 "instances.delete",
-                api.clients.instances.delete().set_project(&target.project).set_zone(&target.zone).set_instance(&target.name).send(),
+                api.clients
+                    .instances
+                    .delete()
+                    .set_project(&target.project)
+                    .set_zone(&target.zone)
+                    .set_instance(&target.name)
+                    .send(),
             )
             .await;
         self.recent.forget(&target);
@@ -341,7 +393,11 @@ impl Driver for GcpDriver {
                 .await?;
             for instance in &page.items {
                 if let Some(name) = instance.name.as_deref() {
-                    let r = InstanceRef { project: key.project_id.clone(), zone: spec.zone.clone(), name: name.to_string() };
+                    let r = InstanceRef {
+                        project: key.project_id.clone(),
+                        zone: spec.zone.clone(),
+                        name: name.to_string(),
+                    };
                     out.push((r.provider_id(), name.to_string()));
                 }
             }

@@ -64,7 +64,12 @@ impl CloudFailure {
                 StatusDetails::ErrorInfo(info) if !info.reason.is_empty() => Some(info.reason.clone()),
                 _ => None,
             });
-            return Self { http_status: err.http_status_code(), reason, message: status.message.clone(), transport: None };
+            return Self {
+                http_status: err.http_status_code(),
+                reason,
+                message: status.message.clone(),
+                transport: None,
+            };
         }
         if let Some(code) = err.http_status_code() {
             // An HTTP error whose body is not GCE's error JSON: parse what we can.
@@ -86,10 +91,8 @@ impl CloudFailure {
         let error = op.error.as_ref()?;
         let first = error.errors.first();
         let reason = first.and_then(|e| e.code.clone()).filter(|c| !c.is_empty());
-        let message = first
-            .and_then(|e| e.message.clone())
-            .or_else(|| op.http_error_message.clone())
-            .unwrap_or_default();
+        let message =
+            first.and_then(|e| e.message.clone()).or_else(|| op.http_error_message.clone()).unwrap_or_default();
         let http_status = op.http_error_status_code.and_then(|c| u16::try_from(c).ok());
         if reason.is_none() && http_status.is_none() && error.errors.is_empty() {
             return None;

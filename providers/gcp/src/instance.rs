@@ -48,7 +48,8 @@ pub(crate) fn build_instance(
     let membership = spec.membership()?;
     let mut i = Instance::new();
     i.name = Some(target.name.to_string());
-    i.machine_type = Some(partial_url(&spec.machine_type, || format!("zones/{zone}/machineTypes/{}", spec.machine_type)));
+    i.machine_type =
+        Some(partial_url(&spec.machine_type, || format!("zones/{zone}/machineTypes/{}", spec.machine_type)));
     i.can_ip_forward = Some(spec.can_ip_forward);
     i.deletion_protection = Some(spec.deletion_protection);
     i.description = spec.description.clone();
@@ -72,11 +73,14 @@ pub(crate) fn build_instance(
         .map(|nic| {
             let mut n = NetworkInterface::new();
             if !nic.network.is_empty() {
-                n.network = Some(partial_url(&nic.network, || format!("projects/{}/global/networks/{}", target.project, nic.network)));
+                n.network = Some(partial_url(&nic.network, || {
+                    format!("projects/{}/global/networks/{}", target.project, nic.network)
+                }));
             }
             if !nic.subnetwork.is_empty() {
-                n.subnetwork =
-                    Some(partial_url(&nic.subnetwork, || format!("regions/{}/subnetworks/{}", spec.region, nic.subnetwork)));
+                n.subnetwork = Some(partial_url(&nic.subnetwork, || {
+                    format!("regions/{}/subnetworks/{}", spec.region, nic.subnetwork)
+                }));
             }
             if !nic.disable_external_ip {
                 let mut ac = AccessConfig::new();
@@ -181,8 +185,9 @@ fn metadata_items(spec: &GcpProviderSpec, user_data: &[u8]) -> Result<Metadata, 
     let mut items = Vec::new();
     let user_key = (!user_data.is_empty()).then(|| user_data_key(user_data));
     if let Some(key) = user_key {
-        let text = std::str::from_utf8(user_data)
-            .map_err(|_| DriverError::invalid_argument("secret.userData", "is not valid UTF-8 (GCE metadata is text)"))?;
+        let text = std::str::from_utf8(user_data).map_err(|_| {
+            DriverError::invalid_argument("secret.userData", "is not valid UTF-8 (GCE metadata is text)")
+        })?;
         let mut item = metadata::Items::new();
         item.key = Some(key.to_string());
         item.value = Some(text.to_string());

@@ -5,7 +5,11 @@ use machine_driver_gcp::{GcpDriver, GcpOptions};
 
 /// Command line of the GCP machine driver.
 #[derive(Parser)]
-#[command(name = "machine-driver-gcp", version, about = "Gardener machine driver for GCP Compute Engine (gRPC over a Unix socket)")]
+#[command(
+    name = "machine-driver-gcp",
+    version,
+    about = "Gardener machine driver for GCP Compute Engine (gRPC over a Unix socket)"
+)]
 struct Cli {
     #[command(flatten)]
     server: machine_driver_server::ServerArgs,

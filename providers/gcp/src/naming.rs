@@ -39,7 +39,8 @@ impl InstanceRef {
         };
         let rest = provider_id.strip_prefix(PROVIDER_ID_PREFIX).ok_or_else(bad)?;
         let mut parts = rest.split('/');
-        let (Some(project), Some(zone), Some(name), None) = (parts.next(), parts.next(), parts.next(), parts.next()) else {
+        let (Some(project), Some(zone), Some(name), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
             return Err(bad());
         };
         if project.is_empty() || zone.is_empty() || name.is_empty() {

@@ -33,7 +33,12 @@ pub(crate) struct ImageRef {
 impl ImageRef {
     /// Parses `projects/P/global/images/NAME`, also as a full Compute URL.
     pub(crate) fn parse(image: &str) -> Result<Self, DriverError> {
-        let bad = || DriverError::invalid_argument("image", format!("{image:?} is not of the form projects/<project>/global/images/<name>"));
+        let bad = || {
+            DriverError::invalid_argument(
+                "image",
+                format!("{image:?} is not of the form projects/<project>/global/images/<name>"),
+            )
+        };
         let path = image.find("projects/").map(|i| &image[i..]).ok_or_else(bad)?;
         let parts: Vec<&str> = path.split('/').collect();
         match parts.as_slice() {
@@ -75,10 +80,15 @@ pub(crate) fn add_member(policy: &mut Policy, role: &str, member: &str) -> bool 
 }
 
 /// Runs ShareImage.
-pub(crate) async fn share_image(pool: &ClientPool, ctx: &CallContext, req: ShareImage) -> Result<SharedImage, DriverError> {
+pub(crate) async fn share_image(
+    pool: &ClientPool,
+    ctx: &CallContext,
+    req: ShareImage,
+) -> Result<SharedImage, DriverError> {
     let image = ImageRef::parse(&req.image)?;
     let consumer = ServiceAccountKey::from_secret(&req.consumer_secret, "consumerSecret")?;
-    let account = req.consumer_account.clone().filter(|a| !a.trim().is_empty()).unwrap_or_else(|| consumer.client_email.clone());
+    let account =
+        req.consumer_account.clone().filter(|a| !a.trim().is_empty()).unwrap_or_else(|| consumer.client_email.clone());
     let member = member_of(account.trim());
     let done = |granted_now| SharedImage { image_id: image.path(), granted_now, consumer_account: account.clone() };
 
@@ -116,7 +126,13 @@ pub(crate) async fn share_image(pool: &ClientPool, ctx: &CallContext, req: Share
         let set = api
             .call(
                 "images.setIamPolicy",
-                api.clients.images.set_iam_policy().set_project(&image.project).set_resource(&image.name).set_body(body).send(),
+                api.clients
+                    .images
+                    .set_iam_policy()
+                    .set_project(&image.project)
+                    .set_resource(&image.name)
+                    .set_body(body)
+                    .send(),
             )
             .await;
         match set {
@@ -149,7 +165,9 @@ mod tests {
             ImageRef::parse("https://www.googleapis.com/compute/v1/projects/owner/global/images/img").unwrap(),
             want
         );
-        for bad in ["img", "projects/owner/global/images/", "projects/owner/zones/z/disks/d", "projects//global/images/x"] {
+        for bad in
+            ["img", "projects/owner/global/images/", "projects/owner/zones/z/disks/d", "projects//global/images/x"]
+        {
             assert_eq!(ImageRef::parse(bad).unwrap_err().field(), Some("image"), "{bad}");
         }
     }

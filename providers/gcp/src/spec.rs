@@ -259,9 +259,7 @@ impl GcpProviderSpec {
 
     /// The cluster and role tags (validated to exist by [`GcpProviderSpec::parse`]).
     pub(crate) fn membership(&self) -> Result<Membership, DriverError> {
-        let find = |prefix: &str| {
-            self.tags.iter().find(|t| t.starts_with(prefix) && t.len() > prefix.len()).cloned()
-        };
+        let find = |prefix: &str| self.tags.iter().find(|t| t.starts_with(prefix) && t.len() > prefix.len()).cloned();
         let cluster_tag = find(CLUSTER_TAG_PREFIX).ok_or_else(|| {
             DriverError::invalid_argument(
                 "providerSpec.tags",
@@ -305,7 +303,10 @@ impl GcpProviderSpec {
             }
         }
         if self.network_interfaces.is_empty() {
-            return Err(DriverError::invalid_argument(f("networkInterfaces"), "at least one network interface is required"));
+            return Err(DriverError::invalid_argument(
+                f("networkInterfaces"),
+                "at least one network interface is required",
+            ));
         }
         for (i, nic) in self.network_interfaces.iter().enumerate() {
             if nic.network.is_empty() && nic.subnetwork.is_empty() {
@@ -395,10 +396,15 @@ impl GcpProviderSpec {
                     ));
                 }
             } else {
-                if d.disk_type.is_empty() || !d.disk_type.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-') {
+                if d.disk_type.is_empty()
+                    || !d.disk_type.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
+                {
                     return Err(DriverError::invalid_argument(
                         at("type"),
-                        format!("{:?} is not a disk type (pd-standard, pd-balanced, pd-ssd, hyperdisk-..., or SCRATCH)", d.disk_type),
+                        format!(
+                            "{:?} is not a disk type (pd-standard, pd-balanced, pd-ssd, hyperdisk-..., or SCRATCH)",
+                            d.disk_type
+                        ),
                     ));
                 }
                 if !(MIN_DISK_SIZE_GB..=MAX_DISK_SIZE_GB).contains(&d.size_gb) {
@@ -412,7 +418,10 @@ impl GcpProviderSpec {
                     && iface != "SCSI"
                     && iface != "NVME"
                 {
-                    return Err(DriverError::invalid_argument(at("interface"), format!("{iface:?} is not one of NVME, SCSI")));
+                    return Err(DriverError::invalid_argument(
+                        at("interface"),
+                        format!("{iface:?} is not one of NVME, SCSI"),
+                    ));
                 }
             }
             if d.boot && d.image.trim().is_empty() {
@@ -429,7 +438,9 @@ impl GcpProviderSpec {
                     ));
                 }
             }
-            for (name, v) in [("provisionedIops", d.provisioned_iops), ("provisionedThroughput", d.provisioned_throughput)] {
+            for (name, v) in
+                [("provisionedIops", d.provisioned_iops), ("provisionedThroughput", d.provisioned_throughput)]
+            {
                 if v.is_some_and(|v| v < 0) {
                     return Err(DriverError::invalid_argument(at(name), "must not be negative"));
                 }
@@ -515,7 +526,10 @@ mod tests {
         assert_eq!(s.network_interfaces[0].ipv6_access_type.as_deref(), Some("EXTERNAL"));
         assert_eq!(
             s.membership().unwrap(),
-            Membership { cluster_tag: "kubernetes-io-cluster-shoot--p--c".into(), role_tag: "kubernetes-io-role-node".into() }
+            Membership {
+                cluster_tag: "kubernetes-io-cluster-shoot--p--c".into(),
+                role_tag: "kubernetes-io-role-node".into()
+            }
         );
         assert!(!format!("{s:?}").contains("CANARY"), "the ignored secret copy must not print");
     }
@@ -548,13 +562,25 @@ mod tests {
             ("providerSpec.disks[0].type", Box::new(|v| v["disks"][0]["type"] = json!("Fast Disk"))),
             ("providerSpec.disks[0].image", Box::new(|v| v["disks"][0]["image"] = json!(""))),
             ("providerSpec.disks[1].interface", Box::new(|v| v["disks"][1]["interface"] = json!("IDE"))),
-            ("providerSpec.disks[0].encryption.kmsKeyName", Box::new(|v| v["disks"][0]["encryption"] = json!({"kmsKeyName": " "}))),
+            (
+                "providerSpec.disks[0].encryption.kmsKeyName",
+                Box::new(|v| v["disks"][0]["encryption"] = json!({"kmsKeyName": " "})),
+            ),
             ("providerSpec.labels", Box::new(|v| v["labels"] = json!({"Bad.Key": "x"}))),
             ("providerSpec.metadata[0].key", Box::new(|v| v["metadata"][0]["key"] = json!("user-data"))),
             ("providerSpec.networkInterfaces", Box::new(|v| v["networkInterfaces"] = json!([]))),
-            ("providerSpec.networkInterfaces[0]", Box::new(|v| v["networkInterfaces"] = json!([{"disableExternalIP": true}]))),
-            ("providerSpec.networkInterfaces[0].stackType", Box::new(|v| v["networkInterfaces"][0]["stackType"] = json!("IPV5"))),
-            ("providerSpec.scheduling.onHostMaintenance", Box::new(|v| v["scheduling"]["onHostMaintenance"] = json!("MIGRATE"))),
+            (
+                "providerSpec.networkInterfaces[0]",
+                Box::new(|v| v["networkInterfaces"] = json!([{"disableExternalIP": true}])),
+            ),
+            (
+                "providerSpec.networkInterfaces[0].stackType",
+                Box::new(|v| v["networkInterfaces"][0]["stackType"] = json!("IPV5")),
+            ),
+            (
+                "providerSpec.scheduling.onHostMaintenance",
+                Box::new(|v| v["scheduling"]["onHostMaintenance"] = json!("MIGRATE")),
+            ),
             ("providerSpec.gpu.count", Box::new(|v| v["gpu"]["count"] = json!(0))),
             ("providerSpec.serviceAccounts[0].email", Box::new(|v| v["serviceAccounts"][0]["email"] = json!(""))),
             ("providerSpec.tags", Box::new(|v| v["tags"] = json!(["shoot--p--c", "kubernetes-io-role-node"]))),

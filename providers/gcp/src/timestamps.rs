@@ -5,7 +5,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// Seconds since the Unix epoch of an RFC 3339 timestamp; `None` when malformed.
 pub(crate) fn parse_rfc3339(s: &str) -> Option<i64> {
     let b = s.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') || b[13] != b':' || b[16] != b':' {
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || !matches!(b[10], b'T' | b't' | b' ')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
         return None;
     }
     let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
@@ -70,7 +76,14 @@ mod tests {
         assert_eq!(parse_rfc3339("2024-01-10T04:05:06.789-08:00"), Some(1_704_888_306));
         assert_eq!(parse_rfc3339("2024-01-10T12:05:06+00:00"), Some(1_704_888_306));
         assert_eq!(parse_rfc3339("2000-02-29T00:00:00Z"), Some(951_782_400));
-        for bad in ["", "2024-01-10", "2024-13-10T00:00:00Z", "2024-01-10T00:00:00", "2024-01-10T00:00:00.Z", "x024-01-10T00:00:00Z"] {
+        for bad in [
+            "",
+            "2024-01-10",
+            "2024-13-10T00:00:00Z",
+            "2024-01-10T00:00:00",
+            "2024-01-10T00:00:00.Z",
+            "x024-01-10T00:00:00Z",
+        ] {
             assert_eq!(parse_rfc3339(bad), None, "{bad}");
         }
     }

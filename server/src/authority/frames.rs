@@ -60,9 +60,15 @@ enum Stage {
     Preface,
     FrameHeader,
     /// Copying the payload of a frame that is not part of a header block.
-    CopyPayload { left: usize },
+    CopyPayload {
+        left: usize,
+    },
     /// Collecting the payload of a HEADERS or CONTINUATION frame.
-    HeaderPayload { left: usize, kind: u8, flags: u8 },
+    HeaderPayload {
+        left: usize,
+        kind: u8,
+        flags: u8,
+    },
     /// Everything from here on passes unchanged.
     PassThrough,
 }
@@ -101,7 +107,14 @@ impl ClientFrames {
     pub(crate) fn new() -> Self {
         let mut decoder = Decoder::new();
         decoder.set_max_allowed_table_size(SERVER_HEADER_TABLE_SIZE);
-        Self { mode: Mode::Deciding, stage: Stage::Preface, pending: Vec::new(), held: Vec::new(), block: None, decoder }
+        Self {
+            mode: Mode::Deciding,
+            stage: Stage::Preface,
+            pending: Vec::new(),
+            held: Vec::new(),
+            block: None,
+            decoder,
+        }
     }
 
     /// True once nothing more will be changed: the caller may stop feeding and
@@ -194,7 +207,9 @@ impl ClientFrames {
             (_, Some(_)) => return Err(FrameError::Protocol("header block interrupted")),
             (CONTINUATION, None) => return Err(FrameError::Protocol("CONTINUATION without HEADERS")),
             (PUSH_PROMISE, None) => return Err(FrameError::Protocol("PUSH_PROMISE from a client")),
-            (HEADERS, None) => self.block = Some(Block { stream, end_stream: flags & END_STREAM != 0, ..Block::default() }),
+            (HEADERS, None) => {
+                self.block = Some(Block { stream, end_stream: flags & END_STREAM != 0, ..Block::default() })
+            }
             (_, None) => {
                 out.append(&mut self.pending);
                 self.stage = if len == 0 { Stage::FrameHeader } else { Stage::CopyPayload { left: len } };
@@ -232,7 +247,8 @@ impl ClientFrames {
                 p = rest;
             }
             if flags & PRIORITY != 0 {
-                let (prio, rest) = p.split_first_chunk::<PRIORITY_LEN>().ok_or(FrameError::Protocol("short PRIORITY fields"))?;
+                let (prio, rest) =
+                    p.split_first_chunk::<PRIORITY_LEN>().ok_or(FrameError::Protocol("short PRIORITY fields"))?;
                 block.priority = Some(*prio);
                 p = rest;
             }
@@ -259,7 +275,9 @@ impl ClientFrames {
                 self.stage = Stage::PassThrough;
                 return Ok(());
             }
-            tracing::debug!("client sent an :authority the server cannot parse; rewriting this connection's header blocks");
+            tracing::debug!(
+                "client sent an :authority the server cannot parse; rewriting this connection's header blocks"
+            );
             self.mode = Mode::Rewriting;
             self.held = Vec::new();
         }
@@ -447,7 +465,8 @@ mod tests {
     fn a_usable_authority_passes_the_connection_through_byte_for_byte() {
         for authority in ["localhost", "x.sock", "127.0.0.1:50051"] {
             let mut enc = loona_hpack::Encoder::new();
-            let input = connection(&[client_block(&mut enc, &request(authority)), client_block(&mut enc, &request(authority))]);
+            let input =
+                connection(&[client_block(&mut enc, &request(authority)), client_block(&mut enc, &request(authority))]);
             for step in [1, 7, input.len()] {
                 let mut f = ClientFrames::new();
                 assert_eq!(run(&mut f, &input, step), input, "{authority} step {step}");
@@ -460,7 +479,10 @@ mod tests {
     fn a_socket_path_authority_becomes_localhost_in_every_block_and_the_rest_is_intact() {
         let mut enc = loona_hpack::Encoder::new();
         // The second block leans on the client's dynamic table (indexed references).
-        let input = connection(&[client_block(&mut enc, &request("/tmp/x.sock")), client_block(&mut enc, &request("/tmp/x.sock"))]);
+        let input = connection(&[
+            client_block(&mut enc, &request("/tmp/x.sock")),
+            client_block(&mut enc, &request("/tmp/x.sock")),
+        ]);
         for step in [1, 5, 64, input.len()] {
             let mut f = ClientFrames::new();
             let out = run(&mut f, &input, step);
@@ -526,7 +548,10 @@ mod tests {
             input.extend_from_slice(chunk);
         }
         let fr = frames(&run(&mut ClientFrames::new(), &input, 1000));
-        assert_eq!(fr.iter().map(|f| (f.0, f.1)).collect::<Vec<_>>(), [(HEADERS, 0), (CONTINUATION, 0), (CONTINUATION, END_HEADERS)]);
+        assert_eq!(
+            fr.iter().map(|f| (f.0, f.1)).collect::<Vec<_>>(),
+            [(HEADERS, 0), (CONTINUATION, 0), (CONTINUATION, END_HEADERS)]
+        );
         assert!(fr.iter().all(|f| f.3.len() <= MAX_EMITTED_PAYLOAD && f.2 == 1));
         let whole: Vec<u8> = fr.iter().flat_map(|f| f.3.clone()).collect();
         let mut expected = request("localhost");

@@ -43,7 +43,12 @@ struct Inspect {
 impl<S> AuthorityFix<S> {
     /// Wraps a freshly accepted connection.
     pub(crate) fn new(inner: S) -> Self {
-        Self { inner, inspect: Some(Box::new(Inspect { frames: ClientFrames::new(), scratch: vec![0; READ_CHUNK] })), out: Vec::new(), out_pos: 0 }
+        Self {
+            inner,
+            inspect: Some(Box::new(Inspect { frames: ClientFrames::new(), scratch: vec![0; READ_CHUNK] })),
+            out: Vec::new(),
+            out_pos: 0,
+        }
     }
 }
 
@@ -73,7 +78,10 @@ impl<S: AsyncRead + Unpin> AsyncRead for AuthorityFix<S> {
             if chunk.filled().is_empty() {
                 return Poll::Ready(Ok(()));
             }
-            inspect.frames.feed(chunk.filled(), &mut this.out).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+            inspect
+                .frames
+                .feed(chunk.filled(), &mut this.out)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
             if inspect.frames.passes_through() {
                 this.inspect = None;
             }
@@ -86,7 +94,11 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for AuthorityFix<S> {
         Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
     }
 
-    fn poll_write_vectored(self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
         Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
     }
 

@@ -32,11 +32,19 @@ pub struct TestDriver {
 fn steer(name: &str) -> Option<DriverError> {
     let kind = name.strip_prefix("err-")?;
     let kind = match kind {
-        "invalid" => return Some(DriverError::invalid_argument("providerSpec.machineType", "is not a known machine type")),
+        "invalid" => {
+            return Some(DriverError::invalid_argument("providerSpec.machineType", "is not a known machine type"));
+        }
         "notfound" => ErrorKind::NotFound,
         "exists" => ErrorKind::AlreadyExists,
         "duplicate" => ErrorKind::Duplicate,
-        "throttle" => return Some(DriverError::unavailable("RequestLimitExceeded", "cloud throttled the request", Duration::from_secs(5))),
+        "throttle" => {
+            return Some(DriverError::unavailable(
+                "RequestLimitExceeded",
+                "cloud throttled the request",
+                Duration::from_secs(5),
+            ));
+        }
         "capacity" => ErrorKind::ResourceExhausted,
         "auth" => ErrorKind::Unauthenticated,
         "denied" => ErrorKind::PermissionDenied,
@@ -67,7 +75,12 @@ impl Driver for TestDriver {
             name: "test.machine-driver.gardener.cloud".into(),
             version: "0.0.0-test".into(),
             provider: "test",
-            capabilities: Capabilities { initialize_machine: true, list_machines: true, get_volume_ids: true, share_image: true },
+            capabilities: Capabilities {
+                initialize_machine: true,
+                list_machines: true,
+                get_volume_ids: true,
+                share_image: true,
+            },
             max_user_data_bytes: 1024,
             required_secret_keys: vec![vec!["accessKeyID", "providerAccessKeyId"]],
         }
@@ -97,7 +110,11 @@ impl Driver for TestDriver {
 
     async fn initialize_machine(&self, ctx: &CallContext, req: MachineRef) -> Result<InitializedMachine> {
         self.enter(ctx, &req.machine.name).await?;
-        Ok(InitializedMachine { provider_id: "test:///x".into(), node_name: req.machine.name, applied_steps: vec!["disable-source-dest-check".into()] })
+        Ok(InitializedMachine {
+            provider_id: "test:///x".into(),
+            node_name: req.machine.name,
+            applied_steps: vec!["disable-source-dest-check".into()],
+        })
     }
 
     async fn delete_machine(&self, ctx: &CallContext, req: MachineRef) -> Result<DeletedMachine> {
@@ -112,12 +129,19 @@ impl Driver for TestDriver {
 
     fn get_volume_ids(&self, specs: &[serde_json::Value]) -> Result<Vec<String>> {
         self.seen.calls.fetch_add(1, Ordering::SeqCst);
-        Ok(specs.iter().filter_map(|s| s.pointer("/csi/volumeHandle").and_then(|v| v.as_str()).map(String::from)).collect())
+        Ok(specs
+            .iter()
+            .filter_map(|s| s.pointer("/csi/volumeHandle").and_then(|v| v.as_str()).map(String::from))
+            .collect())
     }
 
     async fn share_image(&self, ctx: &CallContext, req: ShareImage) -> Result<SharedImage> {
         self.enter(ctx, "").await?;
-        Ok(SharedImage { image_id: req.image, granted_now: req.owner_secret.is_some(), consumer_account: req.consumer_account.unwrap_or_default() })
+        Ok(SharedImage {
+            image_id: req.image,
+            granted_now: req.owner_secret.is_some(),
+            consumer_account: req.consumer_account.unwrap_or_default(),
+        })
     }
 }
 
@@ -141,7 +165,13 @@ pub fn args(socket: &std::path::Path) -> ServerArgs {
         shutdown_grace: Duration::from_secs(5),
         share_image_allow_list: vec!["img-allowed".into()],
         registry_config: None,
-        cloud: CloudArgs { cloud_endpoint: None, cloud_rate_limit: 0.0, cloud_burst: 1, embedded_fake: false, embedded_fake_listen: "127.0.0.1:0".parse().expect("addr") },
+        cloud: CloudArgs {
+            cloud_endpoint: None,
+            cloud_rate_limit: 0.0,
+            cloud_burst: 1,
+            embedded_fake: false,
+            embedded_fake_listen: "127.0.0.1:0".parse().expect("addr"),
+        },
     }
 }
 
@@ -170,7 +200,15 @@ pub async fn start(tag: &str, tweak: impl FnOnce(&mut ServerArgs)) -> Running {
     let (tx, rx) = oneshot::channel::<()>();
     let d = driver.clone();
     let done = tokio::spawn(async move {
-        machine_driver_server::serve(a, d, async { let _ = rx.await; }, None).await
+        machine_driver_server::serve(
+            a,
+            d,
+            async {
+                let _ = rx.await;
+            },
+            None,
+        )
+        .await
     });
     for _ in 0..200 {
         if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
@@ -198,8 +236,17 @@ pub async fn client(socket: &std::path::Path) -> MachineDriverServiceClient<Chan
 /// A well-formed machine / class / secret for `name`.
 pub fn parts(name: &str) -> (Option<pb::Machine>, Option<pb::MachineClass>, Option<pb::SecretData>) {
     (
-        Some(pb::Machine { name: name.into(), uid: format!("uid-{name}"), namespace: "ns".into(), ..Default::default() }),
-        Some(pb::MachineClass { name: "class".into(), provider_spec: r#"{"machineType":"m"}"#.to_string(), ..Default::default() }),
+        Some(pb::Machine {
+            name: name.into(),
+            uid: format!("uid-{name}"),
+            namespace: "ns".into(),
+            ..Default::default()
+        }),
+        Some(pb::MachineClass {
+            name: "class".into(),
+            provider_spec: r#"{"machineType":"m"}"#.to_string(),
+            ..Default::default()
+        }),
         Some(pb::SecretData { data: [("accessKeyID".to_string(), b"AKID".to_vec())].into_iter().collect() }),
     )
 }

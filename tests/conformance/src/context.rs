@@ -14,7 +14,7 @@ use tonic::{Code, Request, Status};
 
 use crate::connection::{Capabilities, Connection};
 use crate::fake_admin::FakeAdmin;
-use crate::outcome::{Stop, StepResult};
+use crate::outcome::{StepResult, Stop};
 use crate::settings::Settings;
 use crate::status_details::describe;
 use crate::tracker::Tracker;
@@ -133,22 +133,31 @@ impl Ctx {
 
     /// GetMachineStatus.
     pub async fn status(&self, m: &Machine) -> Result<GetMachineStatusResponse, Status> {
-        let req =
-            GetMachineStatusRequest { machine: Some(m.clone()), machine_class: Some(self.class()), secret: Some(self.secret()) };
+        let req = GetMachineStatusRequest {
+            machine: Some(m.clone()),
+            machine_class: Some(self.class()),
+            secret: Some(self.secret()),
+        };
         Ok(self.conn.driver.clone().get_machine_status(self.req(req)).await?.into_inner())
     }
 
     /// InitializeMachine.
     pub async fn initialize(&self, m: &Machine) -> Result<InitializeMachineResponse, Status> {
-        let req =
-            InitializeMachineRequest { machine: Some(m.clone()), machine_class: Some(self.class()), secret: Some(self.secret()) };
+        let req = InitializeMachineRequest {
+            machine: Some(m.clone()),
+            machine_class: Some(self.class()),
+            secret: Some(self.secret()),
+        };
         Ok(self.conn.driver.clone().initialize_machine(self.req(req)).await?.into_inner())
     }
 
     /// DeleteMachine.
     pub async fn delete(&self, m: &Machine) -> Result<DeleteMachineResponse, Status> {
-        let req =
-            DeleteMachineRequest { machine: Some(m.clone()), machine_class: Some(self.class()), secret: Some(self.secret()) };
+        let req = DeleteMachineRequest {
+            machine: Some(m.clone()),
+            machine_class: Some(self.class()),
+            secret: Some(self.secret()),
+        };
         Ok(self.conn.driver.clone().delete_machine(self.req(req)).await?.into_inner())
     }
 

@@ -68,7 +68,11 @@ mod tests {
     #[test]
     fn renders_counts_failures_and_skips_escaped() {
         let reports = vec![
-            ScenarioReport { name: "identity/probe".into(), outcome: Outcome::Pass, duration: Duration::from_millis(5) },
+            ScenarioReport {
+                name: "identity/probe".into(),
+                outcome: Outcome::Pass,
+                duration: Duration::from_millis(5),
+            },
             ScenarioReport {
                 name: "bad-input/x".into(),
                 outcome: Outcome::Fail("code <UNKNOWN> & \"q\"".into()),

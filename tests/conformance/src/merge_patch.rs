@@ -44,10 +44,7 @@ mod tests {
         assert_eq!(patched(json!({"a": "b", "b": "c"}), json!({"a": null})), json!({"b": "c"}));
         assert_eq!(patched(json!({"a": ["b"]}), json!({"a": "c"})), json!({"a": "c"}));
         assert_eq!(patched(json!({"a": "c"}), json!({"a": ["b"]})), json!({"a": ["b"]}));
-        assert_eq!(
-            patched(json!({"a": {"b": "c"}}), json!({"a": {"b": "d", "c": null}})),
-            json!({"a": {"b": "d"}})
-        );
+        assert_eq!(patched(json!({"a": {"b": "c"}}), json!({"a": {"b": "d", "c": null}})), json!({"a": {"b": "d"}}));
         assert_eq!(patched(json!({"a": [{"b": "c"}]}), json!({"a": [1]})), json!({"a": [1]}));
         assert_eq!(patched(json!(["a", "b"]), json!(["c", "d"])), json!(["c", "d"]));
         assert_eq!(patched(json!({"a": "b"}), json!(["c"])), json!(["c"]));

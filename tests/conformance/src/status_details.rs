@@ -56,7 +56,11 @@ mod tests {
     #[test]
     fn reads_field_from_error_info_or_bad_request() {
         let mut d = ErrorDetails::new();
-        d.set_error_info("INVALID_FIELD", "machinedriver", HashMap::from([("field".to_string(), "machine.uid".to_string())]));
+        d.set_error_info(
+            "INVALID_FIELD",
+            "machinedriver",
+            HashMap::from([("field".to_string(), "machine.uid".to_string())]),
+        );
         let s = Status::with_error_details(Code::InvalidArgument, "machine.uid: is required", d);
         assert_eq!(error_field(&s).as_deref(), Some("machine.uid"));
         assert_eq!(error_reason(&s).as_deref(), Some("INVALID_FIELD"));

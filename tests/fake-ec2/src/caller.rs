@@ -60,8 +60,9 @@ mod tests {
         .expect("caller");
         assert_eq!(caller.account, OWNER_ACCOUNT);
         assert_eq!(caller.region, "eu-west-1");
-        let other = Caller::from_headers(&headers("AWS4-HMAC-SHA256 Credential=AKIDX/20240101/us-east-1/sts/aws4_request"))
-            .expect("caller");
+        let other =
+            Caller::from_headers(&headers("AWS4-HMAC-SHA256 Credential=AKIDX/20240101/us-east-1/sts/aws4_request"))
+                .expect("caller");
         assert_eq!(other.account, CLUSTER_ACCOUNT);
         assert!(Caller::from_headers(&HeaderMap::new()).is_none());
         assert!(Caller::from_headers(&headers("Bearer x")).is_none());

@@ -68,7 +68,9 @@ impl Ec2Error {
     /// The EC2 error for an injected fault.
     pub(crate) fn from_fault(kind: FaultKind) -> Self {
         match kind {
-            FaultKind::Throttle => Self::new(StatusCode::SERVICE_UNAVAILABLE, "RequestLimitExceeded", "Request limit exceeded."),
+            FaultKind::Throttle => {
+                Self::new(StatusCode::SERVICE_UNAVAILABLE, "RequestLimitExceeded", "Request limit exceeded.")
+            }
             FaultKind::Capacity => Self::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "InsufficientInstanceCapacity",
@@ -121,9 +123,11 @@ impl StsError {
                 (StatusCode::INTERNAL_SERVER_ERROR, "InternalFailure", "An internal error has occurred.")
             }
             FaultKind::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailable", "Service unavailable."),
-            FaultKind::Auth => {
-                (StatusCode::FORBIDDEN, "InvalidClientTokenId", "The security token included in the request is invalid.")
-            }
+            FaultKind::Auth => (
+                StatusCode::FORBIDDEN,
+                "InvalidClientTokenId",
+                "The security token included in the request is invalid.",
+            ),
             FaultKind::Permission => (StatusCode::FORBIDDEN, "AccessDenied", "Access denied."),
         };
         Self { status, code, message }
@@ -145,7 +149,10 @@ impl StsError {
 pub(crate) fn xml_response(status: StatusCode, request_id: &str, body: String) -> Response {
     (
         status,
-        [(header::CONTENT_TYPE, "text/xml;charset=UTF-8"), (header::HeaderName::from_static("x-amzn-requestid"), request_id)],
+        [
+            (header::CONTENT_TYPE, "text/xml;charset=UTF-8"),
+            (header::HeaderName::from_static("x-amzn-requestid"), request_id),
+        ],
         body,
     )
         .into_response()

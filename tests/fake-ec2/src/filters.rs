@@ -65,8 +65,9 @@ pub(crate) fn matches_all(
     mut attribute: impl FnMut(&str) -> Option<Vec<String>>,
 ) -> Result<bool, Ec2Error> {
     for filter in filters {
-        let values = attribute(&filter.name)
-            .ok_or_else(|| Ec2Error::client("InvalidParameterValue", format!("The filter '{}' is invalid", filter.name)))?;
+        let values = attribute(&filter.name).ok_or_else(|| {
+            Ec2Error::client("InvalidParameterValue", format!("The filter '{}' is invalid", filter.name))
+        })?;
         let hit = filter.values.iter().any(|pattern| values.iter().any(|value| glob(pattern, value)));
         if !hit {
             return Ok(false);
@@ -96,10 +97,14 @@ mod tests {
             Filter { name: "instance-state-name".into(), values: vec!["pending".into(), "running".into()] },
         ];
         let tags: Tags = [("role".to_owned(), "node".to_owned())].into();
-        let attr = |name: &str| tag_values(name, &tags).or_else(|| (name == "instance-state-name").then(|| vec!["running".to_owned()]));
+        let attr = |name: &str| {
+            tag_values(name, &tags).or_else(|| (name == "instance-state-name").then(|| vec!["running".to_owned()]))
+        };
         assert_eq!(matches_all(&filters, attr).ok(), Some(true));
         let other: Tags = Tags::new();
-        let attr = |name: &str| tag_values(name, &other).or_else(|| (name == "instance-state-name").then(|| vec!["running".to_owned()]));
+        let attr = |name: &str| {
+            tag_values(name, &other).or_else(|| (name == "instance-state-name").then(|| vec!["running".to_owned()]))
+        };
         assert_eq!(matches_all(&filters, attr).ok(), Some(false));
         let bogus = vec![Filter { name: "bogus".into(), values: vec![] }];
         assert!(matches_all(&bogus, |_| None).is_err());

@@ -7,9 +7,9 @@ pub(crate) fn new_id(prefix: &str) -> String {
 
 /// Whether `id` is `prefix-` followed by 8 or 17 lowercase hex digits.
 pub(crate) fn well_formed(prefix: &str, id: &str) -> bool {
-    id.strip_prefix(prefix)
-        .and_then(|rest| rest.strip_prefix('-'))
-        .is_some_and(|hex| matches!(hex.len(), 8 | 17) && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+    id.strip_prefix(prefix).and_then(|rest| rest.strip_prefix('-')).is_some_and(|hex| {
+        matches!(hex.len(), 8 | 17) && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
 }
 
 /// A 12-digit AWS account id.

@@ -52,7 +52,12 @@ async fn handle(State(app): State<App>, RawQuery(query): RawQuery, headers: Head
     } else if action.is_empty() {
         Ec2Error::client("MissingAction", "The request must contain the parameter Action").to_response(&request_id)
     } else {
-        let ctx = Ctx { caller: &caller, now: Instant::now(), timing: app.admin.timing(), consistency: app.admin.consistency() };
+        let ctx = Ctx {
+            caller: &caller,
+            now: Instant::now(),
+            timing: app.admin.timing(),
+            consistency: app.admin.consistency(),
+        };
         let answer = {
             let mut world = app.store.world();
             dispatch(&mut world, &ctx, &action, &params)

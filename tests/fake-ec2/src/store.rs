@@ -68,9 +68,25 @@ impl World {
     pub(crate) fn seeded() -> Self {
         Self {
             images: vec![
-                image(PUBLIC_IMAGE, "amzn2-ami-hvm-2.0-x86_64-gp2", AMAZON_ACCOUNT, Some("amazon"), true, "snap-0123456789abcdef0", 8),
+                image(
+                    PUBLIC_IMAGE,
+                    "amzn2-ami-hvm-2.0-x86_64-gp2",
+                    AMAZON_ACCOUNT,
+                    Some("amazon"),
+                    true,
+                    "snap-0123456789abcdef0",
+                    8,
+                ),
                 image(PRIVATE_IMAGE, "gardenlinux-private", OWNER_ACCOUNT, None, false, PRIVATE_SNAPSHOT, 20),
-                image("ami-0f1e2d3c4b5a69788", "gardenlinux-1592.1-amd64", AMAZON_ACCOUNT, Some("amazon"), true, "snap-0f1e2d3c4b5a69788", 10),
+                image(
+                    "ami-0f1e2d3c4b5a69788",
+                    "gardenlinux-1592.1-amd64",
+                    AMAZON_ACCOUNT,
+                    Some("amazon"),
+                    true,
+                    "snap-0f1e2d3c4b5a69788",
+                    10,
+                ),
             ],
             snapshots: vec![
                 snapshot("snap-0123456789abcdef0", AMAZON_ACCOUNT, true, 8),
@@ -104,9 +120,15 @@ impl Store {
 pub(crate) fn operation_class(operation: &str) -> Option<OpClass> {
     Some(match operation {
         "RunInstances" => OpClass::Create,
-        "DescribeInstances" | "DescribeNetworkInterfaces" | "DescribeImages" | "DescribeImageAttribute"
+        "DescribeInstances"
+        | "DescribeNetworkInterfaces"
+        | "DescribeImages"
+        | "DescribeImageAttribute"
         | "DescribeSnapshotAttribute" => OpClass::Read,
-        "ModifyNetworkInterfaceAttribute" | "AssignIpv6Addresses" | "ModifyImageAttribute" | "ModifySnapshotAttribute"
+        "ModifyNetworkInterfaceAttribute"
+        | "AssignIpv6Addresses"
+        | "ModifyImageAttribute"
+        | "ModifySnapshotAttribute"
         | "CreateTags" => OpClass::Write,
         "TerminateInstances" => OpClass::Delete,
         _ => return None,

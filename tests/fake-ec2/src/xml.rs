@@ -63,7 +63,12 @@ impl Xml {
     }
 
     /// `<tag><item>..</item>...</tag>`, one item per element of `items`.
-    pub(crate) fn items<T>(&mut self, tag: &str, items: impl IntoIterator<Item = T>, mut item: impl FnMut(&mut Xml, T)) -> &mut Self {
+    pub(crate) fn items<T>(
+        &mut self,
+        tag: &str,
+        items: impl IntoIterator<Item = T>,
+        mut item: impl FnMut(&mut Xml, T),
+    ) -> &mut Self {
         self.elem(tag, |x| {
             for value in items {
                 x.elem("item", |x| item(x, value));

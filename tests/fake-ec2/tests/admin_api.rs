@@ -7,7 +7,12 @@ use serde_json::json;
 use support::{CLUSTER_KEY, admin, code, ec2, fake, raw};
 
 fn run(client: &aws_sdk_ec2::Client) -> aws_sdk_ec2::operation::run_instances::builders::RunInstancesFluentBuilder {
-    client.run_instances().image_id(fake_ec2::PUBLIC_IMAGE).instance_type(InstanceType::M5Large).min_count(1).max_count(1)
+    client
+        .run_instances()
+        .image_id(fake_ec2::PUBLIC_IMAGE)
+        .instance_type(InstanceType::M5Large)
+        .min_count(1)
+        .max_count(1)
 }
 
 #[tokio::test]
@@ -41,13 +46,22 @@ async fn injected_faults_reach_the_sdk_with_real_codes() {
 async fn after_fault_loses_the_response_but_keeps_the_effect() {
     let handle = fake().await;
     let client = ec2(&handle, CLUSTER_KEY);
-    admin(&handle, "POST", "/faults", Some(json!({"operation": "RunInstances", "kind": "internal", "times": 1, "phase": "after"}))).await;
+    admin(
+        &handle,
+        "POST",
+        "/faults",
+        Some(json!({"operation": "RunInstances", "kind": "internal", "times": 1, "phase": "after"})),
+    )
+    .await;
     let lost = run(&client).client_token("lost-1").send().await.expect_err("lost response");
     assert_eq!(code(&lost), "InternalError");
     let inventory = admin(&handle, "GET", "/inventory", None).await;
     assert_eq!(inventory["instances"].as_array().map(Vec::len), Some(1), "the instance exists");
     let retried = run(&client).client_token("lost-1").send().await.expect("retry with same token");
-    assert_eq!(retried.instances()[0].instance_id().map(str::to_owned), inventory["instances"][0]["id"].as_str().map(str::to_owned));
+    assert_eq!(
+        retried.instances()[0].instance_id().map(str::to_owned),
+        inventory["instances"][0]["id"].as_str().map(str::to_owned)
+    );
     assert_eq!(admin(&handle, "GET", "/inventory", None).await["instances"].as_array().map(Vec::len), Some(1));
 }
 
@@ -68,20 +82,41 @@ async fn rate_limit_throttles_and_counts() {
 #[tokio::test]
 async fn wire_format_matches_ec2() {
     let handle = fake().await;
-    let auth = "AWS4-HMAC-SHA256 Credential=AKIDCLUSTER/20240101/us-east-1/ec2/aws4_request, SignedHeaders=host, Signature=x";
+    let auth =
+        "AWS4-HMAC-SHA256 Credential=AKIDCLUSTER/20240101/us-east-1/ec2/aws4_request, SignedHeaders=host, Signature=x";
     let form = "application/x-www-form-urlencoded";
-    let (status, body) = raw(&handle, "POST", "/", form, "Action=DescribeInstances&Version=2016-11-15&InstanceId.1=i-0123456789abcdef0", Some(auth)).await;
+    let (status, body) = raw(
+        &handle,
+        "POST",
+        "/",
+        form,
+        "Action=DescribeInstances&Version=2016-11-15&InstanceId.1=i-0123456789abcdef0",
+        Some(auth),
+    )
+    .await;
     assert_eq!(status, 400);
     assert!(body.contains("<Response><Errors><Error><Code>InvalidInstanceID.NotFound</Code><Message>"), "{body}");
     assert!(body.contains("<RequestID>"), "{body}");
 
-    let (status, body) = raw(&handle, "POST", "/", form, "Action=RunInstances&Version=2016-11-15&ImageId=ami-0123456789abcdef0&MinCount=1&MaxCount=1", Some(auth)).await;
+    let (status, body) = raw(
+        &handle,
+        "POST",
+        "/",
+        form,
+        "Action=RunInstances&Version=2016-11-15&ImageId=ami-0123456789abcdef0&MinCount=1&MaxCount=1",
+        Some(auth),
+    )
+    .await;
     assert_eq!(status, 200, "{body}");
-    assert!(body.contains("<RunInstancesResponse xmlns=\"http://ec2.amazonaws.com/doc/2016-11-15/\"><requestId>"), "{body}");
+    assert!(
+        body.contains("<RunInstancesResponse xmlns=\"http://ec2.amazonaws.com/doc/2016-11-15/\"><requestId>"),
+        "{body}"
+    );
     assert!(body.contains("<instanceState><code>0</code><name>pending</name></instanceState>"), "{body}");
     assert!(body.contains(".ec2.internal</privateDnsName>"), "{body}");
 
-    let (status, body) = raw(&handle, "POST", "/", form, "Action=GetCallerIdentity&Version=2011-06-15", Some(auth)).await;
+    let (status, body) =
+        raw(&handle, "POST", "/", form, "Action=GetCallerIdentity&Version=2011-06-15", Some(auth)).await;
     assert_eq!(status, 200);
     assert!(body.contains("<GetCallerIdentityResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\">"), "{body}");
 

@@ -21,7 +21,10 @@ fn tags(resource: ResourceType, pairs: &[(&str, &str)]) -> TagSpecification {
     spec.build()
 }
 
-fn run(client: &aws_sdk_ec2::Client, name: &str) -> aws_sdk_ec2::operation::run_instances::builders::RunInstancesFluentBuilder {
+fn run(
+    client: &aws_sdk_ec2::Client,
+    name: &str,
+) -> aws_sdk_ec2::operation::run_instances::builders::RunInstancesFluentBuilder {
     client
         .run_instances()
         .image_id(fake_ec2::PUBLIC_IMAGE)
@@ -47,7 +50,13 @@ async fn run_describe_terminate_lifecycle() {
         .block_device_mappings(
             BlockDeviceMapping::builder()
                 .device_name("/dev/xvda")
-                .ebs(EbsBlockDevice::builder().volume_size(50).volume_type(VolumeType::Gp3).delete_on_termination(true).build())
+                .ebs(
+                    EbsBlockDevice::builder()
+                        .volume_size(50)
+                        .volume_type(VolumeType::Gp3)
+                        .delete_on_termination(true)
+                        .build(),
+                )
                 .build(),
         )
         .tag_specifications(tags(ResourceType::Volume, &[("Name", "machine-a")]))
@@ -62,7 +71,10 @@ async fn run_describe_terminate_lifecycle() {
     assert_eq!(instance.instance_type(), Some(&InstanceType::M5Large));
     let ip = instance.private_ip_address().expect("ip");
     assert!(ip.starts_with("10.0."));
-    assert_eq!(instance.private_dns_name(), Some(format!("ip-{}.eu-west-1.compute.internal", ip.replace('.', "-")).as_str()));
+    assert_eq!(
+        instance.private_dns_name(),
+        Some(format!("ip-{}.eu-west-1.compute.internal", ip.replace('.', "-")).as_str())
+    );
     let eni = &instance.network_interfaces()[0];
     assert!(eni.network_interface_id().is_some_and(|e| e.starts_with("eni-")));
     assert_eq!(eni.source_dest_check(), Some(true));
@@ -169,7 +181,8 @@ async fn pagination_and_filters() {
 
     let too_small = client.describe_instances().max_results(4).send().await.expect_err("bounds");
     assert_eq!(code(&too_small), "InvalidParameterValue");
-    let combo = client.describe_instances().instance_ids("i-0123456789abcdef0").max_results(5).send().await.expect_err("combo");
+    let combo =
+        client.describe_instances().instance_ids("i-0123456789abcdef0").max_results(5).send().await.expect_err("combo");
     assert_eq!(code(&combo), "InvalidParameterCombination");
 
     let by_tag = client
@@ -188,9 +201,19 @@ async fn pagination_and_filters() {
         .await
         .expect("wildcard");
     assert_eq!(by_name.reservations().len(), 7);
-    let by_key = client.describe_instances().filters(Filter::builder().name("tag-key").values("Name").build()).send().await.expect("tag-key");
+    let by_key = client
+        .describe_instances()
+        .filters(Filter::builder().name("tag-key").values("Name").build())
+        .send()
+        .await
+        .expect("tag-key");
     assert_eq!(by_key.reservations().len(), 7);
-    let bogus = client.describe_instances().filters(Filter::builder().name("bogus").values("x").build()).send().await.expect_err("bad filter");
+    let bogus = client
+        .describe_instances()
+        .filters(Filter::builder().name("bogus").values("x").build())
+        .send()
+        .await
+        .expect_err("bad filter");
     assert_eq!(code(&bogus), "InvalidParameterValue");
 }
 
@@ -215,7 +238,11 @@ async fn not_found_and_validation_codes() {
     assert_eq!(code(&no_count), "MissingParameter");
     let bad_user_data = run(&client, "x").user_data("not base64!").send().await.expect_err("user data");
     assert_eq!(code(&bad_user_data), "InvalidParameterValue");
-    let reserved = run(&client, "x").tag_specifications(tags(ResourceType::Instance, &[("aws:x", "y")])).send().await.expect_err("aws: tag");
+    let reserved = run(&client, "x")
+        .tag_specifications(tags(ResourceType::Instance, &[("aws:x", "y")]))
+        .send()
+        .await
+        .expect_err("aws: tag");
     assert_eq!(code(&reserved), "InvalidParameterValue");
 
     // Instances of one account are invisible to another.

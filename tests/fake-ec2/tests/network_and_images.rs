@@ -88,7 +88,12 @@ async fn network_interfaces_can_be_described_and_modified() {
     let inventory = inventory_instance(&handle, &id).await;
     assert_eq!(inventory["network_interfaces"][0]["source_dest_check"], false);
 
-    let missing = client.describe_network_interfaces().network_interface_ids("eni-0123456789abcdef0").send().await.expect_err("missing");
+    let missing = client
+        .describe_network_interfaces()
+        .network_interface_ids("eni-0123456789abcdef0")
+        .send()
+        .await
+        .expect_err("missing");
     assert_eq!(code(&missing), "InvalidNetworkInterfaceID.NotFound");
     let malformed = client
         .modify_network_interface_attribute()
@@ -112,13 +117,18 @@ async fn image_and_snapshot_grants_control_visibility() {
     assert_eq!(mine.images().len(), 1);
     assert_eq!(mine.images()[0].image_id(), Some(PRIVATE_IMAGE));
     assert_eq!(mine.images()[0].public(), Some(false));
-    let snapshot_id = mine.images()[0].block_device_mappings()[0].ebs().and_then(|e| e.snapshot_id()).expect("snapshot").to_owned();
+    let snapshot_id =
+        mine.images()[0].block_device_mappings()[0].ebs().and_then(|e| e.snapshot_id()).expect("snapshot").to_owned();
     assert_eq!(snapshot_id, PRIVATE_SNAPSHOT);
 
     let denied = cluster
         .modify_image_attribute()
         .image_id(PUBLIC_IMAGE)
-        .launch_permission(LaunchPermissionModifications::builder().add(LaunchPermission::builder().user_id(CLUSTER_ACCOUNT).build()).build())
+        .launch_permission(
+            LaunchPermissionModifications::builder()
+                .add(LaunchPermission::builder().user_id(CLUSTER_ACCOUNT).build())
+                .build(),
+        )
         .send()
         .await
         .expect_err("not owner");
@@ -127,7 +137,11 @@ async fn image_and_snapshot_grants_control_visibility() {
     owner
         .modify_image_attribute()
         .image_id(PRIVATE_IMAGE)
-        .launch_permission(LaunchPermissionModifications::builder().add(LaunchPermission::builder().user_id(CLUSTER_ACCOUNT).build()).build())
+        .launch_permission(
+            LaunchPermissionModifications::builder()
+                .add(LaunchPermission::builder().user_id(CLUSTER_ACCOUNT).build())
+                .build(),
+        )
         .send()
         .await
         .expect("grant launch");
@@ -135,7 +149,9 @@ async fn image_and_snapshot_grants_control_visibility() {
         .modify_snapshot_attribute()
         .snapshot_id(PRIVATE_SNAPSHOT)
         .create_volume_permission(
-            CreateVolumePermissionModifications::builder().add(CreateVolumePermission::builder().user_id(CLUSTER_ACCOUNT).build()).build(),
+            CreateVolumePermissionModifications::builder()
+                .add(CreateVolumePermission::builder().user_id(CLUSTER_ACCOUNT).build())
+                .build(),
         )
         .send()
         .await
@@ -182,14 +198,22 @@ async fn image_and_snapshot_grants_control_visibility() {
     assert_eq!(code(&foreign_attr), "AuthFailure");
 
     let inventory = support::admin(&handle, "GET", "/inventory", None).await;
-    let image = inventory["images"].as_array().expect("images").iter().find(|i| i["id"] == PRIVATE_IMAGE).cloned().expect("image");
+    let image = inventory["images"]
+        .as_array()
+        .expect("images")
+        .iter()
+        .find(|i| i["id"] == PRIVATE_IMAGE)
+        .cloned()
+        .expect("image");
     assert_eq!(image["launch_permissions"], serde_json::json!([CLUSTER_ACCOUNT]));
     assert_eq!(image["create_volume_permissions"], serde_json::json!([CLUSTER_ACCOUNT]));
 
     let bad_user = owner
         .modify_image_attribute()
         .image_id(PRIVATE_IMAGE)
-        .launch_permission(LaunchPermissionModifications::builder().add(LaunchPermission::builder().user_id("nope").build()).build())
+        .launch_permission(
+            LaunchPermissionModifications::builder().add(LaunchPermission::builder().user_id("nope").build()).build(),
+        )
         .send()
         .await
         .expect_err("bad user id");

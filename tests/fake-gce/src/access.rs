@@ -55,7 +55,12 @@ impl ImagePermission {
 }
 
 /// Fails with GCE's 403 `Required '<permission>' permission for '<image>'` unless granted.
-pub(crate) fn check(image: &ImageRecord, project: &str, caller: &Caller, permission: ImagePermission) -> Result<(), GceError> {
+pub(crate) fn check(
+    image: &ImageRecord,
+    project: &str,
+    caller: &Caller,
+    permission: ImagePermission,
+) -> Result<(), GceError> {
     if image.policy.grants(caller.principal.as_deref(), permission.roles()) {
         Ok(())
     } else {

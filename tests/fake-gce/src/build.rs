@@ -20,8 +20,19 @@ use crate::urls::{self, ImageRef};
 
 /// Fields GCE computes itself; a client copy of them in the body is ignored.
 const OUTPUT_ONLY: &[&str] = &[
-    "kind", "id", "creationTimestamp", "status", "statusMessage", "zone", "selfLink", "cpuPlatform",
-    "labelFingerprint", "startRestricted", "fingerprint", "lastStartTimestamp", "lastStopTimestamp",
+    "kind",
+    "id",
+    "creationTimestamp",
+    "status",
+    "statusMessage",
+    "zone",
+    "selfLink",
+    "cpuPlatform",
+    "labelFingerprint",
+    "startRestricted",
+    "fingerprint",
+    "lastStartTimestamp",
+    "lastStopTimestamp",
 ];
 
 /// Total metadata size GCE accepts (512 KB).
@@ -38,7 +49,11 @@ pub(crate) struct Target<'a> {
 }
 
 /// Validates `request` and builds the instance resource (status `PROVISIONING`).
-pub(crate) fn instance(mut request: InstanceRequest, target: &Target<'_>, state: &mut State) -> Result<Instance, GceError> {
+pub(crate) fn instance(
+    mut request: InstanceRequest,
+    target: &Target<'_>,
+    state: &mut State,
+) -> Result<Instance, GceError> {
     let (project, zone) = (target.project, target.zone);
     let name = match request.name.as_deref() {
         None | Some("") => return Err(GceError::required("resource.name")),
@@ -59,7 +74,11 @@ pub(crate) fn instance(mut request: InstanceRequest, target: &Target<'_>, state:
     let metadata_items = metadata(request.metadata.take().map(|m| m.items).unwrap_or_default())?;
     let tag_items = request.tags.take().map(|t| t.items).unwrap_or_default();
     if let Some(bad) = tag_items.iter().find(|t| !urls::valid_name(t)) {
-        return Err(GceError::invalid_field("resource.tags.items[0]", bad, "Must be a match of regex '(?:[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)'"));
+        return Err(GceError::invalid_field(
+            "resource.tags.items[0]",
+            bad,
+            "Must be a match of regex '(?:[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)'",
+        ));
     }
     let disks = disks(std::mem::take(&mut request.disks), &name, target, state)?;
     let network_interfaces = network_interfaces(std::mem::take(&mut request.network_interfaces), target, state)?;
@@ -86,7 +105,11 @@ pub(crate) fn instance(mut request: InstanceRequest, target: &Target<'_>, state:
         can_ip_forward: request.can_ip_forward.unwrap_or(false),
         network_interfaces,
         disks,
-        metadata: Metadata { kind: "compute#metadata", fingerprint: fingerprint(&metadata_json), items: metadata_items },
+        metadata: Metadata {
+            kind: "compute#metadata",
+            fingerprint: fingerprint(&metadata_json),
+            items: metadata_items,
+        },
         service_accounts: request.service_accounts,
         self_link,
         scheduling,
@@ -111,14 +134,18 @@ fn check_labels(labels: &BTreeMap<String, String>) -> Result<(), GceError> {
             return Err(GceError::invalid_field(
                 "resource.labels",
                 "",
-                &format!("Label key '{key}' violates format constraints. The key must start with a lowercase character, can only contain lowercase letters, numeric characters, underscores and dashes. The key can be at most 63 characters long."),
+                &format!(
+                    "Label key '{key}' violates format constraints. The key must start with a lowercase character, can only contain lowercase letters, numeric characters, underscores and dashes. The key can be at most 63 characters long."
+                ),
             ));
         }
         if value.len() > 63 || !allowed(value) {
             return Err(GceError::invalid_field(
                 "resource.labels",
                 "",
-                &format!("Label value for key '{key}' violates format constraints. The value can only contain lowercase letters, numeric characters, underscores and dashes. The value can be at most 63 characters long."),
+                &format!(
+                    "Label value for key '{key}' violates format constraints. The value can only contain lowercase letters, numeric characters, underscores and dashes. The value can be at most 63 characters long."
+                ),
             ));
         }
     }
@@ -152,7 +179,12 @@ fn metadata(items: Vec<MetadataItem>) -> Result<Vec<MetadataItem>, GceError> {
 }
 
 /// Attached disks: the first one is the boot disk; each has a `source` or `initializeParams`.
-fn disks(requests: Vec<AttachedDiskRequest>, name: &str, target: &Target<'_>, state: &State) -> Result<Vec<AttachedDisk>, GceError> {
+fn disks(
+    requests: Vec<AttachedDiskRequest>,
+    name: &str,
+    target: &Target<'_>,
+    state: &State,
+) -> Result<Vec<AttachedDisk>, GceError> {
     let (project, zone) = (target.project, target.zone);
     if requests.is_empty() {
         return Err(GceError::invalid_field("resource.disks", "", "Boot disk must be specified."));
@@ -162,11 +194,19 @@ fn disks(requests: Vec<AttachedDiskRequest>, name: &str, target: &Target<'_>, st
         let field = format!("resource.disks[{i}]");
         let boot = i == 0;
         if disk.boot == Some(true) && !boot {
-            return Err(GceError::invalid_field(&format!("{field}.boot"), "true", "Boot disk must be the first disk attached to the instance."));
+            return Err(GceError::invalid_field(
+                &format!("{field}.boot"),
+                "true",
+                "Boot disk must be the first disk attached to the instance.",
+            ));
         }
         let (source, size) = match (disk.source.take(), disk.initialize_params.take()) {
             (Some(_), Some(_)) => {
-                return Err(GceError::invalid_field(&field, "", "Source and initializeParams must not both be specified."));
+                return Err(GceError::invalid_field(
+                    &field,
+                    "",
+                    "Source and initializeParams must not both be specified.",
+                ));
             }
             (None, None) => {
                 return Err(GceError::invalid_field(&field, "", "Source or initializeParams must be specified."));
@@ -174,7 +214,9 @@ fn disks(requests: Vec<AttachedDiskRequest>, name: &str, target: &Target<'_>, st
             (Some(source), None) => (disk_url(&source, project, zone, &format!("{field}.source"))?, None),
             (None, Some(params)) => {
                 let image_size = match params.source_image.as_deref() {
-                    Some(image) => Some(image_size(image, &format!("{field}.initializeParams.sourceImage"), target, state)?),
+                    Some(image) => {
+                        Some(image_size(image, &format!("{field}.initializeParams.sourceImage"), target, state)?)
+                    }
                     None if boot => return Err(GceError::required(&format!("{field}.initializeParams.sourceImage"))),
                     None => None,
                 };
@@ -191,7 +233,13 @@ fn disks(requests: Vec<AttachedDiskRequest>, name: &str, target: &Target<'_>, st
                 }
                 let disk_name = match params.disk_name {
                     Some(n) if urls::valid_name(&n) => n,
-                    Some(n) => return Err(GceError::invalid_field(&format!("{field}.initializeParams.diskName"), &n, "Must be a match of regex '[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?'")),
+                    Some(n) => {
+                        return Err(GceError::invalid_field(
+                            &format!("{field}.initializeParams.diskName"),
+                            &n,
+                            "Must be a match of regex '[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?'",
+                        ));
+                    }
                     None if boot => name.to_string(),
                     None => format!("{name}-{i}"),
                 };
@@ -270,10 +318,18 @@ fn image_size(value: &str, field: &str, target: &Target<'_>, state: &State) -> R
 }
 
 /// Network interfaces: full URLs, an internal IP each, and a NAT IP per access config.
-fn network_interfaces(requests: Vec<NetworkInterfaceRequest>, target: &Target<'_>, state: &mut State) -> Result<Vec<NetworkInterface>, GceError> {
+fn network_interfaces(
+    requests: Vec<NetworkInterfaceRequest>,
+    target: &Target<'_>,
+    state: &mut State,
+) -> Result<Vec<NetworkInterface>, GceError> {
     let (project, zone) = (target.project, target.zone);
     if requests.is_empty() {
-        return Err(GceError::invalid_field("resource.networkInterfaces", "", "At least one network interface is required."));
+        return Err(GceError::invalid_field(
+            "resource.networkInterfaces",
+            "",
+            "At least one network interface is required.",
+        ));
     }
     let mut out = Vec::with_capacity(requests.len());
     for (i, mut nic) in requests.into_iter().enumerate() {
@@ -292,14 +348,20 @@ fn network_interfaces(requests: Vec<NetworkInterfaceRequest>, target: &Target<'_
         let (internal, external) = state.allocate_addresses();
         let network_ip = match nic.network_ip.take() {
             Some(ip) if ip.parse::<std::net::Ipv4Addr>().is_ok() => ip,
-            Some(ip) => return Err(GceError::invalid_field(&format!("{field}.networkIP"), &ip, "The IP address is not valid.")),
+            Some(ip) => {
+                return Err(GceError::invalid_field(&format!("{field}.networkIP"), &ip, "The IP address is not valid."));
+            }
             None => internal,
         };
         let mut access_configs = Vec::with_capacity(nic.access_configs.len());
         for (j, config) in std::mem::take(&mut nic.access_configs).into_iter().enumerate() {
             let kind = config.access_type.unwrap_or_else(|| "ONE_TO_ONE_NAT".to_string());
             if kind != "ONE_TO_ONE_NAT" {
-                return Err(GceError::invalid_field(&format!("{field}.accessConfigs[{j}].type"), &kind, "Must be ONE_TO_ONE_NAT."));
+                return Err(GceError::invalid_field(
+                    &format!("{field}.accessConfigs[{j}].type"),
+                    &kind,
+                    "Must be ONE_TO_ONE_NAT.",
+                ));
             }
             access_configs.push(AccessConfig {
                 kind: Some("compute#accessConfig".to_string()),

@@ -38,10 +38,7 @@ impl Caller {
 
     /// The `user` GCE reports on operations: the email, or `anonymous`.
     pub(crate) fn user(&self) -> &str {
-        self.principal
-            .as_deref()
-            .and_then(|p| p.split_once(':').map(|(_, email)| email))
-            .unwrap_or("anonymous")
+        self.principal.as_deref().and_then(|p| p.split_once(':').map(|(_, email)| email)).unwrap_or("anonymous")
     }
 }
 

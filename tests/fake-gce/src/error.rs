@@ -25,20 +25,12 @@ impl GceError {
 
     /// 404 `notFound` for a resource path such as `projects/p/zones/z/instances/x`.
     pub(crate) fn not_found(resource: &str) -> Self {
-        Self::new(
-            StatusCode::NOT_FOUND,
-            "notFound",
-            format!("The resource '{resource}' was not found"),
-        )
+        Self::new(StatusCode::NOT_FOUND, "notFound", format!("The resource '{resource}' was not found"))
     }
 
     /// 409 `alreadyExists` for a resource path.
     pub(crate) fn already_exists(resource: &str) -> Self {
-        Self::new(
-            StatusCode::CONFLICT,
-            "alreadyExists",
-            format!("The resource '{resource}' already exists"),
-        )
+        Self::new(StatusCode::CONFLICT, "alreadyExists", format!("The resource '{resource}' already exists"))
     }
 
     /// 400 `invalid`: `Invalid value for field 'FIELD': 'VALUE'. DETAIL`.
@@ -46,9 +38,7 @@ impl GceError {
         Self::new(
             StatusCode::BAD_REQUEST,
             "invalid",
-            format!("Invalid value for field '{field}': '{value}'. {detail}")
-                .trim_end()
-                .to_string(),
+            format!("Invalid value for field '{field}': '{value}'. {detail}").trim_end().to_string(),
         )
     }
 
@@ -59,20 +49,12 @@ impl GceError {
 
     /// 400 `required`: `Required field 'FIELD' not specified`.
     pub(crate) fn required(field: &str) -> Self {
-        Self::new(
-            StatusCode::BAD_REQUEST,
-            "required",
-            format!("Required field '{field}' not specified"),
-        )
+        Self::new(StatusCode::BAD_REQUEST, "required", format!("Required field '{field}' not specified"))
     }
 
     /// 400 `parseError` for a body that is not the expected JSON.
     pub(crate) fn parse_error(detail: &str) -> Self {
-        Self::new(
-            StatusCode::BAD_REQUEST,
-            "parseError",
-            format!("Invalid JSON payload received. {detail}"),
-        )
+        Self::new(StatusCode::BAD_REQUEST, "parseError", format!("Invalid JSON payload received. {detail}"))
     }
 
     /// 400 `invalidResourceUsage`, as GCE answers deleting a deletion-protected instance.
@@ -86,11 +68,7 @@ impl GceError {
 
     /// 403 `forbidden`: `Required 'PERMISSION' permission for 'RESOURCE'`.
     pub(crate) fn permission_denied(permission: &str, resource: &str) -> Self {
-        Self::new(
-            StatusCode::FORBIDDEN,
-            "forbidden",
-            format!("Required '{permission}' permission for '{resource}'"),
-        )
+        Self::new(StatusCode::FORBIDDEN, "forbidden", format!("Required '{permission}' permission for '{resource}'"))
     }
 
     /// 412 `conditionNotMet`: a stale IAM policy etag.
@@ -104,29 +82,17 @@ impl GceError {
 
     /// 429 `rateLimitExceeded`, GCE's throttling answer.
     pub(crate) fn rate_limited() -> Self {
-        Self::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "rateLimitExceeded",
-            "Rate Limit Exceeded",
-        )
+        Self::new(StatusCode::TOO_MANY_REQUESTS, "rateLimitExceeded", "Rate Limit Exceeded")
     }
 
     /// 403 `quotaExceeded`: the project's CPU quota would be exceeded.
     pub(crate) fn quota_exceeded() -> Self {
-        Self::new(
-            StatusCode::FORBIDDEN,
-            "quotaExceeded",
-            "Quota 'CPUS_ALL_REGIONS' exceeded.  Limit: 32.0 globally.",
-        )
+        Self::new(StatusCode::FORBIDDEN, "quotaExceeded", "Quota 'CPUS_ALL_REGIONS' exceeded.  Limit: 32.0 globally.")
     }
 
     /// 503 `backendError`.
     pub(crate) fn backend_error() -> Self {
-        Self::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "backendError",
-            "The service is currently unavailable.",
-        )
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, "backendError", "The service is currently unavailable.")
     }
 
     /// 500 `internalError`.
@@ -186,10 +152,7 @@ mod tests {
     fn not_found_body_has_gce_shape() {
         let body = GceError::not_found("projects/p/zones/z/instances/x").body();
         assert_eq!(body["error"]["code"], 404);
-        assert_eq!(
-            body["error"]["message"],
-            "The resource 'projects/p/zones/z/instances/x' was not found"
-        );
+        assert_eq!(body["error"]["message"], "The resource 'projects/p/zones/z/instances/x' was not found");
         assert_eq!(body["error"]["errors"][0]["reason"], "notFound");
         assert_eq!(body["error"]["errors"][0]["domain"], "global");
     }

@@ -110,11 +110,8 @@ fn parse_comparison(text: &str) -> Option<(Term, &str)> {
         }
     };
     let rest = text[field_end..].trim_start();
-    let (negated, rest) = if let Some(r) = rest.strip_prefix("!=") {
-        (true, r)
-    } else {
-        (false, rest.strip_prefix('=')?)
-    };
+    let (negated, rest) =
+        if let Some(r) = rest.strip_prefix("!=") { (true, r) } else { (false, rest.strip_prefix('=')?) };
     let rest = rest.trim_start();
     let (value, rest) = if let Some(quoted) = rest.strip_prefix('"') {
         let close = quoted.find('"')?;
@@ -137,8 +134,7 @@ mod tests {
     use super::*;
 
     fn subject_matches(filter: &str, name: &str, labels: &[(&str, &str)]) -> bool {
-        let labels: BTreeMap<String, String> =
-            labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let labels: BTreeMap<String, String> = labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         let f = Filter::parse(filter).expect("filter parses");
         f.matches(&Subject { name, status: "RUNNING", id: "1", labels: &labels })
     }
@@ -159,7 +155,14 @@ mod tests {
 
     #[test]
     fn rejects_unknown_syntax() {
-        for bad in ["labels.a = b OR labels.c = d", "name eq vm.*", "zone = x", "labels.a =", "labels.a = \"b", "labels.a=b AND"] {
+        for bad in [
+            "labels.a = b OR labels.c = d",
+            "name eq vm.*",
+            "zone = x",
+            "labels.a =",
+            "labels.a = \"b",
+            "labels.a=b AND",
+        ] {
             let err = Filter::parse(bad).expect_err(bad);
             assert_eq!(err.reason, "invalid", "{bad}");
         }

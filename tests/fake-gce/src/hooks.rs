@@ -36,7 +36,11 @@ impl CloudHooks for GceHooks {
             "instances.insert" => Some(OpClass::Create),
             "instances.delete" => Some(OpClass::Delete),
             "images.setIamPolicy" => Some(OpClass::Write),
-            "instances.get" | "instances.list" | "images.get" | "images.getIamPolicy" | "zoneOperations.get"
+            "instances.get"
+            | "instances.list"
+            | "images.get"
+            | "images.getIamPolicy"
+            | "zoneOperations.get"
             | "zoneOperations.wait" => Some(OpClass::Read),
             _ => None,
         }

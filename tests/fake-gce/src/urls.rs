@@ -52,17 +52,13 @@ pub(crate) fn valid_zone(zone: &str) -> bool {
 
 /// Fails with GCE's `Unknown zone` answer unless `zone` is a plausible zone.
 pub(crate) fn check_zone(zone: &str) -> Result<(), GceError> {
-    if valid_zone(zone) {
-        Ok(())
-    } else {
-        Err(GceError::invalid_field("zone", zone, "Unknown zone."))
-    }
+    if valid_zone(zone) { Ok(()) } else { Err(GceError::invalid_field("zone", zone, "Unknown zone.")) }
 }
 
 /// Machine type families the fake knows; a type outside them "does not exist".
 const MACHINE_FAMILIES: &[&str] = &[
-    "e2", "n1", "n2", "n2d", "n4", "c2", "c2d", "c3", "c3d", "c4", "c4a", "c4d", "t2a", "t2d",
-    "m1", "m2", "m3", "a2", "a3", "g2", "h3", "z3", "f1", "g1",
+    "e2", "n1", "n2", "n2d", "n4", "c2", "c2d", "c3", "c3d", "c4", "c4a", "c4d", "t2a", "t2d", "m1", "m2", "m3", "a2",
+    "a3", "g2", "h3", "z3", "f1", "g1",
 ];
 
 /// Normalises `machineType` (`zones/Z/machineTypes/T`, `projects/P/zones/Z/machineTypes/T`
@@ -141,9 +137,13 @@ pub(crate) fn parse_image(value: &str, own_project: &str, field: &str) -> Result
     let path = strip_base(value);
     let segs: Vec<&str> = path.split('/').collect();
     let image = match segs.as_slice() {
-        ["projects", p, "global", "images", "family", f] => ImageRef::Family { project: p.to_string(), family: f.to_string() },
+        ["projects", p, "global", "images", "family", f] => {
+            ImageRef::Family { project: p.to_string(), family: f.to_string() }
+        }
         ["projects", p, "global", "images", n] => ImageRef::Name { project: p.to_string(), name: n.to_string() },
-        ["global", "images", "family", f] => ImageRef::Family { project: own_project.to_string(), family: f.to_string() },
+        ["global", "images", "family", f] => {
+            ImageRef::Family { project: own_project.to_string(), family: f.to_string() }
+        }
         ["global", "images", n] => ImageRef::Name { project: own_project.to_string(), name: n.to_string() },
         _ => return Err(GceError::invalid_field(field, value, "The URL is malformed.")),
     };
@@ -157,11 +157,20 @@ mod tests {
     #[test]
     fn machine_type_forms() {
         let want = "https://www.googleapis.com/compute/v1/projects/p/zones/us-central1-a/machineTypes/e2-small";
-        assert_eq!(machine_type_url("zones/us-central1-a/machineTypes/e2-small", "p", "us-central1-a").as_deref(), Ok(want));
+        assert_eq!(
+            machine_type_url("zones/us-central1-a/machineTypes/e2-small", "p", "us-central1-a").as_deref(),
+            Ok(want)
+        );
         assert_eq!(machine_type_url(want, "p", "us-central1-a").as_deref(), Ok(want));
-        assert_eq!(machine_type_url("zones/us-central1-b/machineTypes/e2-small", "p", "us-central1-a").map_err(|e| e.reason), Err("invalid"));
+        assert_eq!(
+            machine_type_url("zones/us-central1-b/machineTypes/e2-small", "p", "us-central1-a").map_err(|e| e.reason),
+            Err("invalid")
+        );
         assert_eq!(machine_type_url("e2-small", "p", "us-central1-a").map_err(|e| e.reason), Err("invalid"));
-        assert_eq!(machine_type_url("zones/us-central1-a/machineTypes/zz-huge", "p", "us-central1-a").map_err(|e| e.reason), Err("invalid"));
+        assert_eq!(
+            machine_type_url("zones/us-central1-a/machineTypes/zz-huge", "p", "us-central1-a").map_err(|e| e.reason),
+            Err("invalid")
+        );
     }
 
     #[test]

@@ -10,8 +10,15 @@ use serde_json::{Value, json};
 const OWNER_TOKEN: &str = "Bearer sa:owner@image-owner.iam.gserviceaccount.com";
 const NODE_SA: &str = "nodes@proj.iam.gserviceaccount.com";
 
-async fn image_call(fake: &Fake, method: reqwest::Method, path: &str, token: Option<&str>, body: Option<Value>) -> (StatusCode, Value) {
-    let mut req = fake.http.request(method, fake.api(&format!("projects/image-owner/global/images/custom-gardenlinux{path}")));
+async fn image_call(
+    fake: &Fake,
+    method: reqwest::Method,
+    path: &str,
+    token: Option<&str>,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    let mut req =
+        fake.http.request(method, fake.api(&format!("projects/image-owner/global/images/custom-gardenlinux{path}")));
     if let Some(token) = token {
         req = req.header("authorization", token);
     }
@@ -39,7 +46,8 @@ async fn image_visibility_follows_iam_policy() {
     // The node SA cannot boot from the private image yet.
     let mut body = instance_body("vm-private", json!({}));
     body["disks"][0]["initializeParams"]["sourceImage"] = json!(fake_gce::PRIVATE_IMAGE);
-    let (status, err) = fake.send(fake.http.post(fake.zonal("instances")).header("authorization", &node).json(&body)).await;
+    let (status, err) =
+        fake.send(fake.http.post(fake.zonal("instances")).header("authorization", &node).json(&body)).await;
     assert_eq!(status, StatusCode::FORBIDDEN, "{err}");
 
     // The owner shares it: read-modify-write with the etag.
@@ -49,20 +57,26 @@ async fn image_visibility_follows_iam_policy() {
     let mut bindings = policy["bindings"].as_array().cloned().expect("bindings");
     bindings.push(json!({"role": "roles/compute.imageUser", "members": [format!("serviceAccount:{NODE_SA}")]}));
     let new_policy = json!({"policy": {"bindings": bindings, "etag": etag}});
-    let (status, updated) = image_call(&fake, reqwest::Method::POST, "/setIamPolicy", Some(OWNER_TOKEN), Some(new_policy.clone())).await;
+    let (status, updated) =
+        image_call(&fake, reqwest::Method::POST, "/setIamPolicy", Some(OWNER_TOKEN), Some(new_policy.clone())).await;
     assert_eq!(status, StatusCode::OK, "{updated}");
     assert_ne!(updated["etag"], etag.as_str(), "etag bumps on change");
 
     // Re-sending the stale etag is refused like GCE does.
-    let (status, err) = image_call(&fake, reqwest::Method::POST, "/setIamPolicy", Some(OWNER_TOKEN), Some(new_policy)).await;
+    let (status, err) =
+        image_call(&fake, reqwest::Method::POST, "/setIamPolicy", Some(OWNER_TOKEN), Some(new_policy)).await;
     assert_eq!(status, StatusCode::PRECONDITION_FAILED);
     assert_eq!(err["error"]["errors"][0]["reason"], "conditionNotMet");
 
     // Now the node SA can see and use it; the anonymous caller still cannot.
     assert_eq!(image_call(&fake, reqwest::Method::GET, "", Some(&node), None).await.0, StatusCode::OK);
     assert_eq!(image_call(&fake, reqwest::Method::GET, "", None, None).await.0, StatusCode::FORBIDDEN);
-    assert_eq!(image_call(&fake, reqwest::Method::GET, "/getIamPolicy", Some(&node), None).await.0, StatusCode::FORBIDDEN);
-    let (status, op) = fake.send(fake.http.post(fake.zonal("instances")).header("authorization", &node).json(&body)).await;
+    assert_eq!(
+        image_call(&fake, reqwest::Method::GET, "/getIamPolicy", Some(&node), None).await.0,
+        StatusCode::FORBIDDEN
+    );
+    let (status, op) =
+        fake.send(fake.http.post(fake.zonal("instances")).header("authorization", &node).json(&body)).await;
     assert_eq!(status, StatusCode::OK, "{op}");
     assert_eq!(op["user"], NODE_SA);
 
@@ -100,7 +114,8 @@ async fn faults_map_to_gce_errors() {
     // After-phase: the instance exists although the answer was an error; a retry with
     // the same requestId returns the operation instead of a second instance or a 409.
     let id = uuid();
-    fake.admin("faults", json!({"operation": "instances.insert", "kind": "internal", "times": 1, "phase": "after"})).await;
+    fake.admin("faults", json!({"operation": "instances.insert", "kind": "internal", "times": 1, "phase": "after"}))
+        .await;
     assert_eq!(fake.insert(&instance_body("vm-b", json!({})), Some(&id)).await.0, StatusCode::INTERNAL_SERVER_ERROR);
     let (status, op) = fake.insert(&instance_body("vm-b", json!({})), Some(&id)).await;
     assert_eq!(status, StatusCode::OK);
@@ -138,12 +153,24 @@ async fn counters_rate_limit_and_reset() {
     fake.wait(&op_name).await;
     fake.get(fake.api("projects/debian-cloud/global/images/debian-12")).await;
     fake.get(fake.api("projects/debian-cloud/global/images/debian-12/getIamPolicy")).await;
-    fake.send(fake.http.post(fake.api("projects/debian-cloud/global/images/debian-12/setIamPolicy")).json(&json!({"policy": {}}))).await;
+    fake.send(
+        fake.http
+            .post(fake.api("projects/debian-cloud/global/images/debian-12/setIamPolicy"))
+            .json(&json!({"policy": {}})),
+    )
+    .await;
     fake.delete("vm-1", None).await;
     let calls = fake.admin_get("calls").await;
     for name in [
-        "instances.insert", "instances.get", "instances.list", "zoneOperations.get", "zoneOperations.wait",
-        "images.get", "images.getIamPolicy", "images.setIamPolicy", "instances.delete",
+        "instances.insert",
+        "instances.get",
+        "instances.list",
+        "zoneOperations.get",
+        "zoneOperations.wait",
+        "images.get",
+        "images.getIamPolicy",
+        "images.setIamPolicy",
+        "instances.delete",
     ] {
         assert_eq!(calls["calls"][name], 1, "{name}: {calls}");
     }

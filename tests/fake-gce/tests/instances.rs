@@ -17,7 +17,10 @@ async fn insert_boots_then_delete_removes() {
     assert_eq!(op["kind"], "compute#operation");
     assert_eq!(op["operationType"], "insert");
     assert_eq!(op["status"], "RUNNING");
-    assert_eq!(op["targetLink"], format!("https://www.googleapis.com/compute/v1/projects/{PROJECT}/zones/{ZONE}/instances/vm-1"));
+    assert_eq!(
+        op["targetLink"],
+        format!("https://www.googleapis.com/compute/v1/projects/{PROJECT}/zones/{ZONE}/instances/vm-1")
+    );
     assert!(op["name"].as_str().is_some_and(|n| n.starts_with("operation-")));
 
     let (status, vm) = fake.get_instance("vm-1").await;
@@ -26,7 +29,10 @@ async fn insert_boots_then_delete_removes() {
     assert_eq!(vm["kind"], "compute#instance");
     assert_eq!(vm["id"], op["targetId"]);
     assert!(vm["id"].as_str().is_some_and(|id| id.len() == 19 && id.bytes().all(|b| b.is_ascii_digit())));
-    assert_eq!(vm["machineType"], format!("https://www.googleapis.com/compute/v1/projects/{PROJECT}/zones/{ZONE}/machineTypes/e2-small"));
+    assert_eq!(
+        vm["machineType"],
+        format!("https://www.googleapis.com/compute/v1/projects/{PROJECT}/zones/{ZONE}/machineTypes/e2-small")
+    );
     assert_eq!(vm["labels"]["role"], "node");
     assert_eq!(vm["canIpForward"], true);
     assert_eq!(vm["deletionProtection"], false);
@@ -37,12 +43,18 @@ async fn insert_boots_then_delete_removes() {
     assert_eq!(nic["name"], "nic0");
     assert!(nic["networkIP"].as_str().is_some_and(|ip| ip.starts_with("10.")));
     assert!(nic["accessConfigs"][0]["natIP"].is_string());
-    assert_eq!(nic["subnetwork"], format!("https://www.googleapis.com/compute/v1/projects/{PROJECT}/regions/us-central1/subnetworks/nodes"));
+    assert_eq!(
+        nic["subnetwork"],
+        format!("https://www.googleapis.com/compute/v1/projects/{PROJECT}/regions/us-central1/subnetworks/nodes")
+    );
     let disk = &vm["disks"][0];
     assert_eq!(disk["boot"], true);
     assert_eq!(disk["autoDelete"], true);
     assert_eq!(disk["diskSizeGb"], "20");
-    assert_eq!(disk["source"], format!("https://www.googleapis.com/compute/v1/projects/{PROJECT}/zones/{ZONE}/disks/vm-1"));
+    assert_eq!(
+        disk["source"],
+        format!("https://www.googleapis.com/compute/v1/projects/{PROJECT}/zones/{ZONE}/disks/vm-1")
+    );
     assert_eq!(vm["scheduling"]["onHostMaintenance"], "MIGRATE");
     assert!(vm["creationTimestamp"].as_str().is_some_and(|t| t.len() == 29 && t.contains('T')));
 
@@ -68,7 +80,10 @@ async fn insert_boots_then_delete_removes() {
     let (status, err) = fake.get_instance("vm-1").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(err["error"]["code"], 404);
-    assert_eq!(err["error"]["message"], format!("The resource 'projects/{PROJECT}/zones/{ZONE}/instances/vm-1' was not found"));
+    assert_eq!(
+        err["error"]["message"],
+        format!("The resource 'projects/{PROJECT}/zones/{ZONE}/instances/vm-1' was not found")
+    );
     assert_eq!(err["error"]["errors"][0]["reason"], "notFound");
 
     let inventory = fake.inventory().await;
@@ -96,7 +111,10 @@ async fn request_id_deduplicates_and_names_conflict() {
     let (status, err) = fake.insert(&body, Some(&uuid())).await;
     assert_eq!(status, StatusCode::CONFLICT);
     assert_eq!(err["error"]["errors"][0]["reason"], "alreadyExists");
-    assert_eq!(err["error"]["message"], format!("The resource 'projects/{PROJECT}/zones/{ZONE}/instances/vm-dup' already exists"));
+    assert_eq!(
+        err["error"]["message"],
+        format!("The resource 'projects/{PROJECT}/zones/{ZONE}/instances/vm-dup' already exists")
+    );
 
     // The same requestId keeps answering with the first operation, also once DONE.
     fake.wait_done(op1["name"].as_str().expect("name")).await;
@@ -179,13 +197,17 @@ async fn list_filters_and_pages() {
         assert_eq!(fake.insert(&body, Some(&uuid())).await.0, StatusCode::OK);
     }
     let names = |list: &serde_json::Value| -> Vec<String> {
-        list["items"].as_array().map(|items| items.iter().map(|i| i["name"].as_str().unwrap_or_default().to_string()).collect()).unwrap_or_default()
+        list["items"]
+            .as_array()
+            .map(|items| items.iter().map(|i| i["name"].as_str().unwrap_or_default().to_string()).collect())
+            .unwrap_or_default()
     };
     let (status, list) = fake.list(&[("filter", "labels.role=node"), ("pageToken", "")]).await;
     assert_eq!(status, StatusCode::OK, "{list}");
     assert_eq!(list["kind"], "compute#instanceList");
     assert_eq!(names(&list), ["vm-0", "vm-2", "vm-4"]);
-    let (_, list) = fake.list(&[("filter", "labels.role = \"node\" AND labels.cluster = \"c-1\" AND name != \"vm-2\"")]).await;
+    let (_, list) =
+        fake.list(&[("filter", "labels.role = \"node\" AND labels.cluster = \"c-1\" AND name != \"vm-2\"")]).await;
     assert_eq!(names(&list), ["vm-0", "vm-4"]);
     let (_, list) = fake.list(&[("filter", "(labels.role = \"bastion\") (name = \"vm-3\")")]).await;
     assert_eq!(names(&list), ["vm-3"]);

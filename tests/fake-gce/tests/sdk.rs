@@ -20,10 +20,9 @@ fn vm(name: &str) -> Instance {
         .set_machine_type(format!("zones/{ZONE}/machineTypes/e2-small"))
         .set_labels([("sidecar-machine", name)])
         .set_can_ip_forward(true)
-        .set_disks([AttachedDisk::new()
-            .set_boot(true)
-            .set_auto_delete(true)
-            .set_initialize_params(AttachedDiskInitializeParams::new().set_source_image(fake_gce::PUBLIC_IMAGE).set_disk_size_gb(20))])
+        .set_disks([AttachedDisk::new().set_boot(true).set_auto_delete(true).set_initialize_params(
+            AttachedDiskInitializeParams::new().set_source_image(fake_gce::PUBLIC_IMAGE).set_disk_size_gb(20),
+        )])
         .set_network_interfaces([NetworkInterface::new()
             .set_network("global/networks/default")
             .set_access_configs([AccessConfig::new().set_name("External NAT")])])
@@ -34,7 +33,8 @@ async fn real_client_round_trip() -> Result<(), Box<dyn std::error::Error>> {
     let fake = fake_gce::start("127.0.0.1:0".parse()?).await?;
     let http = reqwest::Client::new();
     http.post(format!("{}/timing", fake.admin_url())).json(&json!({"boot_ms": 200, "stop_ms": 200})).send().await?;
-    let client = Instances::builder().with_endpoint(fake.url()).with_credentials(Anonymous::new().build()).build().await?;
+    let client =
+        Instances::builder().with_endpoint(fake.url()).with_credentials(Anonymous::new().build()).build().await?;
 
     let op = client
         .insert()
@@ -58,7 +58,8 @@ async fn real_client_round_trip() -> Result<(), Box<dyn std::error::Error>> {
     assert!(nic.access_configs[0].nat_ip.is_some());
     assert_eq!(vm.disks[0].disk_size_gb, Some(20));
 
-    let mut items = client.list().set_project(PROJECT).set_zone(ZONE).set_filter("labels.sidecar-machine=vm-sdk").by_item();
+    let mut items =
+        client.list().set_project(PROJECT).set_zone(ZONE).set_filter("labels.sidecar-machine=vm-sdk").by_item();
     let mut names = Vec::new();
     while let Some(item) = items.next().await {
         names.push(item?.name.unwrap_or_default());
@@ -82,14 +83,21 @@ async fn real_client_round_trip() -> Result<(), Box<dyn std::error::Error>> {
     assert_eq!(err.http_status_code(), Some(404));
 
     // Images and IAM, acting as the image owner through the admin default caller.
-    http.post(format!("{}/gce/caller", fake.admin_url())).json(&json!({"principal": fake_gce::IMAGE_OWNER})).send().await?;
+    http.post(format!("{}/gce/caller", fake.admin_url()))
+        .json(&json!({"principal": fake_gce::IMAGE_OWNER}))
+        .send()
+        .await?;
     let images = Images::builder().with_endpoint(fake.url()).with_credentials(Anonymous::new().build()).build().await?;
     let image = images.get().set_project("image-owner").set_image("custom-gardenlinux").send().await?;
     assert_eq!(image.family.as_deref(), Some("gardenlinux"));
     let policy = images.get_iam_policy().set_project("image-owner").set_resource("custom-gardenlinux").send().await?;
     let old_etag = policy.etag.clone();
     let mut bindings = policy.bindings.clone();
-    bindings.push(Binding::new().set_role("roles/compute.imageUser").set_members(["serviceAccount:n@proj.iam.gserviceaccount.com"]));
+    bindings.push(
+        Binding::new()
+            .set_role("roles/compute.imageUser")
+            .set_members(["serviceAccount:n@proj.iam.gserviceaccount.com"]),
+    );
     let updated = images
         .set_iam_policy()
         .set_project("image-owner")

@@ -191,9 +191,7 @@ mod tests {
     fn probability_is_roughly_honoured_with_real_randomness() {
         let mut table = FaultTable::default();
         table.add(&spec("*", None, Some(0.5), Phase::Before));
-        let hits = (0..2000)
-            .filter(|_| table.strike("X", None, Phase::Before, rand::random::<f64>).is_some())
-            .count();
+        let hits = (0..2000).filter(|_| table.strike("X", None, Phase::Before, rand::random::<f64>).is_some()).count();
         assert!((800..1200).contains(&hits), "hits = {hits}");
     }
 
@@ -210,8 +208,14 @@ mod tests {
         let a = table.add(&FaultSpec { kind: FaultKind::Capacity, ..spec("create", Some(1), None, Phase::Before) });
         let b = table.add(&spec("*", None, None, Phase::Before));
         assert_ne!(a, b);
-        assert_eq!(table.strike("RunInstances", Some(OpClass::Create), Phase::Before, always), Some(FaultKind::Capacity));
-        assert_eq!(table.strike("RunInstances", Some(OpClass::Create), Phase::Before, always), Some(FaultKind::Throttle));
+        assert_eq!(
+            table.strike("RunInstances", Some(OpClass::Create), Phase::Before, always),
+            Some(FaultKind::Capacity)
+        );
+        assert_eq!(
+            table.strike("RunInstances", Some(OpClass::Create), Phase::Before, always),
+            Some(FaultKind::Throttle)
+        );
     }
 
     #[test]

@@ -89,9 +89,7 @@ mod tests {
         let start = Instant::now();
         let mut bucket = TokenBucket::new(20.0, 1.0, start);
         // Offer 1000 requests/s for 2 s: about 20/s + the initial token pass.
-        let passed = (0..2000)
-            .filter(|i| bucket.try_acquire_at(start + Duration::from_millis(*i)))
-            .count();
+        let passed = (0..2000).filter(|i| bucket.try_acquire_at(start + Duration::from_millis(*i))).count();
         assert!((40..=42).contains(&passed), "passed = {passed}");
     }
 }

@@ -26,7 +26,11 @@ impl LatencyRules {
     pub fn set(&mut self, spec: &LatencySpec) {
         self.rules.retain(|(text, _, _)| text != &spec.operation);
         if spec.ms > 0 {
-            self.rules.push((spec.operation.clone(), OpSelector::parse(&spec.operation), Duration::from_millis(spec.ms)));
+            self.rules.push((
+                spec.operation.clone(),
+                OpSelector::parse(&spec.operation),
+                Duration::from_millis(spec.ms),
+            ));
         }
     }
 

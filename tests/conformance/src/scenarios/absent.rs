@@ -5,9 +5,9 @@ use machine_driver_proto::v1::Machine;
 use tonic::Code;
 
 use crate::context::Ctx;
+use crate::fail;
 use crate::outcome::StepResult;
 use crate::status_details::describe;
-use crate::fail;
 
 /// GetMachineStatus of a machine that never had a VM answers NOT_FOUND, every time.
 pub(crate) fn status_not_found(ctx: Ctx) -> BoxFuture<'static, StepResult> {
@@ -43,11 +43,8 @@ pub(crate) fn delete_by_provider_id(ctx: Ctx) -> BoxFuture<'static, StepResult> 
     Box::pin(async move {
         let mut m = ctx.new_machine();
         let created = ctx.must_create(&mut m).await?;
-        let orphan = Machine {
-            provider_id: created.provider_id.clone(),
-            namespace: m.namespace.clone(),
-            ..Default::default()
-        };
+        let orphan =
+            Machine { provider_id: created.provider_id.clone(), namespace: m.namespace.clone(), ..Default::default() };
         for i in 0..ctx.settings.repeat.clamp(1, 3) {
             match ctx.delete(&orphan).await {
                 Ok(_) => {}

@@ -8,7 +8,7 @@ use tonic::Code;
 use crate::context::{Ctx, secret_data};
 use crate::fake_admin::Fault;
 use crate::merge_patch::merge_patch;
-use crate::outcome::{Stop, StepResult};
+use crate::outcome::{StepResult, Stop};
 use crate::status_details::{describe, error_field};
 use crate::{ensure, fail, skip};
 
@@ -53,7 +53,13 @@ impl FieldRule<'_> {
 /// CreateMachine with bad input must answer INVALID_ARGUMENT naming a field the rule
 /// accepts; with fake admin, no instance of the machine's name may exist afterwards.
 /// Returns the field named.
-async fn expect_refused(ctx: &Ctx, m: &Machine, class: MachineClass, secret: SecretData, rule: FieldRule<'_>) -> StepResult<String> {
+async fn expect_refused(
+    ctx: &Ctx,
+    m: &Machine,
+    class: MachineClass,
+    secret: SecretData,
+    rule: FieldRule<'_>,
+) -> StepResult<String> {
     if let Some(fake) = &ctx.fake {
         fake.add_fault(REFUSE_CREATES).await.map_err(Stop::Fail)?;
     }
@@ -61,10 +67,15 @@ async fn expect_refused(ctx: &Ctx, m: &Machine, class: MachineClass, secret: Sec
         Ok(r) => fail!("CreateMachine accepted bad input (provider_id {:?}); expected INVALID_ARGUMENT", r.provider_id),
         Err(s) if s.code() == Code::InvalidArgument => match error_field(&s) {
             Some(f) => f,
-            None => fail!("INVALID_ARGUMENT names no field (ErrorInfo metadata \"field\" or BadRequest): {}", describe(&s)),
+            None => {
+                fail!("INVALID_ARGUMENT names no field (ErrorInfo metadata \"field\" or BadRequest): {}", describe(&s))
+            }
         },
         Err(s) if s.code() == Code::PermissionDenied && ctx.fake.is_some() => {
-            fail!("CreateMachine tried to create a VM from bad input (the suite's create fault struck): {}", describe(&s))
+            fail!(
+                "CreateMachine tried to create a VM from bad input (the suite's create fault struck): {}",
+                describe(&s)
+            )
         }
         Err(s) => fail!("expected INVALID_ARGUMENT, got {}", describe(&s)),
     };
@@ -96,7 +107,9 @@ pub(crate) fn invalid_values(ctx: Ctx) -> BoxFuture<'static, StepResult> {
             merge_patch(&mut spec, &case.patch);
             let m = ctx.new_machine();
             let rule = FieldRule::Exactly(&case.field);
-            if let Err(Stop::Fail(why)) = expect_refused(&ctx, &m, ctx.class_with_spec(to_text(&spec)?), ctx.secret(), rule).await {
+            if let Err(Stop::Fail(why)) =
+                expect_refused(&ctx, &m, ctx.class_with_spec(to_text(&spec)?), ctx.secret(), rule).await
+            {
                 failures.push(format!("patch {}: {why}", case.patch));
             }
         }
@@ -150,8 +163,13 @@ pub(crate) fn malformed_json(ctx: Ctx) -> BoxFuture<'static, StepResult> {
 /// A secret with every key but `userData` removed is refused naming a `secret.` field.
 pub(crate) fn missing_secret_keys(ctx: Ctx) -> BoxFuture<'static, StepResult> {
     Box::pin(async move {
-        let kept: std::collections::BTreeMap<String, String> =
-            ctx.settings.secret.iter().filter(|(k, _)| k.as_str() == "userData").map(|(k, v)| (k.clone(), v.clone())).collect();
+        let kept: std::collections::BTreeMap<String, String> = ctx
+            .settings
+            .secret
+            .iter()
+            .filter(|(k, _)| k.as_str() == "userData")
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         if kept.len() == ctx.settings.secret.len() {
             skip!("--secret holds no key besides userData");
         }

@@ -5,7 +5,7 @@ use tonic::Code;
 
 use crate::context::{Ctx, is_retryable};
 use crate::fake_admin::Fault;
-use crate::outcome::{Stop, StepResult};
+use crate::outcome::{StepResult, Stop};
 use crate::status_details::describe;
 use crate::{ensure, fail};
 
@@ -115,7 +115,9 @@ pub(crate) fn lost_every_response(ctx: Ctx) -> BoxFuture<'static, StepResult> {
             match ctx.create(&m).await {
                 Ok(_) => {}
                 Err(s) if is_retryable(s.code()) => {}
-                Err(s) => fail!("create call {i} whose cloud answer was a 5xx: expected UNAVAILABLE, got {}", describe(&s)),
+                Err(s) => {
+                    fail!("create call {i} whose cloud answer was a 5xx: expected UNAVAILABLE, got {}", describe(&s))
+                }
             }
         }
         clear_faults(&ctx).await?;

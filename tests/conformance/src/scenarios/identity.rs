@@ -1,9 +1,7 @@
 //! Identity, capabilities, probe and gRPC health.
 
 use futures::future::BoxFuture;
-use machine_driver_proto::v1::{
-    Capability, GetPluginCapabilitiesRequest, GetPluginInfoRequest, ProbeRequest,
-};
+use machine_driver_proto::v1::{Capability, GetPluginCapabilitiesRequest, GetPluginInfoRequest, ProbeRequest};
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 

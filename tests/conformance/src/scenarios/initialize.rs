@@ -6,7 +6,7 @@ use tonic::Code;
 
 use crate::context::Ctx;
 use crate::fake_admin::Fault;
-use crate::outcome::{Stop, StepResult};
+use crate::outcome::{StepResult, Stop};
 use crate::status_details::describe;
 use crate::{ensure, fail, skip};
 

@@ -6,7 +6,7 @@ use futures::future::BoxFuture;
 
 use crate::context::{Ctx, MACHINE_PREFIX};
 use crate::fail;
-use crate::outcome::{Stop, StepResult};
+use crate::outcome::{StepResult, Stop};
 
 /// After every scenario cleaned up, no live instance named `conf-...` remains (polled
 /// within the wait bound: deleting instances may stay live for a moment).

@@ -5,7 +5,7 @@ use machine_driver_proto::v1::Capability;
 use tonic::Code;
 
 use crate::context::Ctx;
-use crate::outcome::{Stop, StepResult};
+use crate::outcome::{StepResult, Stop};
 use crate::status_details::describe;
 use crate::{ensure, fail};
 
@@ -39,7 +39,12 @@ pub(crate) fn full(ctx: Ctx) -> BoxFuture<'static, StepResult> {
         if ctx.has(Capability::ListMachines) {
             let listed = ctx.list().await.map_err(|s| Stop::Fail(format!("ListMachines: {}", describe(&s))))?;
             match listed.get(&created.provider_id) {
-                Some(name) => ensure!(name == &m.name, "ListMachines maps {} to {name:?}, expected {:?}", created.provider_id, m.name),
+                Some(name) => ensure!(
+                    name == &m.name,
+                    "ListMachines maps {} to {name:?}, expected {:?}",
+                    created.provider_id,
+                    m.name
+                ),
                 None => fail!("ListMachines does not list {}", created.provider_id),
             }
         }

@@ -6,7 +6,7 @@ use futures::future::BoxFuture;
 
 use crate::context::Ctx;
 use crate::fail;
-use crate::outcome::{Stop, StepResult};
+use crate::outcome::{StepResult, Stop};
 use crate::status_details::describe;
 
 /// A created machine appears in ListMachines (under its name) and disappears after delete.
@@ -31,7 +31,9 @@ async fn wait_listed(ctx: &Ctx, provider_id: &str, name: Option<&str>) -> StepRe
         }
         if started.elapsed() >= ctx.settings.wait {
             match name {
-                Some(n) => fail!("ListMachines maps {provider_id} to {got:?} after {:?}, expected {n:?}", ctx.settings.wait),
+                Some(n) => {
+                    fail!("ListMachines maps {provider_id} to {got:?} after {:?}, expected {n:?}", ctx.settings.wait)
+                }
                 None => fail!("ListMachines still lists {provider_id} {:?} after its delete", ctx.settings.wait),
             }
         }

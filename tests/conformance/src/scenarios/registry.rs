@@ -76,7 +76,11 @@ pub(crate) fn invalid_mirror_refused(ctx: Ctx) -> BoxFuture<'static, StepResult>
             Ok(r) => fail!("CreateMachine with an ftp:// mirror succeeded ({})", r.provider_id),
             Err(s) if s.code() == Code::InvalidArgument => {
                 let field = crate::status_details::error_field(&s).unwrap_or_default();
-                ensure!(field.contains("registry_config"), "error names field {field:?}, expected the registry configuration: {}", describe(&s));
+                ensure!(
+                    field.contains("registry_config"),
+                    "error names field {field:?}, expected the registry configuration: {}",
+                    describe(&s)
+                );
             }
             Err(s) => fail!("expected INVALID_ARGUMENT, got {}", describe(&s)),
         }

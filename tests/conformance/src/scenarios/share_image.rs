@@ -6,7 +6,7 @@ use tonic::{Code, Status};
 
 use super::initialize::REFUSE_WRITES;
 use crate::context::{Ctx, secret_data};
-use crate::outcome::{Stop, StepResult};
+use crate::outcome::{StepResult, Stop};
 use crate::settings::ShareImageInputs;
 use crate::status_details::{describe, error_reason};
 use crate::{ensure, fail, skip};

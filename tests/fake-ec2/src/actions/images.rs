@@ -56,14 +56,19 @@ pub(crate) fn describe_images(world: &mut World, ctx: &Ctx<'_>, params: &Params)
     let ids = ids(params, "ImageId", "ami", "InvalidAMIID.Malformed")?;
     let owners = params.list("Owner");
     let executable = params.list("ExecutableBy");
-    if let Some(bad) = owners.iter().find(|o| !is_account_id(o) && !matches!(o.as_str(), "self" | "amazon" | "aws-marketplace" | "aws-backup-vault")) {
+    if let Some(bad) = owners.iter().find(|o| {
+        !is_account_id(o) && !matches!(o.as_str(), "self" | "amazon" | "aws-marketplace" | "aws-backup-vault")
+    }) {
         return Err(Ec2Error::client("InvalidUserID.Malformed", format!("Invalid user id: \"{bad}\"")));
     }
     let filters = parse_filters(params)?;
     let visible: Vec<&Image> = world.images.iter().filter(|i| i.launchable_by(account)).collect();
     let missing: Vec<String> = ids.iter().filter(|id| !visible.iter().any(|i| &i.id == *id)).cloned().collect();
     if !missing.is_empty() {
-        return Err(Ec2Error::client("InvalidAMIID.NotFound", format!("The image id '[{}]' does not exist", missing.join(", "))));
+        return Err(Ec2Error::client(
+            "InvalidAMIID.NotFound",
+            format!("The image id '[{}]' does not exist", missing.join(", ")),
+        ));
     }
     let mut selected = Vec::new();
     for image in visible {
@@ -87,11 +92,10 @@ fn owned_image<'w>(world: &'w mut World, ctx: &Ctx<'_>, id: &str) -> Result<&'w 
         return Err(Ec2Error::malformed("InvalidAMIID.Malformed", id));
     }
     let account = ctx.caller.account.as_str();
-    let image = world
-        .images
-        .iter_mut()
-        .find(|i| i.id == id && i.launchable_by(account))
-        .ok_or_else(|| Ec2Error::client("InvalidAMIID.NotFound", format!("The image id '[{id}]' does not exist")))?;
+    let image =
+        world.images.iter_mut().find(|i| i.id == id && i.launchable_by(account)).ok_or_else(|| {
+            Ec2Error::client("InvalidAMIID.NotFound", format!("The image id '[{id}]' does not exist"))
+        })?;
     if image.owner != account {
         return Err(Ec2Error::auth_failure(format!("Not authorized for image:{id}")));
     }
@@ -139,7 +143,8 @@ struct PermissionChange {
 }
 
 fn permission_change(params: &Params, prefix: &str, invalid_code: &str) -> Result<PermissionChange, Ec2Error> {
-    let mut change = PermissionChange { add_users: vec![], remove_users: vec![], add_public: false, remove_public: false };
+    let mut change =
+        PermissionChange { add_users: vec![], remove_users: vec![], add_public: false, remove_public: false };
     for (direction, adding) in [("Add", true), ("Remove", false)] {
         for item in params.members(&format!("{prefix}.{direction}")) {
             if let Some(user) = item.get("UserId") {
@@ -147,7 +152,10 @@ fn permission_change(params: &Params, prefix: &str, invalid_code: &str) -> Resul
             }
             if let Some(group) = item.get("Group") {
                 if group != "all" {
-                    return Err(Ec2Error::client(invalid_code, format!("Invalid attribute item value \"{group}\" for group item type.")));
+                    return Err(Ec2Error::client(
+                        invalid_code,
+                        format!("Invalid attribute item value \"{group}\" for group item type."),
+                    ));
                 }
                 if adding { change.add_public = true } else { change.remove_public = true }
             }
@@ -162,7 +170,10 @@ fn permission_change(params: &Params, prefix: &str, invalid_code: &str) -> Resul
         let users = params.list("UserId");
         let groups = params.list("UserGroup");
         if let Some(bad) = groups.iter().find(|g| g.as_str() != "all") {
-            return Err(Ec2Error::client(invalid_code, format!("Invalid attribute item value \"{bad}\" for group item type.")));
+            return Err(Ec2Error::client(
+                invalid_code,
+                format!("Invalid attribute item value \"{bad}\" for group item type."),
+            ));
         }
         if adding {
             change.add_users.extend(users);
@@ -173,7 +184,10 @@ fn permission_change(params: &Params, prefix: &str, invalid_code: &str) -> Resul
         }
     }
     if let Some(bad) = change.add_users.iter().chain(&change.remove_users).find(|u| !is_account_id(u)) {
-        return Err(Ec2Error::client(invalid_code, format!("Invalid attribute item value \"{bad}\" for userId item type.")));
+        return Err(Ec2Error::client(
+            invalid_code,
+            format!("Invalid attribute item value \"{bad}\" for userId item type."),
+        ));
     }
     if change.add_users.is_empty() && change.remove_users.is_empty() && !change.add_public && !change.remove_public {
         return Err(Ec2Error::missing_parameter(prefix));
@@ -228,7 +242,9 @@ pub(crate) fn modify_image_attribute(world: &mut World, ctx: &Ctx<'_>, params: &
     {
         return Err(Ec2Error::client(
             "InvalidParameterValue",
-            format!("Value ({attribute}) for parameter attribute is invalid. Only launchPermission is supported by this fake."),
+            format!(
+                "Value ({attribute}) for parameter attribute is invalid. Only launchPermission is supported by this fake."
+            ),
         ));
     }
     let change = permission_change(params, "LaunchPermission", "InvalidAMIAttributeItemValue")?;

@@ -55,17 +55,22 @@ fn attribute(instance: &Instance, eni: &NetworkInterface, attached: bool, name: 
 pub(crate) fn describe_network_interfaces(world: &mut World, ctx: &Ctx<'_>, params: &Params) -> Result<Xml, Ec2Error> {
     let ids = ids(params, "NetworkInterfaceId", "eni", "InvalidNetworkInterfaceID.Malformed")?;
     if !ids.is_empty() && params.get("MaxResults").is_some() {
-        return Err(Ec2Error::combination("The parameter NetworkInterfaceIds cannot be used with the parameter MaxResults"));
+        return Err(Ec2Error::combination(
+            "The parameter NetworkInterfaceIds cannot be used with the parameter MaxResults",
+        ));
     }
     let filters = parse_filters(params)?;
     let candidates = visible(world, ctx);
-    let missing: Vec<String> = ids.iter().filter(|id| !candidates.iter().any(|(_, e, _)| &e.id == *id)).cloned().collect();
+    let missing: Vec<String> =
+        ids.iter().filter(|id| !candidates.iter().any(|(_, e, _)| &e.id == *id)).cloned().collect();
     if !missing.is_empty() {
         return Err(Ec2Error::not_found("InvalidNetworkInterfaceID.NotFound", "networkInterface", &missing));
     }
     let mut selected = Vec::new();
     for (instance, eni, attached) in candidates {
-        if (ids.is_empty() || ids.contains(&eni.id)) && matches_all(&filters, |n| attribute(instance, eni, attached, n))? {
+        if (ids.is_empty() || ids.contains(&eni.id))
+            && matches_all(&filters, |n| attribute(instance, eni, attached, n))?
+        {
             selected.push((instance, eni, attached));
         }
     }
@@ -152,7 +157,10 @@ pub(crate) fn assign_ipv6_addresses(world: &mut World, ctx: &Ctx<'_>, params: &P
         return Err(Ec2Error::client("InvalidParameterValue", format!("Address {taken} is already assigned")));
     }
     if let Some(outside) = addresses.iter().chain(&prefixes).find(|a| !a.starts_with(&eni.ipv6_base)) {
-        return Err(Ec2Error::client("InvalidParameterValue", format!("{outside} is not within the subnet's IPv6 range")));
+        return Err(Ec2Error::client(
+            "InvalidParameterValue",
+            format!("{outside} is not within the subnet's IPv6 range"),
+        ));
     }
     let mut assigned = addresses;
     assigned.extend(new_ipv6_addresses(eni, address_count));

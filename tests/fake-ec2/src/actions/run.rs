@@ -35,14 +35,23 @@ fn valid_instance_type(text: &str) -> bool {
 
 fn validate_tags(tags: &Tags) -> Result<(), Ec2Error> {
     if tags.len() > 50 {
-        return Err(Ec2Error::client("TagLimitExceeded", "The maximum number of Tags for a resource has been reached."));
+        return Err(Ec2Error::client(
+            "TagLimitExceeded",
+            "The maximum number of Tags for a resource has been reached.",
+        ));
     }
     for (key, value) in tags {
         if key.is_empty() || key.chars().count() > 128 {
-            return Err(Ec2Error::client("InvalidParameterValue", format!("Tag key '{key}' is invalid: length must be 1 to 128")));
+            return Err(Ec2Error::client(
+                "InvalidParameterValue",
+                format!("Tag key '{key}' is invalid: length must be 1 to 128"),
+            ));
         }
         if value.chars().count() > 256 {
-            return Err(Ec2Error::client("InvalidParameterValue", format!("Tag value for key '{key}' exceeds 256 characters")));
+            return Err(Ec2Error::client(
+                "InvalidParameterValue",
+                format!("Tag value for key '{key}' exceeds 256 characters"),
+            ));
         }
         if key.to_ascii_lowercase().starts_with("aws:") {
             return Err(Ec2Error::client(
@@ -69,7 +78,8 @@ pub(crate) fn read_tags(params: &Params, list: &str) -> Result<Tags, Ec2Error> {
 fn tag_specifications(params: &Params) -> Result<BTreeMap<String, Tags>, Ec2Error> {
     let mut by_type: BTreeMap<String, Tags> = BTreeMap::new();
     for spec in params.members("TagSpecification") {
-        let resource_type = spec.required("ResourceType").map_err(|_| Ec2Error::missing_parameter("TagSpecification.ResourceType"))?;
+        let resource_type =
+            spec.required("ResourceType").map_err(|_| Ec2Error::missing_parameter("TagSpecification.ResourceType"))?;
         if !TAGGABLE_AT_LAUNCH.contains(&resource_type) {
             return Err(Ec2Error::client(
                 "InvalidParameterValue",
@@ -179,7 +189,10 @@ fn validate_network(requests: &[InterfaceRequest]) -> Result<(), Ec2Error> {
             ));
         }
         if let Some(bad) = request.security_groups.iter().find(|g| !well_formed("sg", g)) {
-            return Err(Ec2Error::client("InvalidGroup.NotFound", format!("The security group '{bad}' does not exist")));
+            return Err(Ec2Error::client(
+                "InvalidGroup.NotFound",
+                format!("The security group '{bad}' does not exist"),
+            ));
         }
     }
     Ok(())
@@ -187,7 +200,8 @@ fn validate_network(requests: &[InterfaceRequest]) -> Result<(), Ec2Error> {
 
 /// The third octet of a subnet's `10.0.X.0/24`, stable per subnet id.
 fn subnet_octet(subnet_id: &str) -> u32 {
-    let hash = subnet_id.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    let hash =
+        subnet_id.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
     u32::try_from(hash % 250).unwrap_or(0) + 1
 }
 
@@ -197,7 +211,11 @@ fn private_dns(region: &str, ip: &str) -> String {
 }
 
 fn in_use(world: &World, ip: &str) -> bool {
-    world.instances.iter().filter(|i| i.terminate_requested.is_none()).any(|i| i.interfaces.iter().any(|e| e.private_ip == ip))
+    world
+        .instances
+        .iter()
+        .filter(|i| i.terminate_requested.is_none())
+        .any(|i| i.interfaces.iter().any(|e| e.private_ip == ip))
 }
 
 fn allocate_ip(world: &mut World, subnet_id: &str, wanted: Option<&str>) -> Result<String, Ec2Error> {
@@ -219,7 +237,9 @@ fn allocate_ip(world: &mut World, subnet_id: &str, wanted: Option<&str>) -> Resu
         if *next > 254 {
             return Err(Ec2Error::client(
                 "InsufficientFreeAddressesInSubnet",
-                format!("There are not enough free addresses in subnet '{subnet_id}' to satisfy the requested number of instances."),
+                format!(
+                    "There are not enough free addresses in subnet '{subnet_id}' to satisfy the requested number of instances."
+                ),
             ));
         }
         let ip = format!("10.0.{octet}.{next}");
@@ -276,7 +296,8 @@ fn volumes(params: &Params, image: &Image, tags: &Tags) -> Result<Vec<Volume>, E
     };
     let mut extra = Vec::new();
     for mapping in params.members("BlockDeviceMapping") {
-        let device_name = mapping.required("DeviceName").map_err(|_| Ec2Error::missing_parameter("BlockDeviceMapping.DeviceName"))?;
+        let device_name =
+            mapping.required("DeviceName").map_err(|_| Ec2Error::missing_parameter("BlockDeviceMapping.DeviceName"))?;
         if mapping.get("NoDevice").is_some() || mapping.get("VirtualName").is_some() {
             continue;
         }
@@ -289,7 +310,10 @@ fn volumes(params: &Params, image: &Image, tags: &Tags) -> Result<Vec<Volume>, E
         }
         if let Some(kind) = ebs.get("VolumeType") {
             if !VOLUME_TYPES.contains(&kind) {
-                return Err(Ec2Error::client("InvalidParameterValue", format!("Value ({kind}) for parameter volumeType is invalid.")));
+                return Err(Ec2Error::client(
+                    "InvalidParameterValue",
+                    format!("Value ({kind}) for parameter volumeType is invalid."),
+                ));
             }
             volume.volume_type = kind.to_owned();
         }
@@ -346,7 +370,10 @@ fn validate_user_data(params: &Params) -> Result<Option<String>, Ec2Error> {
 
 fn image_for_launch<'w>(world: &'w World, ctx: &Ctx<'_>, image_id: &str) -> Result<&'w Image, Ec2Error> {
     if !well_formed("ami", image_id) {
-        return Err(Ec2Error::client("InvalidAMIID.Malformed", format!("Invalid id: \"{image_id}\" (expecting \"ami-...\")")));
+        return Err(Ec2Error::client(
+            "InvalidAMIID.Malformed",
+            format!("Invalid id: \"{image_id}\" (expecting \"ami-...\")"),
+        ));
     }
     world
         .images
@@ -390,17 +417,31 @@ pub(crate) fn run_instances(world: &mut World, ctx: &Ctx<'_>, params: &Params) -
     let min = params.int("MinCount")?.ok_or_else(|| Ec2Error::missing_parameter("MinCount"))?;
     let max = params.int("MaxCount")?.ok_or_else(|| Ec2Error::missing_parameter("MaxCount"))?;
     if min < 1 {
-        return Err(Ec2Error::client("InvalidParameterValue", format!("Value ({min}) for parameter minCount is invalid. Expecting a value greater than 0.")));
+        return Err(Ec2Error::client(
+            "InvalidParameterValue",
+            format!("Value ({min}) for parameter minCount is invalid. Expecting a value greater than 0."),
+        ));
     }
     if max < min {
-        return Err(Ec2Error::client("InvalidParameterValue", format!("Value ({max}) for parameter maxCount is invalid. Expecting a value greater than or equal to minCount.")));
+        return Err(Ec2Error::client(
+            "InvalidParameterValue",
+            format!(
+                "Value ({max}) for parameter maxCount is invalid. Expecting a value greater than or equal to minCount."
+            ),
+        ));
     }
     if max > 20 {
-        return Err(Ec2Error::client("InstanceLimitExceeded", "You have requested more instances than your current instance limit of 20 allows."));
+        return Err(Ec2Error::client(
+            "InstanceLimitExceeded",
+            "You have requested more instances than your current instance limit of 20 allows.",
+        ));
     }
     let instance_type = params.get("InstanceType").unwrap_or("m1.small").to_owned();
     if !valid_instance_type(&instance_type) {
-        return Err(Ec2Error::client("InvalidParameterValue", format!("Invalid value '{instance_type}' for InstanceType.")));
+        return Err(Ec2Error::client(
+            "InvalidParameterValue",
+            format!("Invalid value '{instance_type}' for InstanceType."),
+        ));
     }
     let image = image_for_launch(world, ctx, image_id)?.clone();
     let user_data = validate_user_data(params)?;
@@ -408,18 +449,23 @@ pub(crate) fn run_instances(world: &mut World, ctx: &Ctx<'_>, params: &Params) -
     let requests = interface_requests(params)?;
     validate_network(&requests)?;
     let region = ctx.caller.region.clone();
-    let availability_zone = params.get("Placement.AvailabilityZone").map_or_else(|| format!("{region}a"), str::to_owned);
+    let availability_zone =
+        params.get("Placement.AvailabilityZone").map_or_else(|| format!("{region}a"), str::to_owned);
     if !availability_zone.starts_with(&region) || availability_zone.len() != region.len() + 1 {
-        return Err(Ec2Error::client("InvalidParameterValue", format!("Invalid availability zone: [{availability_zone}]")));
+        return Err(Ec2Error::client(
+            "InvalidParameterValue",
+            format!("Invalid availability zone: [{availability_zone}]"),
+        ));
     }
     let volume_tags = tags.get("volume").cloned().unwrap_or_default();
     let volume_template = volumes(params, &image, &volume_tags)?;
     let instance_tags = tags.get("instance").cloned().unwrap_or_default();
     let eni_tags = tags.get("network-interface").cloned().unwrap_or_default();
-    let iam_instance_profile = params
-        .get("IamInstanceProfile.Arn")
-        .map(str::to_owned)
-        .or_else(|| params.get("IamInstanceProfile.Name").map(|n| format!("arn:aws:iam::{}:instance-profile/{n}", ctx.caller.account)));
+    let iam_instance_profile = params.get("IamInstanceProfile.Arn").map(str::to_owned).or_else(|| {
+        params
+            .get("IamInstanceProfile.Name")
+            .map(|n| format!("arn:aws:iam::{}:instance-profile/{n}", ctx.caller.account))
+    });
 
     let reservation_id = new_id("r");
     let launch_time = SystemTime::now();
@@ -429,7 +475,11 @@ pub(crate) fn run_instances(world: &mut World, ctx: &Ctx<'_>, params: &Params) -
     for launch_index in 0..count {
         let mut interfaces = Vec::new();
         for request in &requests {
-            let private_ip = allocate_ip(world, &request.subnet_id, if launch_index == 0 { request.private_ip.as_deref() } else { None })?;
+            let private_ip = allocate_ip(
+                world,
+                &request.subnet_id,
+                if launch_index == 0 { request.private_ip.as_deref() } else { None },
+            )?;
             let mut eni = NetworkInterface {
                 id: new_id("eni"),
                 attachment_id: new_id("eni-attach"),
@@ -447,13 +497,18 @@ pub(crate) fn run_instances(world: &mut World, ctx: &Ctx<'_>, params: &Params) -
                 device_index: request.device_index,
                 network_card_index: request.network_card_index,
                 delete_on_termination: request.delete_on_termination,
-                security_groups: if request.security_groups.is_empty() { vec!["sg-0de0fa000000000a1".to_owned()] } else { request.security_groups.clone() },
+                security_groups: if request.security_groups.is_empty() {
+                    vec!["sg-0de0fa000000000a1".to_owned()]
+                } else {
+                    request.security_groups.clone()
+                },
                 tags: eni_tags.clone(),
                 ipv6_next: 0,
                 ipv6_base: ipv6_base(&request.subnet_id),
             };
             eni.ipv6_addresses = new_ipv6_addresses(&mut eni, request.ipv6_address_count);
-            eni.ipv6_prefixes = new_ipv6_prefixes(&mut world.ipv6_prefixes_handed_out, &eni.ipv6_base, request.ipv6_prefix_count);
+            eni.ipv6_prefixes =
+                new_ipv6_prefixes(&mut world.ipv6_prefixes_handed_out, &eni.ipv6_base, request.ipv6_prefix_count);
             interfaces.push(eni);
         }
         interfaces.sort_by_key(|eni| (eni.network_card_index, eni.device_index));

@@ -24,7 +24,12 @@ fn not_found(id: &str) -> Ec2Error {
 fn tags_of<'w>(world: &'w mut World, ctx: &Ctx<'_>, id: &str) -> Result<&'w mut Tags, Ec2Error> {
     let account = ctx.caller.account.as_str();
     let found = match id.split_once('-').map(|(p, _)| p) {
-        Some("i") => world.instances.iter_mut().filter(|i| i.visible_to(account, ctx.now)).find(|i| i.id == id).map(|i| &mut i.tags),
+        Some("i") => world
+            .instances
+            .iter_mut()
+            .filter(|i| i.visible_to(account, ctx.now))
+            .find(|i| i.id == id)
+            .map(|i| &mut i.tags),
         Some("eni") => world
             .instances
             .iter_mut()
@@ -60,7 +65,10 @@ pub(crate) fn create_tags(world: &mut World, ctx: &Ctx<'_>, params: &Params) -> 
         let current = tags_of(world, ctx, id)?;
         let keys = current.keys().chain(tags.keys()).collect::<std::collections::BTreeSet<_>>().len();
         if keys > 50 {
-            return Err(Ec2Error::client("TagLimitExceeded", "The maximum number of Tags for a resource has been reached."));
+            return Err(Ec2Error::client(
+                "TagLimitExceeded",
+                "The maximum number of Tags for a resource has been reached.",
+            ));
         }
     }
     for id in &resources {

@@ -53,7 +53,15 @@ pub fn code<E: ProvideErrorMetadata>(error: &E) -> String {
 
 /// Sends one admin request (`path` relative to `/_admin`) and returns the JSON answer.
 pub async fn admin(handle: &FakeHandle, method: &str, path: &str, body: Option<Value>) -> Value {
-    let (status, text) = raw(handle, method, &format!("/_admin{path}"), "application/json", &body.map(|b| b.to_string()).unwrap_or_default(), None).await;
+    let (status, text) = raw(
+        handle,
+        method,
+        &format!("/_admin{path}"),
+        "application/json",
+        &body.map(|b| b.to_string()).unwrap_or_default(),
+        None,
+    )
+    .await;
     assert_eq!(status, 200, "admin {method} {path}: {text}");
     serde_json::from_str(&text).expect("admin answer is JSON")
 }
@@ -84,5 +92,11 @@ pub async fn raw(
 /// The inventory entry of one instance.
 pub async fn inventory_instance(handle: &FakeHandle, id: &str) -> Value {
     let inventory = admin(handle, "GET", "/inventory", None).await;
-    inventory["instances"].as_array().expect("instances").iter().find(|i| i["id"] == id).cloned().expect("instance in inventory")
+    inventory["instances"]
+        .as_array()
+        .expect("instances")
+        .iter()
+        .find(|i| i["id"] == id)
+        .cloned()
+        .expect("instance in inventory")
 }

@@ -64,8 +64,8 @@ pub(crate) async fn get_iam_policy(
         Err(rejection) => return rejection,
     };
     let mut state = ctx.store.lock_at(Instant::now());
-    let result = authorized(&mut state, &project, &image, &headers, ImagePermission::GetIamPolicy)
-        .map(|r| r.policy_with_etag());
+    let result =
+        authorized(&mut state, &project, &image, &headers, ImagePermission::GetIamPolicy).map(|r| r.policy_with_etag());
     drop(state);
     guard.finish(respond(result))
 }
@@ -105,7 +105,11 @@ fn apply(record: &mut ImageRecord, request: SetPolicyRequest) -> Result<Policy, 
         .collect();
     for binding in &bindings {
         if !binding.role.starts_with("roles/") {
-            return Err(GceError::invalid_field("policy.bindings.role", &binding.role, "Role must start with 'roles/'."));
+            return Err(GceError::invalid_field(
+                "policy.bindings.role",
+                &binding.role,
+                "Role must start with 'roles/'.",
+            ));
         }
         let bad_member = binding.members.iter().find(|m| {
             !(m.as_str() == "allUsers"

@@ -24,7 +24,13 @@ use crate::state::{InstanceRecord, State as CloudState};
 use crate::urls;
 
 /// The existing operation a `requestId` was already used for, if any.
-fn replay(state: &CloudState, project: &str, zone: &str, request_id: Option<&String>, now: Instant) -> Option<Operation> {
+fn replay(
+    state: &CloudState,
+    project: &str,
+    zone: &str,
+    request_id: Option<&String>,
+    now: Instant,
+) -> Option<Operation> {
     let key = (project.to_string(), zone.to_string(), request_id?.clone());
     let (name, _) = state.request_ids.get(&key)?;
     let op = state.operations.get(&(project.to_string(), zone.to_string(), name.clone()))?;
@@ -171,11 +177,8 @@ fn list_page(ctx: &Ctx, project: &str, zone: &str, params: &Params) -> Result<Va
         });
     for instance in matching {
         if items.len() == max {
-            next_page_token = items
-                .last()
-                .and_then(|last| last.get("name"))
-                .and_then(Value::as_str)
-                .map(paging::token_after);
+            next_page_token =
+                items.last().and_then(|last| last.get("name")).and_then(Value::as_str).map(paging::token_after);
             break;
         }
         items.push(serde_json::to_value(&instance).map_err(|_| GceError::internal())?);

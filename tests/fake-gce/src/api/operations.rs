@@ -19,7 +19,13 @@ fn not_found(project: &str, zone: &str, operation: &str) -> GceError {
 }
 
 /// The operation at `now` and, if still running, when it will be DONE.
-fn lookup(ctx: &Ctx, project: &str, zone: &str, operation: &str, now: Instant) -> Result<(Operation, Option<Instant>), GceError> {
+fn lookup(
+    ctx: &Ctx,
+    project: &str,
+    zone: &str,
+    operation: &str,
+    now: Instant,
+) -> Result<(Operation, Option<Instant>), GceError> {
     let state = ctx.store.lock_at(now);
     let record = state
         .operations
@@ -38,7 +44,8 @@ pub(crate) async fn get(
         Ok(guard) => guard,
         Err(rejection) => return rejection,
     };
-    let result = urls::check_zone(&zone).and_then(|()| lookup(&ctx, &project, &zone, &operation, Instant::now()).map(|(op, _)| op));
+    let result = urls::check_zone(&zone)
+        .and_then(|()| lookup(&ctx, &project, &zone, &operation, Instant::now()).map(|(op, _)| op));
     guard.finish(respond(result))
 }
 
@@ -59,7 +66,8 @@ pub(crate) async fn wait(
         let now = Instant::now();
         match lookup(&ctx, &project, &zone, &operation, now) {
             Ok((_, Some(done_at))) if now < deadline => {
-                tokio::time::sleep(done_at.min(deadline).saturating_duration_since(now) + Duration::from_millis(1)).await;
+                tokio::time::sleep(done_at.min(deadline).saturating_duration_since(now) + Duration::from_millis(1))
+                    .await;
             }
             Ok((op, _)) => break Ok(op),
             Err(error) => break Err(error),

@@ -35,10 +35,7 @@ pub(crate) fn images() -> BTreeMap<(String, String), ImageRecord> {
         "Garden Linux, built for the machine driver tests",
         vec![binding("roles/owner", IMAGE_OWNER)],
     );
-    [public, private]
-        .into_iter()
-        .map(|(project, record)| ((project, record.image.name.clone()), record))
-        .collect()
+    [public, private].into_iter().map(|(project, record)| ((project, record.image.name.clone()), record)).collect()
 }
 
 fn binding(role: &str, member: &str) -> Binding {

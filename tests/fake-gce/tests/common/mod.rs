@@ -35,7 +35,8 @@ impl Fake {
 
     /// POSTs an admin endpoint and returns its JSON answer (asserting 200).
     pub async fn admin(&self, path: &str, body: Value) -> Value {
-        let resp = self.http.post(format!("{}/{path}", self.handle.admin_url())).json(&body).send().await.expect("admin call");
+        let resp =
+            self.http.post(format!("{}/{path}", self.handle.admin_url())).json(&body).send().await.expect("admin call");
         assert_eq!(resp.status(), StatusCode::OK, "admin {path}");
         resp.json().await.expect("admin json")
     }
