@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 TARGET="${CARGO_TARGET_DIR:-target}"
 BIN="$TARGET/debug/machine-driver-aws"
-[ -x "$BIN" ] || cargo build -p machine-driver-aws --features embedded-fake
+[ -x "$BIN" ] || cargo build --workspace --all-features --bins
 DIR="$(mktemp -d)"
 SOCK="$DIR/driver.sock"
 "$BIN" --embedded-fake --endpoint "unix://$SOCK" >"$DIR/driver.log" 2>&1 &
@@ -15,7 +15,8 @@ trap cleanup EXIT
 for _ in $(seq 100); do [ -S "$SOCK" ] && break; sleep 0.1; done
 [ -S "$SOCK" ] || { echo "driver did not create $SOCK"; cat "$DIR/driver.log"; exit 1; }
 
-G=(grpcurl -plaintext -unix -authority localhost)
+# Exactly as the README prints them: no -authority flag.
+G=(grpcurl -plaintext -unix)
 check() { # name, expected substring, command...
     local name="$1" want="$2"; shift 2
     local out

@@ -1,0 +1,72 @@
+//! The one way this crate calls AWS: rate limit, metrics/tracing, deadline, error mapping.
+
+use std::future::Future;
+
+use aws_sdk_ec2::config::http::HttpResponse;
+use aws_sdk_ec2::error::{ProvideErrorMetadata, SdkError};
+use machine_driver_api::{CallContext, CloudCall, DriverError, ErrorKind, RateLimiter, Result, cloud_call};
+
+use crate::clients::AwsClients;
+use crate::errors;
+
+/// Runs one AWS request: waits for a token of the account's rate limiter,
+/// counts and traces it as `aws/<service>/<operation>`, bounds it by the RPC's
+/// deadline and classifies a failure. `request` is an unpolled SDK future
+/// (`client.op()....send()`), so nothing is sent before the token is taken.
+pub(crate) async fn call<T, E, F>(
+    ctx: &CallContext,
+    clients: &AwsClients,
+    service: &'static str,
+    operation: &'static str,
+    request: F,
+) -> Result<T>
+where
+    F: Future<Output = std::result::Result<T, SdkError<E, HttpResponse>>>,
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    call_limited(ctx, &clients.limiter, service, operation, request).await
+}
+
+/// [`call`] with an explicit rate limiter (for work not tied to one RPC, such
+/// as a coalesced batch of status lookups).
+pub(crate) async fn call_limited<T, E, F>(
+    ctx: &CallContext,
+    limiter: &RateLimiter,
+    service: &'static str,
+    operation: &'static str,
+    request: F,
+) -> Result<T>
+where
+    F: Future<Output = std::result::Result<T, SdkError<E, HttpResponse>>>,
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    // Boxed: SDK request futures are large and deeply nested; keeping them
+    // off the RPC future's layout keeps that small (and under rustc's query depth).
+    let work = Box::pin(async {
+        limiter.acquire().await;
+        cloud_call(CloudCall { provider: "aws", service, operation }, request).await
+    });
+    match tokio::time::timeout(ctx.remaining(), work).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(errors::from_sdk(service, operation, e)),
+        Err(_) => Err(DriverError::new(
+            ErrorKind::DeadlineExceeded,
+            "DEADLINE_EXCEEDED",
+            format!("{service} {operation}: the call's deadline passed"),
+        )),
+    }
+}
+
+/// Shorthand for an EC2 request.
+pub(crate) async fn ec2<T, E, F>(
+    ctx: &CallContext,
+    clients: &AwsClients,
+    operation: &'static str,
+    request: F,
+) -> Result<T>
+where
+    F: Future<Output = std::result::Result<T, SdkError<E, HttpResponse>>>,
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    call(ctx, clients, "ec2", operation, request).await
+}

@@ -1,0 +1,118 @@
+//! CreateMachine: one RunInstances with a ClientToken derived from the machine uid.
+//!
+//! EC2 call cost: RunInstances (1), plus DescribeImages once per (region, AMI)
+//! per process when a block device names the root device (`/root`), plus one
+//! DescribeInstances only after IdempotentParameterMismatch.
+
+use aws_sdk_ec2::types::Instance;
+use machine_driver_api::{
+    CallContext, CreateMachine, CreatedMachine, DriverError, ErrorKind, Result, idempotency_token,
+};
+
+use crate::clients::AwsClients;
+use crate::driver::AwsDriver;
+use crate::launch::{self, LaunchParams};
+use crate::lookup;
+use crate::recent::Launch;
+use crate::spec::AwsProviderSpec;
+use crate::spec_validation::parse_and_validate;
+use crate::{aws_call, provider_id, steps};
+
+/// Length of the RunInstances ClientToken (EC2 allows up to 64 ASCII characters).
+const CLIENT_TOKEN_LEN: usize = 64;
+
+impl AwsDriver {
+    pub(crate) async fn create(&self, ctx: &CallContext, req: CreateMachine) -> Result<CreatedMachine> {
+        let spec = parse_and_validate(&req.class.provider_spec)?;
+        let c = self.clients(&req.secret, &spec.region)?;
+        let root =
+            if spec.needs_root_device_name() { Some(self.root_device_name(ctx, &c, &spec).await?) } else { None };
+        let token = idempotency_token("create", &req.machine.uid, CLIENT_TOKEN_LEN);
+        let params = LaunchParams {
+            machine_name: &req.machine.name,
+            machine_uid: &req.machine.uid,
+            client_token: &token,
+            user_data: &req.user_data.0,
+            root_device_name: root.as_deref(),
+        };
+        let run = launch::run_instances(c.ec2.run_instances(), &spec, &params);
+        let instance = match aws_call::ec2(ctx, &c, "RunInstances", run.send()).await {
+            Ok(out) => out
+                .instances()
+                .first()
+                .cloned()
+                .ok_or_else(|| DriverError::internal("ec2 RunInstances returned no instance"))?,
+            Err(e) if e.reason() == "IdempotentParameterMismatch" => {
+                self.launched_earlier(ctx, &c, &spec, &req).await?
+            }
+            Err(e) => return Err(e),
+        };
+        let id = instance.instance_id().unwrap_or_default().to_string();
+        if !crate::tags::is_live(&instance) && instance.state().is_some() {
+            return Err(DriverError::new(
+                ErrorKind::FailedPrecondition,
+                "INSTANCE_TERMINATED",
+                format!("the instance launched for this machine ({id}) was terminated; the machine must be replaced"),
+            ));
+        }
+        let node_name = instance.private_dns_name().unwrap_or_default().to_string();
+        let launch = Launch::now(&id, &c.region, &node_name);
+        self.recent.record(&req.machine.uid, launch.clone());
+        tracing::info!(machine = %req.machine.name, instance_id = %id, "instance launched");
+        Ok(CreatedMachine {
+            provider_id: provider_id::encode(&c.region, &id),
+            node_name,
+            last_known_state: launch.to_state(),
+            addresses: steps::addresses(&instance),
+        })
+    }
+
+    /// After IdempotentParameterMismatch (the class changed between retries):
+    /// the instance of the first attempt exists; find it by the machine's tags.
+    async fn launched_earlier(
+        &self,
+        ctx: &CallContext,
+        c: &AwsClients,
+        spec: &AwsProviderSpec,
+        req: &CreateMachine,
+    ) -> Result<Instance> {
+        let mut found = lookup::by_machine_tags(ctx, c, spec, &req.machine).await?;
+        match found.len() {
+            1 => Ok(found.remove(0)),
+            0 => Err(DriverError::unavailable(
+                "NOT_VISIBLE_YET",
+                "an instance was launched for this machine with other parameters but is not visible yet",
+                crate::errors::RETRY_AFTER,
+            )),
+            n => Err(DriverError::new(
+                ErrorKind::Duplicate,
+                "MULTIPLE_INSTANCES",
+                format!("machine {} is backed by {n} live instances", req.machine.name),
+            )),
+        }
+    }
+
+    /// The AMI's root device name (DescribeImages, cached per region and AMI).
+    async fn root_device_name(&self, ctx: &CallContext, c: &AwsClients, spec: &AwsProviderSpec) -> Result<String> {
+        let key = (c.region.clone(), spec.ami.clone());
+        if let Some(name) = self.root_devices.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+            return Ok(name.clone());
+        }
+        let out = aws_call::ec2(ctx, c, "DescribeImages", c.ec2.describe_images().image_ids(&spec.ami).send()).await?;
+        let name = out
+            .images()
+            .iter()
+            .find(|i| i.image_id() == Some(spec.ami.as_str()))
+            .and_then(|i| i.root_device_name())
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| {
+                DriverError::invalid_argument(
+                    "providerSpec.ami",
+                    "image not found or not launchable with these credentials",
+                )
+            })?
+            .to_string();
+        self.root_devices.lock().unwrap_or_else(|p| p.into_inner()).insert(key, name.clone());
+        Ok(name)
+    }
+}

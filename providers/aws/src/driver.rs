@@ -1,0 +1,117 @@
+//! [`AwsDriver`]: the `Driver` implementation, delegating each RPC to its module.
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use machine_driver_api::{
+    CallContext, Capabilities, CreateMachine, CreatedMachine, DeletedMachine, Driver, DriverInfo, InitializedMachine,
+    ListMachines, Machine, MachineRef, MachineStatus, Result, SecretData, ShareImage, SharedImage,
+};
+
+use crate::clients::{AwsClients, ClientCache};
+use crate::config::AwsConfig;
+use crate::credentials::{ACCESS_KEY_ID_KEYS, SECRET_ACCESS_KEY_KEYS};
+use crate::recent::RecentLaunches;
+use crate::spec::AwsProviderSpec;
+use crate::{provider_id, volumes};
+
+/// The machine driver for AWS EC2.
+pub struct AwsDriver {
+    pub(crate) clients: ClientCache,
+    pub(crate) recent: RecentLaunches,
+    /// AMI root device names by (region, AMI id); images never change them.
+    pub(crate) root_devices: Mutex<HashMap<(String, String), String>>,
+    keep_alive: Vec<Box<dyn Any + Send + Sync>>,
+}
+
+impl std::fmt::Debug for AwsDriver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AwsDriver").field("clients", &self.clients).finish_non_exhaustive()
+    }
+}
+
+impl AwsDriver {
+    /// A driver with `config`. Fails on an unusable configuration.
+    pub async fn new(config: AwsConfig) -> std::result::Result<Self, String> {
+        if !config.rate_limit.is_finite() || config.rate_limit < 0.0 {
+            return Err(format!("cloud rate limit must be a non-negative number, got {}", config.rate_limit));
+        }
+        for url in [&config.ec2_endpoint, &config.sts_endpoint].into_iter().flatten() {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(format!("cloud endpoint {url:?} must start with http:// or https://"));
+            }
+        }
+        Ok(Self {
+            clients: ClientCache::new(config),
+            recent: RecentLaunches::default(),
+            root_devices: Mutex::default(),
+            keep_alive: Vec::new(),
+        })
+    }
+
+    /// Keeps `value` alive as long as the driver (e.g. the embedded fake EC2's handle).
+    pub fn keep_alive(mut self, value: impl Any + Send + Sync) -> Self {
+        self.keep_alive.push(Box::new(value));
+        self
+    }
+
+    /// Region and instance id of a machine: from its providerID when set, else the spec's region.
+    pub(crate) fn locate(spec: &AwsProviderSpec, machine: &Machine) -> Result<(String, Option<String>)> {
+        match machine.provider_id.as_deref().filter(|p| !p.is_empty()) {
+            Some(p) => provider_id::decode(p).map(|(r, id)| (r, Some(id))),
+            None => Ok((spec.region.clone(), None)),
+        }
+    }
+
+    /// The cached clients of `secret` in `region`.
+    pub(crate) fn clients(&self, secret: &SecretData, region: &str) -> Result<Arc<AwsClients>> {
+        self.clients.get(secret, region)
+    }
+}
+
+impl Driver for AwsDriver {
+    fn info(&self) -> DriverInfo {
+        DriverInfo {
+            name: "aws.machine-driver.gardener.cloud".to_string(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            provider: "aws",
+            capabilities: Capabilities {
+                initialize_machine: true,
+                list_machines: true,
+                get_volume_ids: true,
+                share_image: true,
+            },
+            max_user_data_bytes: 16 * 1024,
+            required_secret_keys: vec![ACCESS_KEY_ID_KEYS.to_vec(), SECRET_ACCESS_KEY_KEYS.to_vec()],
+        }
+    }
+
+    async fn create_machine(&self, ctx: &CallContext, req: CreateMachine) -> Result<CreatedMachine> {
+        self.create(ctx, req).await
+    }
+
+    async fn get_machine_status(&self, ctx: &CallContext, req: MachineRef) -> Result<MachineStatus> {
+        self.status(ctx, req).await
+    }
+
+    async fn initialize_machine(&self, ctx: &CallContext, req: MachineRef) -> Result<InitializedMachine> {
+        self.initialize(ctx, req).await
+    }
+
+    async fn delete_machine(&self, ctx: &CallContext, req: MachineRef) -> Result<DeletedMachine> {
+        self.delete(ctx, req).await
+    }
+
+    async fn list_machines(&self, ctx: &CallContext, req: ListMachines) -> Result<Vec<(String, String)>> {
+        self.list(ctx, req).await
+    }
+
+    fn get_volume_ids(&self, pv_specs: &[serde_json::Value]) -> Result<Vec<String>> {
+        Ok(volumes::volume_ids(pv_specs))
+    }
+
+    async fn share_image(&self, ctx: &CallContext, req: ShareImage) -> Result<SharedImage> {
+        self.share(ctx, req).await
+    }
+}

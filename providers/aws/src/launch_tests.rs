@@ -1,0 +1,79 @@
+use aws_sdk_ec2::config::{BehaviorVersion, Region};
+use aws_sdk_ec2::types::{MarketType, ResourceType};
+use serde_json::json;
+
+use super::*;
+use crate::spec_validation::parse_and_validate;
+use crate::tags::MACHINE_UID_TAG;
+
+fn client() -> aws_sdk_ec2::Client {
+    let conf = aws_sdk_ec2::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new("eu-west-1"))
+        .build();
+    aws_sdk_ec2::Client::from_conf(conf)
+}
+
+fn spec() -> AwsProviderSpec {
+    let v = json!({
+        "ami": "ami-12345678", "region": "eu-west-1", "machineType": "m5.large", "iam": {"arn": "arn:aws:iam::1:instance-profile/n"},
+        "networkInterfaces": [{"subnetID": "subnet-1", "securityGroupIDs": ["sg-1"], "ipv6AddressCount": 1, "interfaceType": "interface"}],
+        "blockDevices": [{"deviceName": "/root", "ebs": {"volumeSize": 50, "volumeType": "gp3", "throughput": 200, "encrypted": true, "kmsKeyID": "kms-1"}}],
+        "tags": {"kubernetes.io/cluster/c": "1", "kubernetes.io/role/node": "1", "Name": "class-name"},
+        "ebsOptimized": true, "monitoring": true, "spotPrice": "",
+        "placement": {"tenancy": "dedicated", "affinity": "default"},
+        "cpuOptions": {"coreCount": 2, "threadsPerCore": 1},
+        "instanceMetadataOptions": {"httpTokens": "required", "httpPutResponseHopLimit": 2, "httpEndpoint": "enabled"},
+        "capacityReservation": {"capacityReservationPreference": "open"}
+    });
+    parse_and_validate(&serde_json::to_vec(&v).unwrap()).unwrap()
+}
+
+#[test]
+fn every_field_reaches_run_instances() {
+    let params = LaunchParams {
+        machine_name: "m-1",
+        machine_uid: "uid-1",
+        client_token: "tok",
+        user_data: b"#cloud-config\n",
+        root_device_name: Some("/dev/xvda"),
+    };
+    let b = run_instances(client().run_instances(), &spec(), &params);
+    let input = b.as_input();
+    assert_eq!(input.get_image_id().as_deref(), Some("ami-12345678"));
+    assert_eq!(input.get_client_token().as_deref(), Some("tok"));
+    assert_eq!(input.get_user_data().as_deref(), Some("I2Nsb3VkLWNvbmZpZwo="));
+    assert_eq!((*input.get_min_count(), *input.get_max_count()), (Some(1), Some(1)));
+    assert_eq!(input.get_ebs_optimized(), &Some(true));
+    assert_eq!(input.get_monitoring().as_ref().and_then(|m| m.enabled()), Some(true));
+    let bdm = &input.get_block_device_mappings().as_ref().unwrap()[0];
+    assert_eq!(bdm.device_name(), Some("/dev/xvda"), "/root becomes the AMI's root device");
+    let ebs = bdm.ebs().unwrap();
+    assert_eq!(
+        (ebs.kms_key_id(), ebs.throughput(), ebs.encrypted(), ebs.delete_on_termination()),
+        (Some("kms-1"), Some(200), Some(true), Some(true))
+    );
+    let nic = &input.get_network_interfaces().as_ref().unwrap()[0];
+    assert_eq!((nic.device_index(), nic.subnet_id(), nic.ipv6_address_count()), (Some(0), Some("subnet-1"), Some(1)));
+    assert_eq!(nic.ipv6_prefix_count(), None, "prefixes are assigned by InitializeMachine");
+    assert_eq!(
+        input.get_iam_instance_profile().as_ref().and_then(|i| i.arn()),
+        Some("arn:aws:iam::1:instance-profile/n")
+    );
+    let market = input.get_instance_market_options().as_ref().unwrap();
+    assert_eq!(market.market_type(), Some(&MarketType::Spot));
+    assert_eq!(market.spot_options().and_then(|s| s.max_price()), None, "empty spotPrice = no maximum");
+    assert_eq!(input.get_placement().as_ref().and_then(|p| p.tenancy()).map(|t| t.as_str()), Some("dedicated"));
+    assert_eq!(input.get_cpu_options().as_ref().and_then(|c| c.threads_per_core()), Some(1));
+    assert_eq!(input.get_metadata_options().as_ref().and_then(|m| m.http_put_response_hop_limit()), Some(2));
+    assert!(input.get_capacity_reservation_specification().is_some());
+    let specs = input.get_tag_specifications().as_ref().unwrap();
+    let types: Vec<_> = specs.iter().filter_map(|s| s.resource_type().cloned()).collect();
+    assert_eq!(types, vec![ResourceType::Instance, ResourceType::Volume, ResourceType::NetworkInterface]);
+    for s in specs {
+        let get = |k: &str| s.tags().iter().find(|t| t.key() == Some(k)).and_then(|t| t.value());
+        assert_eq!(get("Name"), Some("m-1"), "the machine name wins over a class Name tag");
+        assert_eq!(get(MACHINE_UID_TAG), Some("uid-1"));
+        assert_eq!(get("kubernetes.io/cluster/c"), Some("1"));
+    }
+}

@@ -1,0 +1,152 @@
+//! Finding instances: by id, by the machine's tags, and by filters across pages.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_sdk_ec2::types::{Filter, Instance};
+use machine_driver_api::{BatchFn, CallContext, DriverError, ErrorKind, Machine, RateLimiter, Result};
+
+use crate::aws_call;
+use crate::clients::AwsClients;
+use crate::spec::AwsProviderSpec;
+use crate::tags;
+
+/// Page size of filtered DescribeInstances calls (EC2's maximum).
+const PAGE_SIZE: i32 = 1000;
+
+/// Most instance ids in one coalesced DescribeInstances (EC2 takes up to 200 filter values).
+pub(crate) const BATCH_SIZE: usize = 200;
+/// Coalesced DescribeInstances calls in flight at once per account and region.
+pub(crate) const BATCHES_IN_FLIGHT: usize = 4;
+/// Deadline of one coalesced call (each waiting RPC also keeps its own deadline).
+const BATCH_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One instance by id, in whatever state; `None` when EC2 does not show it
+/// (never launched, long gone, or not visible yet). Concurrent lookups of one
+/// account and region share DescribeInstances calls (see [`batch_fetch`]).
+pub(crate) async fn by_id(ctx: &CallContext, c: &AwsClients, instance_id: &str) -> Result<Option<Instance>> {
+    let lookup = c.instances_by_id.get(instance_id.to_string());
+    match tokio::time::timeout(ctx.remaining(), lookup).await {
+        Ok(r) => r,
+        Err(_) => Err(DriverError::new(
+            ErrorKind::DeadlineExceeded,
+            "DEADLINE_EXCEEDED",
+            "ec2 DescribeInstances: the call's deadline passed",
+        )),
+    }
+}
+
+/// The batched read behind [`by_id`]: one DescribeInstances with the filter
+/// `instance-id` over up to [`BATCH_SIZE`] ids. The filter form (unlike
+/// `InstanceIds`) answers ids EC2 does not know by leaving them out instead of
+/// failing the whole call with `InvalidInstanceID.NotFound`.
+pub(crate) fn batch_fetch(ec2: aws_sdk_ec2::Client, limiter: Arc<RateLimiter>) -> BatchFn<String, Instance> {
+    Arc::new(move |ids: Vec<String>| {
+        let ec2 = ec2.clone();
+        let limiter = limiter.clone();
+        Box::pin(async move {
+            let ctx = CallContext::with_timeout("GetMachineStatus", BATCH_TIMEOUT);
+            let filter = Filter::builder().name("instance-id").set_values(Some(ids)).build();
+            let mut found = HashMap::new();
+            let mut token: Option<String> = None;
+            loop {
+                let req = ec2
+                    .describe_instances()
+                    .filters(filter.clone())
+                    .max_results(PAGE_SIZE)
+                    .set_next_token(token.take());
+                let page = aws_call::call_limited(&ctx, &limiter, "ec2", "DescribeInstances", req.send()).await?;
+                for i in page.reservations().iter().flat_map(|r| r.instances()) {
+                    if let Some(id) = i.instance_id() {
+                        found.insert(id.to_string(), i.clone());
+                    }
+                }
+                match page.next_token().filter(|t| !t.is_empty()) {
+                    Some(t) => token = Some(t.to_string()),
+                    None => return Ok(found),
+                }
+            }
+        })
+    })
+}
+
+/// Every instance matching `filters`, following NextToken to the last page.
+pub(crate) async fn all_matching(ctx: &CallContext, c: &AwsClients, filters: Vec<Filter>) -> Result<Vec<Instance>> {
+    let mut out = Vec::new();
+    let mut token: Option<String> = None;
+    loop {
+        let req = c
+            .ec2
+            .describe_instances()
+            .set_filters(Some(filters.clone()))
+            .max_results(PAGE_SIZE)
+            .set_next_token(token.take());
+        let page = aws_call::ec2(ctx, c, "DescribeInstances", req.send()).await?;
+        out.extend(page.reservations().iter().flat_map(|r| r.instances()).cloned());
+        match page.next_token().filter(|t| !t.is_empty()) {
+            Some(t) => token = Some(t.to_string()),
+            None => return Ok(out),
+        }
+    }
+}
+
+/// The live instances of a machine found by its tags (Name within the
+/// cluster, narrowed to this machine's uid). Empty when the machine has no name.
+pub(crate) async fn by_machine_tags(
+    ctx: &CallContext,
+    c: &AwsClients,
+    spec: &AwsProviderSpec,
+    machine: &Machine,
+) -> Result<Vec<Instance>> {
+    if machine.name.is_empty() {
+        return Ok(Vec::new());
+    }
+    let found = all_matching(ctx, c, tags::machine_filters(spec, &machine.name)).await?;
+    Ok(found.into_iter().filter(|i| tags::is_live(i) && tags::belongs_to_machine(i, &machine.uid)).collect())
+}
+
+/// How a machine's instance was (not) found.
+#[derive(Debug)]
+pub(crate) enum Lookup {
+    /// Exactly one live instance.
+    Live(Box<Instance>),
+    /// The providerID's instance exists but is shutting down or terminated, and no other live one.
+    Dead,
+    /// EC2 shows nothing for this machine.
+    Missing,
+}
+
+/// Finds the one live instance of a machine: by providerID's instance id
+/// first (one call), then by tags. More than one live instance → OUT_OF_RANGE.
+pub(crate) async fn machine_instance(
+    ctx: &CallContext,
+    c: &AwsClients,
+    spec: &AwsProviderSpec,
+    machine: &Machine,
+    instance_id: Option<&str>,
+) -> Result<Lookup> {
+    let mut dead = false;
+    if let Some(id) = instance_id {
+        match by_id(ctx, c, id).await? {
+            Some(i) if tags::is_live(&i) => return Ok(Lookup::Live(Box::new(i))),
+            Some(_) => dead = true,
+            None => {}
+        }
+    }
+    let mut live = by_machine_tags(ctx, c, spec, machine).await?;
+    match live.len() {
+        0 if dead => Ok(Lookup::Dead),
+        0 => Ok(Lookup::Missing),
+        1 => Ok(Lookup::Live(Box::new(live.remove(0)))),
+        _ => {
+            let mut ids: Vec<&str> = live.iter().filter_map(|i| i.instance_id()).collect();
+            ids.sort_unstable();
+            Err(DriverError::new(
+                ErrorKind::Duplicate,
+                "MULTIPLE_INSTANCES",
+                format!("machine {} is backed by {} live instances: {}", machine.name, ids.len(), ids.join(", ")),
+            ))
+        }
+    }
+}

@@ -1,0 +1,92 @@
+//! ShareImage: make an allow-listed AMI of the image-owner account launchable
+//! by the consumer account (the server checks the allow-list first).
+//!
+//! EC2/STS call cost: DescribeImages with the consumer's credentials; when the
+//! image is visible (public or already shared) that is all, plus STS
+//! GetCallerIdentity if no consumer account was given. Otherwise, with the
+//! owner's credentials: DescribeImages, ModifyImageAttribute (launchPermission
+//! add), one ModifySnapshotAttribute (createVolumePermission add) per EBS
+//! snapshot of the image, and GetCallerIdentity (consumer) when the account is
+//! not given. Grants are additive and idempotent in EC2; nothing is revoked.
+
+use aws_sdk_ec2::types::{
+    CreateVolumePermission, CreateVolumePermissionModifications, Image, LaunchPermission,
+    LaunchPermissionModifications, SnapshotAttributeName,
+};
+use machine_driver_api::{CallContext, DriverError, ErrorKind, Result, ShareImage, SharedImage};
+
+use crate::aws_call;
+use crate::clients::AwsClients;
+use crate::driver::AwsDriver;
+
+impl AwsDriver {
+    pub(crate) async fn share(&self, ctx: &CallContext, req: ShareImage) -> Result<SharedImage> {
+        let region =
+            req.region.clone().filter(|r| !r.is_empty()).ok_or_else(|| {
+                DriverError::invalid_argument("region", "is required for AWS images (AMIs are regional)")
+            })?;
+        if !req.image.starts_with("ami-") {
+            return Err(DriverError::invalid_argument("image", "expected an AMI id (ami-...)"));
+        }
+        let consumer = self.clients(&req.consumer_secret, &region)?;
+        if describe_image(ctx, &consumer, &req.image).await?.is_some() {
+            let consumer_account = self.consumer_account(ctx, &consumer, req.consumer_account.as_deref()).await?;
+            return Ok(SharedImage { image_id: req.image, granted_now: false, consumer_account });
+        }
+        let Some(owner_secret) = req.owner_secret.as_ref() else {
+            return Err(DriverError::new(
+                ErrorKind::FailedPrecondition,
+                "OWNER_CREDENTIALS_REQUIRED",
+                format!(
+                    "image {} is not launchable by the consumer account and no owner credentials were given",
+                    req.image
+                ),
+            ));
+        };
+        let owner = self.clients(owner_secret, &region)?;
+        let image = describe_image(ctx, &owner, &req.image)
+            .await?
+            .ok_or_else(|| DriverError::not_found(format!("image {} in the owner account", req.image)))?;
+        let consumer_account = self.consumer_account(ctx, &consumer, req.consumer_account.as_deref()).await?;
+        let grant = LaunchPermissionModifications::builder()
+            .add(LaunchPermission::builder().user_id(&consumer_account).build())
+            .build();
+        let modify = owner.ec2.modify_image_attribute().image_id(&req.image).launch_permission(grant);
+        aws_call::ec2(ctx, &owner, "ModifyImageAttribute", modify.send()).await?;
+        for snapshot in image.block_device_mappings().iter().filter_map(|m| m.ebs().and_then(|e| e.snapshot_id())) {
+            let perm = CreateVolumePermissionModifications::builder()
+                .add(CreateVolumePermission::builder().user_id(&consumer_account).build())
+                .build();
+            let modify = owner
+                .ec2
+                .modify_snapshot_attribute()
+                .snapshot_id(snapshot)
+                .attribute(SnapshotAttributeName::CreateVolumePermission)
+                .create_volume_permission(perm);
+            aws_call::ec2(ctx, &owner, "ModifySnapshotAttribute", modify.send()).await?;
+        }
+        tracing::info!(image = %req.image, consumer_account = %consumer_account, "image shared");
+        Ok(SharedImage { image_id: req.image, granted_now: true, consumer_account })
+    }
+
+    async fn consumer_account(&self, ctx: &CallContext, consumer: &AwsClients, given: Option<&str>) -> Result<String> {
+        if let Some(a) = given.filter(|a| !a.is_empty()) {
+            return Ok(a.to_string());
+        }
+        let out = aws_call::call(ctx, consumer, "sts", "GetCallerIdentity", consumer.sts.get_caller_identity().send())
+            .await?;
+        out.account()
+            .filter(|a| !a.is_empty())
+            .map(str::to_string)
+            .ok_or_else(|| DriverError::internal("sts GetCallerIdentity returned no account"))
+    }
+}
+
+/// The image as these credentials see it; `None` when it is not visible to them.
+async fn describe_image(ctx: &CallContext, c: &AwsClients, image_id: &str) -> Result<Option<Image>> {
+    match aws_call::ec2(ctx, c, "DescribeImages", c.ec2.describe_images().image_ids(image_id).send()).await {
+        Ok(out) => Ok(out.images().iter().find(|i| i.image_id() == Some(image_id)).cloned()),
+        Err(e) if e.reason().starts_with("InvalidAMIID.") && e.reason() != "InvalidAMIID.Malformed" => Ok(None),
+        Err(e) => Err(e),
+    }
+}

@@ -1,0 +1,127 @@
+use serde_json::{Value, json};
+
+use super::*;
+
+fn valid() -> Value {
+    json!({
+        "ami": "ami-0123456789abcdef0",
+        "region": "eu-west-1",
+        "machineType": "m5.large",
+        "iam": {"name": "nodes"},
+        "keyName": "ssh-key",
+        "networkInterfaces": [{"subnetID": "subnet-1", "securityGroupIDs": ["sg-1"], "ipv6PrefixCount": 1}],
+        "blockDevices": [
+            {"deviceName": "/root", "ebs": {"volumeSize": 50, "volumeType": "gp3", "encrypted": true, "kmsKeyID": "k"}},
+            {"deviceName": "/dev/sdf", "ebs": {"volumeSize": 100, "volumeType": "io1", "iops": 3000}}
+        ],
+        "tags": {"kubernetes.io/cluster/shoot--a--b": "1", "kubernetes.io/role/node": "1"},
+        "srcAndDstChecksEnabled": false
+    })
+}
+
+fn check(v: Value) -> Result<AwsProviderSpec> {
+    parse_and_validate(&serde_json::to_vec(&v).unwrap())
+}
+
+fn field_of(v: Value) -> String {
+    check(v).unwrap_err().field().unwrap_or("<none>").to_string()
+}
+
+#[test]
+fn accepts_a_go_provider_class() {
+    let s = check(valid()).unwrap();
+    assert_eq!(s.network_interfaces[0].ipv6_prefix_count, Some(1));
+    assert_eq!(s.block_devices[0].ebs.kms_key_id.as_deref(), Some("k"));
+    assert_eq!(s.cluster_tag_key(), Some("kubernetes.io/cluster/shoot--a--b"));
+    assert_eq!(s.role_tag_key(), Some("kubernetes.io/role/node"));
+    assert!(s.needs_root_device_name());
+}
+
+#[test]
+fn unknown_field_is_named() {
+    let mut v = valid();
+    v["networkInterfaces"][0]["subnetId"] = json!("typo");
+    let e = check(v).unwrap_err();
+    assert_eq!(e.field(), Some("providerSpec.networkInterfaces[0].subnetId"));
+    assert!(e.message().contains("unknown field `subnetId`"), "{}", e.message());
+}
+
+type Mutation = fn(&mut Value);
+
+#[test]
+fn each_rule_names_its_field() {
+    let cases: Vec<(Mutation, &str)> = vec![
+        (|v| v["ami"] = json!(""), "providerSpec.ami"),
+        (|v| v["region"] = json!(""), "providerSpec.region"),
+        (|v| v["machineType"] = json!(""), "providerSpec.machineType"),
+        (|v| v["iam"] = json!({"name": "a", "arn": "b"}), "providerSpec.iam"),
+        (|v| v["iam"] = json!({}), "providerSpec.iam"),
+        (|v| v["tags"] = json!({"kubernetes.io/role/node": "1"}), "providerSpec.tags"),
+        (|v| v["tags"] = json!({"kubernetes.io/cluster/x": "1"}), "providerSpec.tags"),
+        (|v| v["networkInterfaces"] = json!([]), "providerSpec.networkInterfaces"),
+        (|v| v["networkInterfaces"][0]["subnetID"] = json!(""), "providerSpec.networkInterfaces[0].subnetID"),
+        (
+            |v| v["networkInterfaces"][0]["securityGroupIDs"] = json!([]),
+            "providerSpec.networkInterfaces[0].securityGroupIDs",
+        ),
+        (
+            |v| v["networkInterfaces"][0]["interfaceType"] = json!("weird"),
+            "providerSpec.networkInterfaces[0].interfaceType",
+        ),
+        (|v| v["blockDevices"][1]["ebs"]["volumeType"] = json!("gp9"), "providerSpec.blockDevices[1].ebs.volumeType"),
+        (|v| v["blockDevices"][1]["ebs"]["iops"] = json!(0), "providerSpec.blockDevices[1].ebs.iops"),
+        (|v| v["blockDevices"][1]["ebs"]["volumeSize"] = json!(0), "providerSpec.blockDevices[1].ebs.volumeSize"),
+        (|v| v["blockDevices"][1]["deviceName"] = json!("/root"), "providerSpec.blockDevices[1].deviceName"),
+        (|v| v["blockDevices"][1]["deviceName"] = json!("/dev/hda"), "providerSpec.blockDevices[1].deviceName"),
+        (|v| v["blockDevices"][0]["deviceName"] = json!("/dev/sdg"), "providerSpec.blockDevices"),
+        (|v| v["blockDevices"][0]["ebs"]["encrypted"] = json!(false), "providerSpec.blockDevices[0].ebs.kmsKeyID"),
+        (|v| v["cpuOptions"] = json!({"coreCount": 2, "threadsPerCore": 3}), "providerSpec.cpuOptions.threadsPerCore"),
+        (
+            |v| v["instanceMetadataOptions"] = json!({"httpTokens": "maybe"}),
+            "providerSpec.instanceMetadataOptions.httpTokens",
+        ),
+        (
+            |v| v["instanceMetadataOptions"] = json!({"httpPutResponseHopLimit": 65}),
+            "providerSpec.instanceMetadataOptions.httpPutResponseHopLimit",
+        ),
+        (
+            |v| {
+                v["capacityReservation"] =
+                    json!({"capacityReservationPreference": "open", "capacityReservationId": "cr-1"})
+            },
+            "providerSpec.capacityReservation",
+        ),
+        (
+            |v| {
+                v["spotPrice"] = json!("");
+                v["instanceMarketOptions"] = json!({"marketType": "spot"});
+            },
+            "providerSpec.instanceMarketOptions",
+        ),
+        (|v| v["ebsOptimized"] = json!("yes"), "providerSpec.ebsOptimized"),
+    ];
+    for (i, (mutate, field)) in cases.into_iter().enumerate() {
+        let mut v = valid();
+        mutate(&mut v);
+        assert_eq!(field_of(v), field, "case {i}");
+    }
+}
+
+#[test]
+fn single_unnamed_device_is_the_root_and_io2_needs_iops() {
+    let mut v = valid();
+    v["blockDevices"] = json!([{"ebs": {"volumeSize": 20, "volumeType": "gp2"}}]);
+    assert!(check(v.clone()).unwrap().needs_root_device_name());
+    v["blockDevices"] = json!([{"ebs": {"volumeSize": 20, "volumeType": "io2"}}]);
+    assert_eq!(field_of(v), "providerSpec.blockDevices[0].ebs.iops");
+}
+
+#[test]
+fn data_device_names() {
+    for ok in ["/dev/sdf", "/dev/xvdb", "/dev/xvdba"] {
+        assert!(is_data_device_name(ok), "{ok}");
+    }
+    for bad in ["/dev/sdF", "/dev/xvdd", "/dev/sdaa", "sdf", "/dev/xvdbA"] {
+        assert!(!is_data_device_name(bad), "{bad}");
+    }
+}

@@ -1,0 +1,65 @@
+//! GetMachineStatus: one DescribeInstances when the providerID's instance is
+//! live; one more (by tags) when it is not, or when there is no providerID.
+
+use aws_sdk_ec2::types::Instance;
+use machine_driver_api::parse_provider_spec;
+use machine_driver_api::{CallContext, DriverError, MachineRef, MachineStatus, Result};
+
+use crate::driver::AwsDriver;
+use crate::lookup::{self, Lookup};
+use crate::recent::Launch;
+use crate::spec::AwsProviderSpec;
+use crate::{provider_id, steps};
+
+impl AwsDriver {
+    pub(crate) async fn status(&self, ctx: &CallContext, req: MachineRef) -> Result<MachineStatus> {
+        let spec: AwsProviderSpec = parse_provider_spec(&req.class.provider_spec)?;
+        crate::spec_validation::validate(&spec)?;
+        let (region, instance_id) = Self::locate(&spec, &req.machine)?;
+        let c = self.clients(&req.secret, &region)?;
+        match lookup::machine_instance(ctx, &c, &spec, &req.machine, instance_id.as_deref()).await? {
+            Lookup::Live(i) => Ok(machine_status(&spec, &region, &i)),
+            Lookup::Dead => Err(DriverError::not_found(format!("instance of machine {}", req.machine.name))),
+            Lookup::Missing => match self.recent_launch(&req) {
+                Some(l) => Ok(not_visible_yet(&l)),
+                None => Err(DriverError::not_found(format!("instance of machine {}", req.machine.name))),
+            },
+        }
+    }
+
+    /// A launch of this machine within the visibility grace period, from this
+    /// process's record or from the machine's lastKnownState.
+    pub(crate) fn recent_launch(&self, req: &MachineRef) -> Option<Launch> {
+        let from_state = Launch::from_state(&req.machine.last_known_state).filter(Launch::is_recent);
+        let from_record = (!req.machine.uid.is_empty()).then(|| self.recent.get(&req.machine.uid)).flatten();
+        let launch = from_record.or(from_state)?;
+        // A providerID naming another instance is not this launch.
+        match req.machine.provider_id.as_deref().filter(|p| !p.is_empty()).map(provider_id::decode) {
+            Some(Ok((_, id))) if id != launch.instance_id => None,
+            _ => Some(launch),
+        }
+    }
+}
+
+/// The status of a live instance.
+pub(crate) fn machine_status(spec: &AwsProviderSpec, region: &str, i: &Instance) -> MachineStatus {
+    let work = steps::interface_work(spec, i);
+    MachineStatus {
+        provider_id: provider_id::encode(region, i.instance_id().unwrap_or_default()),
+        node_name: i.private_dns_name().unwrap_or_default().to_string(),
+        addresses: steps::addresses(i),
+        pending_steps: steps::pending_steps(&work),
+        vm_state: i.state().and_then(|s| s.name()).map(|n| n.as_str().to_string()).unwrap_or_default(),
+    }
+}
+
+/// "Not initialized, wait": launched by this sidecar, not shown by EC2 yet.
+fn not_visible_yet(l: &Launch) -> MachineStatus {
+    MachineStatus {
+        provider_id: provider_id::encode(&l.region, &l.instance_id),
+        node_name: l.node_name.clone(),
+        addresses: Vec::new(),
+        pending_steps: vec![steps::AWAIT_VISIBILITY.to_string()],
+        vm_state: "pending".to_string(),
+    }
+}
