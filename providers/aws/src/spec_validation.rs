@@ -225,8 +225,9 @@ mod tests;
 
 /// EC2 image ids: `ami-` and 8 (old) or 17 (current) lowercase hex digits.
 fn is_ami_id(id: &str) -> bool {
-    id.strip_prefix("ami-")
-        .is_some_and(|hex| (hex.len() == 8 || hex.len() == 17) && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+    id.strip_prefix("ami-").is_some_and(|hex| {
+        (hex.len() == 8 || hex.len() == 17) && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
 }
 
 #[cfg(test)]

@@ -35,6 +35,31 @@ pub struct ProviderConformance {
     /// Inputs of the share-image scenarios.
     #[serde(default)]
     pub share_image: Option<ShareImageInputs>,
+    /// Most cloud API calls each lifecycle step may make (`lifecycle/cloud-call-budget`).
+    #[serde(default)]
+    pub call_budget: Option<CallBudget>,
+}
+
+/// Cloud API calls allowed per lifecycle step, counted by the fake.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CallBudget {
+    /// GetMachineStatus of a machine that was never created.
+    pub status_absent: u64,
+    /// CreateMachine.
+    pub create: u64,
+    /// GetMachineStatus of a live machine.
+    pub status: u64,
+    /// One successful InitializeMachine.
+    #[serde(default)]
+    pub initialize: u64,
+    /// DeleteMachine.
+    pub delete: u64,
+    /// GetMachineStatus after the delete.
+    pub status_gone: u64,
+    /// Cloud operations GetMachineStatus must never use (e.g. a zone-wide list).
+    #[serde(default)]
+    pub status_forbidden: Vec<String>,
 }
 
 /// One invalid provider spec: a JSON merge patch over the valid spec and the field it breaks.

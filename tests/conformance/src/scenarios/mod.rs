@@ -37,6 +37,7 @@ pub fn all() -> Vec<Scenario> {
         scenario("identity/probe", "ident", &[], false, identity::probe),
         scenario("identity/health-serving", "health", &[], false, identity::health),
         scenario("lifecycle/full", "life", &[], false, lifecycle::full),
+        scenario("lifecycle/cloud-call-budget", "budget", &[], true, lifecycle::call_budget),
         scenario("create/idempotent-repeated", "crrep", &[], false, create::repeated),
         scenario("create/idempotent-concurrent", "crcon", &[], false, create::concurrent),
         scenario("status/absent-not-found", "stabs", &[], false, absent::status_not_found),
