@@ -2,8 +2,8 @@
 # The project's test command (see README):
 #   1. unit and integration tests of every crate (all features, so the
 #      embedded fakes are compiled in);
-#   2. the conformance suite against each provider binary on its fake cloud;
-#   3. the benchmark harness with tiny numbers, so that it keeps working.
+#   2. the benchmark harness with tiny numbers, so that it keeps working;
+#   3. the conformance suite against each provider binary on its fake cloud.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TARGET="${CARGO_TARGET_DIR:-target}"
@@ -13,6 +13,12 @@ cargo test --workspace --all-features
 
 echo "==> building the driver binaries with their embedded fakes"
 cargo build --workspace --all-features --bins
+
+
+for cloud in aws gcp; do
+    echo "==> benchmark harness (quick sizes): machine-driver-$cloud"
+    "$TARGET/debug/machine-driver-bench" --quick --driver "$TARGET/debug/machine-driver-$cloud"
+done
 
 for cloud in aws gcp; do
     echo "==> conformance suite: machine-driver-$cloud on its fake cloud"

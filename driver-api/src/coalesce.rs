@@ -4,7 +4,8 @@
 //! concurrent `GetMachineStatus` calls must not become a thousand cloud reads
 //! when the cloud can answer many ids in one call (EC2 DescribeInstances).
 //! A lone lookup is sent at once (no waiting window); lookups that arrive while
-//! a batch is in flight queue up and go out together when it returns, up to
+//! a batch is in flight queue up and go out together when it returns. A further
+//! batch runs alongside only when at least half a batch is waiting, up to
 //! `max_in_flight` batches at a time and `max_batch` keys per batch.
 
 use std::collections::HashMap;
@@ -95,7 +96,8 @@ where
         loop {
             let batch = {
                 let mut st = lock(&self.state);
-                if st.queue.is_empty() || st.in_flight >= self.max_in_flight {
+                let worth_a_parallel_batch = st.in_flight == 0 || st.queue.len() >= self.max_batch.div_ceil(2);
+                if st.queue.is_empty() || st.in_flight >= self.max_in_flight || !worth_a_parallel_batch {
                     return;
                 }
                 st.in_flight += 1;

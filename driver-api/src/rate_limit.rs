@@ -51,6 +51,15 @@ impl RateLimiter {
             tokio::time::sleep(wait).await;
         }
     }
+
+    /// The cloud throttled us although the bucket had a token: its view of the
+    /// window differs from ours. Empties the bucket so that the next request
+    /// waits a full token interval, resynchronising with the cloud.
+    pub async fn penalize(&self) {
+        let mut b = self.state.lock().await;
+        b.tokens = b.tokens.min(0.0);
+        b.last = Instant::now();
+    }
 }
 
 #[cfg(test)]
@@ -70,6 +79,17 @@ mod tests {
         }
         let took = start.elapsed();
         assert!(took >= Duration::from_millis(990) && took <= Duration::from_millis(1100), "{took:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn penalize_empties_the_bucket() {
+        let l = RateLimiter::new(10.0, 5);
+        l.acquire().await;
+        l.penalize().await;
+        let start = Instant::now();
+        l.acquire().await;
+        let took = start.elapsed();
+        assert!(took >= Duration::from_millis(99) && took <= Duration::from_millis(120), "{took:?}");
     }
 
     #[tokio::test]

@@ -40,7 +40,7 @@ pub struct ServerArgs {
     pub default_timeout: Duration,
 
     /// Most RPCs served at once; further calls wait for a slot.
-    #[arg(long, env = "MACHINE_DRIVER_MAX_CONCURRENT_CALLS", default_value_t = 256)]
+    #[arg(long, env = "MACHINE_DRIVER_MAX_CONCURRENT_CALLS", default_value_t = 1024)]
     pub max_concurrent_calls: usize,
 
     /// How long in-flight calls may take to finish after SIGTERM/SIGINT.

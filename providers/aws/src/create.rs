@@ -36,7 +36,7 @@ impl AwsDriver {
             root_device_name: root.as_deref(),
         };
         let run = launch::run_instances(c.ec2.run_instances(), &spec, &params);
-        let instance = match aws_call::ec2(ctx, &c, "RunInstances", run.send()).await {
+        let instance = match aws_call::ec2(ctx, &c, "RunInstances", || run.clone().send()).await {
             Ok(out) => out
                 .instances()
                 .first()
@@ -98,7 +98,8 @@ impl AwsDriver {
         if let Some(name) = self.root_devices.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
             return Ok(name.clone());
         }
-        let out = aws_call::ec2(ctx, c, "DescribeImages", c.ec2.describe_images().image_ids(&spec.ami).send()).await?;
+        let out =
+            aws_call::ec2(ctx, c, "DescribeImages", || c.ec2.describe_images().image_ids(&spec.ami).send()).await?;
         let name = out
             .images()
             .iter()

@@ -33,12 +33,9 @@ impl AwsDriver {
         if ids.is_empty() {
             return Ok(DeletedMachine { last_known_state: String::new(), already_gone: true });
         }
-        let out = match aws_call::ec2(
-            ctx,
-            &c,
-            "TerminateInstances",
-            c.ec2.terminate_instances().set_instance_ids(Some(ids.clone())).send(),
-        )
+        let out = match aws_call::ec2(ctx, &c, "TerminateInstances", || {
+            c.ec2.terminate_instances().set_instance_ids(Some(ids.clone())).send()
+        })
         .await
         {
             Ok(o) => o,

@@ -28,6 +28,12 @@ const THROTTLING: &[&str] = &[
     "PriorRequestNotComplete",
 ];
 
+/// Whether `code` is one of AWS's throttling codes: the request was refused
+/// before it had any effect, so sending it again is safe.
+pub(crate) fn is_throttling(code: &str) -> bool {
+    THROTTLING.contains(&code)
+}
+
 const TRANSIENT: &[&str] = &[
     "InternalError",
     "InternalFailure",

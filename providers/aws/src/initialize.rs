@@ -48,7 +48,7 @@ impl AwsDriver {
                     .modify_network_interface_attribute()
                     .network_interface_id(&w.network_interface_id)
                     .source_dest_check(AttributeBooleanValue::builder().value(false).build());
-                aws_call::ec2(ctx, &c, "ModifyNetworkInterfaceAttribute", req.send()).await?;
+                aws_call::ec2(ctx, &c, "ModifyNetworkInterfaceAttribute", || req.clone().send()).await?;
             }
             if w.missing_ipv6_prefixes > 0 {
                 let req = c
@@ -56,7 +56,7 @@ impl AwsDriver {
                     .assign_ipv6_addresses()
                     .network_interface_id(&w.network_interface_id)
                     .ipv6_prefix_count(w.missing_ipv6_prefixes);
-                aws_call::ec2(ctx, &c, "AssignIpv6Addresses", req.send()).await?;
+                aws_call::ec2(ctx, &c, "AssignIpv6Addresses", || req.clone().send()).await?;
             }
         }
         let applied = steps::pending_steps(&work);

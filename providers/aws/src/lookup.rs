@@ -18,7 +18,7 @@ const PAGE_SIZE: i32 = 1000;
 /// Most instance ids in one coalesced DescribeInstances (EC2 takes up to 200 filter values).
 pub(crate) const BATCH_SIZE: usize = 200;
 /// Coalesced DescribeInstances calls in flight at once per account and region.
-pub(crate) const BATCHES_IN_FLIGHT: usize = 4;
+pub(crate) const BATCHES_IN_FLIGHT: usize = 2;
 /// Deadline of one coalesced call (each waiting RPC also keeps its own deadline).
 const BATCH_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -56,7 +56,8 @@ pub(crate) fn batch_fetch(ec2: aws_sdk_ec2::Client, limiter: Arc<RateLimiter>) -
                     .filters(filter.clone())
                     .max_results(PAGE_SIZE)
                     .set_next_token(token.take());
-                let page = aws_call::call_limited(&ctx, &limiter, "ec2", "DescribeInstances", req.send()).await?;
+                let page =
+                    aws_call::call_limited(&ctx, &limiter, "ec2", "DescribeInstances", || req.clone().send()).await?;
                 for i in page.reservations().iter().flat_map(|r| r.instances()) {
                     if let Some(id) = i.instance_id() {
                         found.insert(id.to_string(), i.clone());
@@ -82,7 +83,7 @@ pub(crate) async fn all_matching(ctx: &CallContext, c: &AwsClients, filters: Vec
             .set_filters(Some(filters.clone()))
             .max_results(PAGE_SIZE)
             .set_next_token(token.take());
-        let page = aws_call::ec2(ctx, c, "DescribeInstances", req.send()).await?;
+        let page = aws_call::ec2(ctx, c, "DescribeInstances", || req.clone().send()).await?;
         out.extend(page.reservations().iter().flat_map(|r| r.instances()).cloned());
         match page.next_token().filter(|t| !t.is_empty()) {
             Some(t) => token = Some(t.to_string()),

@@ -52,7 +52,7 @@ impl AwsDriver {
             .add(LaunchPermission::builder().user_id(&consumer_account).build())
             .build();
         let modify = owner.ec2.modify_image_attribute().image_id(&req.image).launch_permission(grant);
-        aws_call::ec2(ctx, &owner, "ModifyImageAttribute", modify.send()).await?;
+        aws_call::ec2(ctx, &owner, "ModifyImageAttribute", || modify.clone().send()).await?;
         for snapshot in image.block_device_mappings().iter().filter_map(|m| m.ebs().and_then(|e| e.snapshot_id())) {
             let perm = CreateVolumePermissionModifications::builder()
                 .add(CreateVolumePermission::builder().user_id(&consumer_account).build())
@@ -63,7 +63,7 @@ impl AwsDriver {
                 .snapshot_id(snapshot)
                 .attribute(SnapshotAttributeName::CreateVolumePermission)
                 .create_volume_permission(perm);
-            aws_call::ec2(ctx, &owner, "ModifySnapshotAttribute", modify.send()).await?;
+            aws_call::ec2(ctx, &owner, "ModifySnapshotAttribute", || modify.clone().send()).await?;
         }
         tracing::info!(image = %req.image, consumer_account = %consumer_account, "image shared");
         Ok(SharedImage { image_id: req.image, granted_now: true, consumer_account })
@@ -73,8 +73,9 @@ impl AwsDriver {
         if let Some(a) = given.filter(|a| !a.is_empty()) {
             return Ok(a.to_string());
         }
-        let out = aws_call::call(ctx, consumer, "sts", "GetCallerIdentity", consumer.sts.get_caller_identity().send())
-            .await?;
+        let out =
+            aws_call::call(ctx, consumer, "sts", "GetCallerIdentity", || consumer.sts.get_caller_identity().send())
+                .await?;
         out.account()
             .filter(|a| !a.is_empty())
             .map(str::to_string)
@@ -84,7 +85,7 @@ impl AwsDriver {
 
 /// The image as these credentials see it; `None` when it is not visible to them.
 async fn describe_image(ctx: &CallContext, c: &AwsClients, image_id: &str) -> Result<Option<Image>> {
-    match aws_call::ec2(ctx, c, "DescribeImages", c.ec2.describe_images().image_ids(image_id).send()).await {
+    match aws_call::ec2(ctx, c, "DescribeImages", || c.ec2.describe_images().image_ids(image_id).send()).await {
         Ok(out) => Ok(out.images().iter().find(|i| i.image_id() == Some(image_id)).cloned()),
         Err(e) if e.reason().starts_with("InvalidAMIID.") && e.reason() != "InvalidAMIID.Malformed" => Ok(None),
         Err(e) => Err(e),

@@ -349,7 +349,11 @@ fn network_interfaces(
         let network_ip = match nic.network_ip.take() {
             Some(ip) if ip.parse::<std::net::Ipv4Addr>().is_ok() => ip,
             Some(ip) => {
-                return Err(GceError::invalid_field(&format!("{field}.networkIP"), &ip, "The IP address is not valid."));
+                return Err(GceError::invalid_field(
+                    &format!("{field}.networkIP"),
+                    &ip,
+                    "The IP address is not valid.",
+                ));
             }
             None => internal,
         };

@@ -232,22 +232,27 @@ fn allocate_ip(world: &mut World, subnet_id: &str, wanted: Option<&str>) -> Resu
         }
         return Ok(ip.to_owned());
     }
-    loop {
-        let next = world.subnet_hosts.entry(subnet_id.to_owned()).or_insert(4);
-        if *next > 254 {
-            return Err(Ec2Error::client(
-                "InsufficientFreeAddressesInSubnet",
-                format!(
-                    "There are not enough free addresses in subnet '{subnet_id}' to satisfy the requested number of instances."
-                ),
-            ));
-        }
-        let ip = format!("10.0.{octet}.{next}");
-        *next += 1;
+    // Hosts .4 to .254 (AWS reserves the first four and the last address). A
+    // rotating cursor hands out fresh addresses first; addresses of terminated
+    // instances become free again, as in a real subnet.
+    const FIRST: u32 = 4;
+    const LAST: u32 = 254;
+    let span = LAST - FIRST + 1;
+    let cursor = *world.subnet_hosts.entry(subnet_id.to_owned()).or_insert(FIRST);
+    for step in 0..span {
+        let host = FIRST + (cursor - FIRST + step) % span;
+        let ip = format!("10.0.{octet}.{host}");
         if !in_use(world, &ip) {
+            world.subnet_hosts.insert(subnet_id.to_owned(), FIRST + (host - FIRST + 1) % span);
             return Ok(ip);
         }
     }
+    Err(Ec2Error::client(
+        "InsufficientFreeAddressesInSubnet",
+        format!(
+            "There are not enough free addresses in subnet '{subnet_id}' to satisfy the requested number of instances."
+        ),
+    ))
 }
 
 /// The `/64` of a subnet (first four groups).

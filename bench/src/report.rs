@@ -1,0 +1,336 @@
+//! Everything one run measured, as Markdown and as JSON.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::phases::fleet::Fleet;
+use crate::phases::footprint::{BinarySize, Startups};
+use crate::phases::lifecycle::Lifecycle;
+use crate::phases::overhead::Overhead;
+use crate::phases::throughput::Throughput;
+use crate::targets::Target;
+
+/// The machine the run was made on.
+#[derive(Debug, Clone, Default, Serialize)]
+pub(crate) struct MachineInfo {
+    /// CPUs available to the process.
+    pub(crate) cpus: usize,
+    /// `model name` from /proc/cpuinfo.
+    pub(crate) cpu_model: String,
+    /// MemTotal, MiB.
+    pub(crate) memory_mib: u64,
+}
+
+impl MachineInfo {
+    /// Reads the local machine.
+    pub(crate) fn local() -> Self {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+        Self {
+            cpus: std::thread::available_parallelism().map(usize::from).unwrap_or(0),
+            cpu_model: cpuinfo
+                .lines()
+                .find_map(|l| l.strip_prefix("model name").and_then(|r| r.split(':').nth(1)))
+                .map(|s| s.trim().to_string())
+                .unwrap_or_default(),
+            memory_mib: meminfo
+                .lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))
+                .and_then(|r| r.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+                .map_or(0, |kib| kib / 1024),
+        }
+    }
+}
+
+/// Phase 5's figures, gathered from several processes.
+#[derive(Debug, Clone, Default, Serialize)]
+pub(crate) struct Footprint {
+    /// Startups without a fake (the production shape).
+    pub(crate) startups: Option<Startups>,
+    /// Spawn → socket connectable of the processes started with the embedded fake, ms.
+    pub(crate) socket_ready_with_fake_ms: Vec<f64>,
+    /// Idle VmRSS of the driver with its embedded fake (no calls made yet), KiB.
+    pub(crate) idle_rss_with_fake_kib: Option<u64>,
+    /// VmHWM after the largest fleet round, KiB (driver and embedded fake holding the fleet).
+    pub(crate) peak_rss_under_load_kib: Option<u64>,
+    /// Concurrent calls of that round.
+    pub(crate) peak_load_concurrency: usize,
+    /// Binary size.
+    pub(crate) binary: Option<BinarySize>,
+}
+
+/// One run.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Report {
+    /// The command that produced it.
+    pub(crate) command: String,
+    /// The driver binary.
+    pub(crate) driver: String,
+    /// `GetPluginInfo.provider`.
+    pub(crate) provider: String,
+    /// `GetPluginInfo` name and version.
+    pub(crate) plugin: String,
+    /// Tiny sizes (`--quick`).
+    pub(crate) quick: bool,
+    /// Where it ran.
+    pub(crate) machine: MachineInfo,
+    /// Phase 1.
+    pub(crate) overhead: Option<Overhead>,
+    /// Phase 2.
+    pub(crate) lifecycle: Option<Lifecycle>,
+    /// Phase 3.
+    pub(crate) fleet: Option<Fleet>,
+    /// Phase 4.
+    pub(crate) throughput: Option<Throughput>,
+    /// Phase 5.
+    pub(crate) footprint: Footprint,
+    /// The targets.
+    pub(crate) targets: Vec<Target>,
+    /// Phases that broke.
+    pub(crate) errors: Vec<String>,
+}
+
+impl Report {
+    /// A report with nothing measured yet.
+    pub(crate) fn empty(provider: &str) -> Self {
+        Self {
+            command: String::new(),
+            driver: String::new(),
+            provider: provider.to_string(),
+            plugin: String::new(),
+            quick: false,
+            machine: MachineInfo::default(),
+            overhead: None,
+            lifecycle: None,
+            fleet: None,
+            throughput: None,
+            footprint: Footprint::default(),
+            targets: Vec::new(),
+            errors: Vec::new(),
+        }
+    }
+
+    /// The Markdown rendering.
+    pub(crate) fn markdown(&self) -> String {
+        let mut s = String::new();
+        let _ = self.write_markdown(&mut s);
+        s
+    }
+
+    fn write_markdown(&self, s: &mut String) -> std::fmt::Result {
+        writeln!(s, "## {} ({})\n", self.provider, self.plugin)?;
+        writeln!(s, "`{}`\n", self.command)?;
+        let m = &self.machine;
+        writeln!(
+            s,
+            "Machine: {} CPUs ({}), {} MiB RAM. Driver binary: `{}`.\n",
+            m.cpus, m.cpu_model, m.memory_mib, self.driver
+        )?;
+
+        writeln!(s, "### Targets\n\n| target | figure | verdict |\n|---|---|---|")?;
+        for t in &self.targets {
+            writeln!(s, "| {} | {} | {} |", t.target, t.figure, t.verdict.word())?;
+        }
+        writeln!(s)?;
+
+        if let Some(o) = &self.overhead {
+            writeln!(
+                s,
+                "### 1. Overhead: lone GetMachineStatus, sequential, K = {} (after {} warm-up)\n",
+                o.iterations, o.warmup
+            )?;
+            writeln!(s, "| path | p50 ms | p99 ms | max ms |\n|---|---|---|---|")?;
+            writeln!(
+                s,
+                "| sidecar: GetMachineStatus over the Unix socket | {:.3} | {:.3} | {:.3} |",
+                o.sidecar.p50_ms, o.sidecar.p99_ms, o.sidecar.max_ms
+            )?;
+            writeln!(
+                s,
+                "| direct: {} | {:.3} | {:.3} | {:.3} |",
+                o.direct_call, o.direct.p50_ms, o.direct.p99_ms, o.direct.max_ms
+            )?;
+            writeln!(
+                s,
+                "| **ratio sidecar/direct** | **{:.2}** | **{:.2}** | |\n\nAdded at p50: {:.3} ms. Cloud requests per sidecar poll: {:.2}.\n",
+                o.ratio_p50, o.ratio_p99, o.added_p50_ms, o.sidecar_cloud_calls_per_poll
+            )?;
+        }
+
+        if let Some(l) = &self.lifecycle {
+            writeln!(
+                s,
+                "### 2. Cloud calls per lifecycle step\n\n| step | outcome | attempts | calls | reads | by operation |\n|---|---|---|---|---|---|"
+            )?;
+            for st in &l.steps {
+                writeln!(
+                    s,
+                    "| {} | {} | {} | {} | {} | {} |",
+                    st.step,
+                    st.outcome,
+                    st.attempts,
+                    st.calls.total,
+                    st.reads,
+                    st.calls.breakdown()
+                )?;
+            }
+            writeln!(s, "| **total** | | | **{}** | | |", l.total_calls)?;
+            if !l.initialize_advertised {
+                writeln!(s, "\nInitializeMachine skipped: the driver does not advertise INITIALIZE_MACHINE.")?;
+            }
+            writeln!(s)?;
+        }
+
+        if let Some(f) = &self.fleet {
+            writeln!(s, "### 3. Fleet polling: N machines, N concurrent GetMachineStatus\n")?;
+            writeln!(
+                s,
+                "| N | cloud calls | by operation | p50 ms | p99 ms | max ms | wall ms | errors | peak RSS MiB (sampled) |\n|---|---|---|---|---|---|---|---|---|"
+            )?;
+            for r in &f.rounds {
+                let errors = if r.errors.is_empty() {
+                    "0".to_string()
+                } else {
+                    r.errors.iter().map(|(k, v)| format!("{k}×{v}")).collect::<Vec<_>>().join(", ")
+                };
+                writeln!(
+                    s,
+                    "| {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.0} | {} | {:.1} |",
+                    r.machines,
+                    r.calls.total,
+                    r.calls.breakdown(),
+                    r.latency.p50_ms,
+                    r.latency.p99_ms,
+                    r.latency.max_ms,
+                    r.wall_ms,
+                    errors,
+                    r.rss_peak_sampled_kib as f64 / 1024.0
+                )?;
+            }
+            let b = &f.build;
+            writeln!(
+                s,
+                "\nFleet built through the sidecar (client-side limit off): {} creates, {} in flight, {:.1} s, {:.2} cloud calls per create.\n",
+                b.created, b.concurrency, b.seconds, b.cloud_calls_per_create
+            )?;
+        }
+
+        if let Some(t) = &self.throughput {
+            writeln!(
+                s,
+                "### 4. Creates under a cloud rate limit of {}/s (burst {}) in the fake and in the driver\n",
+                t.rate_per_second, t.burst
+            )?;
+            writeln!(s, "| measure | value |\n|---|---|")?;
+            writeln!(s, "| concurrent callers | {} |", t.concurrency)?;
+            writeln!(s, "| duration | {:.2} s |", t.seconds)?;
+            writeln!(s, "| creates OK | {} |", t.creates_ok)?;
+            writeln!(
+                s,
+                "| creates per second | {:.2} (at most {:.2} at {:.2} calls per create) |",
+                t.creates_per_second, t.max_creates_per_second, t.calls_per_create
+            )?;
+            writeln!(
+                s,
+                "| cloud requests accepted / allowed | {} / {:.0} = {:.1}% |",
+                t.accepted_calls, t.allowed_calls, t.used_percent
+            )?;
+            writeln!(s, "| requests throttled by the fake | {} |", t.calls.throttled)?;
+            writeln!(s, "| throttling errors that reached the caller | {} |", t.throttling_errors)?;
+            let errors = if t.errors.is_empty() {
+                "none".to_string()
+            } else {
+                t.errors.iter().map(|(k, v)| format!("{k}×{v}")).collect::<Vec<_>>().join(", ")
+            };
+            writeln!(s, "| all failed creates | {errors} |")?;
+            writeln!(
+                s,
+                "| create latency p50 / p99 | {:.1} / {:.1} ms |",
+                t.create_latency.p50_ms, t.create_latency.p99_ms
+            )?;
+            writeln!(s, "| by operation | {} |\n", t.calls.breakdown())?;
+        }
+
+        let f = &self.footprint;
+        writeln!(s, "### 5. Footprint\n\n| measure | value |\n|---|---|")?;
+        if let Some(st) = &f.startups {
+            writeln!(
+                s,
+                "| spawn → socket connectable, no fake (median; samples) | {:.1} ms; {} |",
+                st.socket_ready_median_ms,
+                join_f(&st.socket_ready_ms)
+            )?;
+            writeln!(s, "| spawn → Probe ready, no fake (samples) | {} |", join_f(&st.probe_ready_ms))?;
+            writeln!(
+                s,
+                "| idle RSS, no fake (median; samples) | {:.1} MiB; {} |",
+                mib(st.idle_rss_median_kib),
+                st.idle_rss_kib.iter().map(|k| format!("{:.1}", mib(*k))).collect::<Vec<_>>().join(", ")
+            )?;
+        }
+        if !f.socket_ready_with_fake_ms.is_empty() {
+            writeln!(
+                s,
+                "| spawn → socket connectable, with embedded fake | {} ms |",
+                join_f(&f.socket_ready_with_fake_ms)
+            )?;
+        }
+        if let Some(k) = f.idle_rss_with_fake_kib {
+            writeln!(s, "| idle RSS, with embedded fake | {:.1} MiB |", mib(k))?;
+        }
+        if let Some(k) = f.peak_rss_under_load_kib {
+            writeln!(
+                s,
+                "| peak RSS (VmHWM) after {} concurrent calls, with embedded fake holding the fleet | {:.1} MiB |",
+                f.peak_load_concurrency,
+                mib(k)
+            )?;
+        }
+        if let Some(b) = &f.binary {
+            let kind = if b.release {
+                "release binary"
+            } else {
+                "binary size (the benchmarked DEBUG binary; no --release-binary given)"
+            };
+            writeln!(s, "| {kind} `{}` | {:.1} MiB |", b.path, b.bytes as f64 / (1024.0 * 1024.0))?;
+        }
+        writeln!(s)?;
+
+        if !self.errors.is_empty() {
+            writeln!(s, "### Errors\n")?;
+            for e in &self.errors {
+                writeln!(s, "- {e}")?;
+            }
+            writeln!(s)?;
+        }
+        Ok(())
+    }
+}
+
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+fn join_f(v: &[f64]) -> String {
+    v.iter().map(|x| format!("{x:.1}")).collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_report_renders_and_serialises() {
+        let mut r = Report::empty("gcp");
+        r.errors.push("phase x broke".into());
+        r.targets = crate::targets::check(&r);
+        let md = r.markdown();
+        assert!(md.contains("## gcp"));
+        assert!(md.contains("| not measured |"));
+        assert!(md.contains("- phase x broke"));
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["provider"], "gcp");
+        assert_eq!(json["targets"][0]["verdict"], "NOT_MEASURED");
+    }
+}
