@@ -5,7 +5,8 @@
 //! when the cloud can answer many ids in one call (EC2 DescribeInstances).
 //! A lone lookup is sent at once (no waiting window); lookups that arrive while
 //! a batch is in flight queue up and go out together when it returns. A further
-//! batch runs alongside only when at least half a batch is waiting, up to
+//! batch runs alongside only when at least half a batch is waiting, and a
+//! small queue gathers for a few milliseconds before it goes out, up to
 //! `max_in_flight` batches at a time and `max_batch` keys per batch.
 
 use std::collections::HashMap;
@@ -17,6 +18,9 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
 
 use crate::error::DriverError;
+
+/// How long a small queue gathers after a batch returned, before the next goes out.
+const LINGER: std::time::Duration = std::time::Duration::from_millis(3);
 
 /// The batched read: keys in, a result per key out (keys missing from the map
 /// are "absent"). An `Err` fails every lookup of the batch.
@@ -129,6 +133,13 @@ where
                             let _ = tx.send(Err(copy));
                         }
                     }
+                }
+                // Under load, a few stragglers are about to be joined by more: let
+                // them gather for a moment (the slot stays taken meanwhile). A lone
+                // lookup never waits: it finds no batch in flight.
+                let stragglers = lock(&this.state).queue.len();
+                if stragglers > 0 && stragglers < this.max_batch.div_ceil(2) {
+                    tokio::time::sleep(LINGER).await;
                 }
                 lock(&this.state).in_flight -= 1;
                 this.pump();
