@@ -22,8 +22,10 @@ done
 
 for cloud in aws gcp; do
     echo "==> conformance suite: machine-driver-$cloud on its fake cloud"
+    case "$cloud" in aws) fake=fake-ec2 ;; gcp) fake=fake-gce ;; esac
     "$TARGET/debug/machine-driver-conformance" \
         --spawn "$TARGET/debug/machine-driver-$cloud" \
+        --spawn-fake "$TARGET/debug/$fake" \
         --machine-class "providers/$cloud/examples/machine-class.json" \
         --secret "providers/$cloud/examples/secret.json" \
         --repeat 5 \

@@ -15,7 +15,9 @@ use tonic::{Code, Request, Status};
 use crate::connection::{Capabilities, Connection};
 use crate::fake_admin::FakeAdmin;
 use crate::outcome::{StepResult, Stop};
+use crate::restart::{NO_RESTART, Restarter};
 use crate::settings::Settings;
+use crate::spawn::StopMode;
 use crate::status_details::describe;
 use crate::tracker::Tracker;
 use crate::{ensure, fail};
@@ -46,6 +48,8 @@ pub struct Ctx {
     pub provider: String,
     /// Short scenario name used in machine names.
     pub short: &'static str,
+    /// Restarts the driver, when the suite owns it and its cloud outlives it.
+    pub restarter: Option<Restarter>,
 }
 
 /// Codes after which the caller retries with the same machine (see sidecar conventions).
@@ -98,6 +102,14 @@ impl Ctx {
             Some(f) => Ok(f),
             None => Err(Stop::Skip("no fake admin API (--fake-admin)".into())),
         }
+    }
+
+    /// Stops the driver (`how`), starts it again and reconnects this context to it; a skip
+    /// when the suite cannot restart the driver.
+    pub async fn restart_driver(&mut self, how: StopMode) -> StepResult {
+        let Some(restarter) = &self.restarter else { return Err(Stop::Skip(NO_RESTART.into())) };
+        self.conn = restarter.restart(how).await.map_err(Stop::Fail)?;
+        Ok(())
     }
 
     /// Whether the driver advertises `cap`.

@@ -1,5 +1,6 @@
 //! `machine-driver-conformance`: runs the conformance scenarios against a driver endpoint,
-//! or against a provider binary it spawns on its embedded fake cloud.
+//! or against a provider binary it spawns on its embedded fake cloud or on a standalone
+//! fake cloud it spawns too (`--spawn-fake`, which lets scenarios restart the driver).
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -14,10 +15,13 @@ use machine_driver_conformance::filter::Filter;
 use machine_driver_conformance::junit::junit_xml;
 use machine_driver_conformance::outcome::{Outcome, ScenarioReport};
 use machine_driver_conformance::report::{Summary, result_line};
+use machine_driver_conformance::restart::Restarter;
 use machine_driver_conformance::runner::Suite;
 use machine_driver_conformance::scenarios;
 use machine_driver_conformance::settings::{self, Settings};
 use machine_driver_conformance::spawn::SpawnedDriver;
+use machine_driver_conformance::spawn_fake::SpawnedFake;
+use tokio::sync::Mutex;
 
 /// Checks a machine driver against the machinedriver.v1 contract.
 #[derive(Debug, Parser)]
@@ -29,6 +33,10 @@ struct Cli {
     /// Provider binary to start on its embedded fake cloud (implies --fake-admin).
     #[arg(long)]
     spawn: Option<PathBuf>,
+    /// Standalone fake cloud binary (`fake-ec2`, `fake-gce`) to start first; the spawned
+    /// driver then uses it through `--cloud-endpoint`, and scenarios may restart the driver.
+    #[arg(long, requires = "spawn", conflicts_with = "endpoint")]
+    spawn_fake: Option<PathBuf>,
     /// Extra argument passed to the spawned binary (repeatable).
     #[arg(long = "spawn-arg", allow_hyphen_values = true)]
     spawn_args: Vec<String>,
@@ -69,6 +77,12 @@ struct Cli {
 
 /// Name of the extra result reported for the spawned driver's shutdown.
 const SHUTDOWN_CHECK: &str = "spawn/clean-shutdown";
+
+/// How long a spawned process may take to become ready.
+const STARTUP: Duration = Duration::from_secs(60);
+
+/// How long a spawned process may take to exit after SIGTERM.
+const GRACE: Duration = Duration::from_secs(30);
 
 fn load_settings(cli: &Cli) -> Result<Settings, String> {
     let (Some(machine_class), Some(secret)) = (&cli.machine_class, &cli.secret) else {
@@ -128,10 +142,19 @@ async fn main() -> ExitCode {
         Err(e) => return setup_failed(&e, None),
     };
 
+    // Dropping a spawned process (on any early return) kills it.
+    let mut spawned_fake = None;
+    if let Some(binary) = &cli.spawn_fake {
+        match SpawnedFake::start(binary, STARTUP).await {
+            Ok(f) => spawned_fake = Some(f),
+            Err(f) => return setup_failed_with_log(&f.reason, Some(&f.log_tail)),
+        }
+    }
     let mut spawned = None;
     if let Some(binary) = &cli.spawn {
         let allow = settings.provider.share_image.as_ref().map(|s| s.allow_list()).unwrap_or_default();
-        match SpawnedDriver::start(binary, &allow, &cli.spawn_args, Duration::from_secs(60)).await {
+        let backend = spawned_fake.as_ref().map(SpawnedFake::backend);
+        match SpawnedDriver::start(binary, backend, &allow, &cli.spawn_args, STARTUP).await {
             Ok(d) => spawned = Some(d),
             Err(f) => return setup_failed_with_log(&f.reason, Some(&f.log_tail)),
         }
@@ -141,7 +164,7 @@ async fn main() -> ExitCode {
         (None, Some(e)) => e.clone(),
         (None, None) => return setup_failed("one of --endpoint or --spawn is required", None),
     };
-    let fake_url = cli.fake_admin.clone().or_else(|| spawned.as_ref().map(|d| d.fake_admin_url().to_string()));
+    let fake_url = cli.fake_admin.clone().or_else(|| spawned.as_ref().map(SpawnedDriver::fake_admin_url));
 
     let conn = match Connection::connect(&endpoint).await {
         Ok(c) => c,
@@ -160,6 +183,12 @@ async fn main() -> ExitCode {
     {
         return setup_failed(&format!("fake admin API at {} unreachable: {e}", f.url()), spawned.as_ref());
     }
+    // From here on the driver is shared with the scenarios that restart it.
+    let spawned = spawned.map(|d| Arc::new(Mutex::new(d)));
+    let restarter = match &spawned {
+        Some(d) => Restarter::new(d.clone(), conn.clone(), GRACE, STARTUP).await,
+        None => None,
+    };
     eprintln!(
         "driver {} {} (provider {}) at {endpoint}; fake admin: {}",
         info.name,
@@ -168,12 +197,12 @@ async fn main() -> ExitCode {
         fake.as_ref().map_or("none", |f| f.url())
     );
 
-    let suite = Suite { conn, settings, caps, fake, provider: info.provider.clone() };
+    let suite = Suite { conn, settings, caps, fake, provider: info.provider.clone(), restarter };
     let mut reports = suite.run(&all, &filter, |r| println!("{}", result_line(r))).await;
 
-    if let Some(d) = spawned.as_mut() {
+    if let Some(d) = &spawned {
         let started = Instant::now();
-        let outcome = match d.stop(Duration::from_secs(30)).await {
+        let outcome = match d.lock().await.stop(GRACE).await {
             Ok(()) => Outcome::Pass,
             Err(e) => Outcome::Fail(e),
         };
@@ -182,11 +211,17 @@ async fn main() -> ExitCode {
         reports.push(report);
     }
 
+    if let Some(f) = spawned_fake.as_mut()
+        && let Err(e) = f.stop(GRACE).await
+    {
+        eprintln!("stopping the fake cloud: {e}\n--- fake cloud log (tail) ---\n{}\n---", f.log_tail(20));
+    }
+
     let summary = Summary::of(&reports);
     if summary.failed > 0
         && let Some(d) = &spawned
     {
-        print_log_tail(&d.log_tail(40));
+        print_log_tail(&d.lock().await.log_tail(40));
     }
     if let Some(path) = &cli.junit {
         let suite_name = format!("machine-driver-conformance.{}", info.provider);
@@ -198,4 +233,18 @@ async fn main() -> ExitCode {
     let _ = std::io::stdout().flush();
     println!("{}", summary.line());
     if summary.failed > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spawn_fake_needs_spawn_and_excludes_endpoint() {
+        let ok = Cli::try_parse_from(["c", "--spawn", "drv", "--spawn-fake", "fake-ec2"]);
+        assert!(ok.is_ok_and(|c| c.spawn_fake == Some(PathBuf::from("fake-ec2"))));
+        assert!(Cli::try_parse_from(["c", "--spawn-fake", "fake-ec2"]).is_err());
+        assert!(Cli::try_parse_from(["c", "--endpoint", "/tmp/d.sock", "--spawn-fake", "fake-ec2"]).is_err());
+        assert!(Cli::try_parse_from(["c", "--spawn", "drv"]).is_ok_and(|c| c.spawn_fake.is_none()));
+    }
 }

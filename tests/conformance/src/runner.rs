@@ -9,6 +9,7 @@ use crate::context::Ctx;
 use crate::fake_admin::FakeAdmin;
 use crate::filter::Filter;
 use crate::outcome::{Outcome, ScenarioReport};
+use crate::restart::Restarter;
 use crate::scenario::Scenario;
 use crate::scenarios::LEAK_CHECK;
 use crate::settings::Settings;
@@ -27,6 +28,9 @@ pub struct Suite {
     pub fake: Option<FakeAdmin>,
     /// `GetPluginInfo.provider`.
     pub provider: String,
+    /// Restarts the driver (only with `--spawn` and `--spawn-fake`); after a restart the
+    /// scenarios and the cleanup use its connection instead of `conn`.
+    pub restarter: Option<Restarter>,
 }
 
 /// Whether the scenario `name` runs under `filter`: the leak check honours only `--skip`.
@@ -55,6 +59,14 @@ impl Suite {
         reports
     }
 
+    /// The connection to the driver's latest run.
+    async fn current_conn(&self) -> Connection {
+        match &self.restarter {
+            Some(r) => r.connection().await,
+            None => self.conn.clone(),
+        }
+    }
+
     /// Upper bound of one scenario, cleanup excluded.
     fn scenario_timeout(&self) -> Duration {
         self.settings.wait * 10 + self.settings.rpc_timeout
@@ -65,14 +77,15 @@ impl Suite {
         if let Some(why) = s.skip_reason(&self.caps, self.fake.is_some()) {
             return ScenarioReport { name: s.name.to_string(), outcome: Outcome::Skip(why), duration: Duration::ZERO };
         }
-        let ctx = Ctx {
-            conn: self.conn.clone(),
+        let mut ctx = Ctx {
+            conn: self.current_conn().await,
             settings: self.settings.clone(),
             caps: self.caps.clone(),
             fake: self.fake.clone(),
             tracker: Tracker::default(),
             provider: self.provider.clone(),
             short: s.short,
+            restarter: self.restarter.clone(),
         };
         let task = tokio::spawn((s.run)(ctx.clone()));
         let mut outcome = match tokio::time::timeout(self.scenario_timeout(), task).await {
@@ -80,6 +93,8 @@ impl Suite {
             Ok(Err(join)) => Outcome::Fail(format!("scenario panicked: {join}")),
             Err(_) => Outcome::Fail(format!("scenario timed out after {:?}", self.scenario_timeout())),
         };
+        // The scenario may have restarted the driver: clean up through its latest run.
+        ctx.conn = self.current_conn().await;
         let cleanup = cleanup(&ctx).await;
         if let (Err(why), Outcome::Pass | Outcome::Skip(_)) = (&cleanup, &outcome) {
             outcome = Outcome::Fail(format!("cleanup: {why}"));

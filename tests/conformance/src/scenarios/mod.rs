@@ -40,6 +40,7 @@ pub fn all() -> Vec<Scenario> {
         scenario("lifecycle/cloud-call-budget", "budget", &[], true, lifecycle::call_budget),
         scenario("create/idempotent-repeated", "crrep", &[], false, create::repeated),
         scenario("create/idempotent-concurrent", "crcon", &[], false, create::concurrent),
+        scenario("create/idempotent-across-restart", "crrst", &[], true, create::across_restart),
         scenario("status/absent-not-found", "stabs", &[], false, absent::status_not_found),
         scenario("delete/absent-ok", "delabs", &[], false, absent::delete_ok),
         scenario("delete/by-provider-id-alone", "delpid", &[], false, absent::delete_by_provider_id),
