@@ -51,7 +51,8 @@ pub struct ServerArgs {
     #[arg(long, env = "MACHINE_DRIVER_SHARE_IMAGE_ALLOW_LIST", value_delimiter = ',')]
     pub share_image_allow_list: Vec<String>,
 
-    /// Operator-wide registry mirror/CA configuration (JSON), used for classes that carry none.
+    /// Operator-wide registry mirror/CA configuration file (YAML or JSON, see bootstrap/README.md),
+    /// used for machine classes that carry none; checked at start.
     #[arg(long, env = "MACHINE_DRIVER_REGISTRY_CONFIG")]
     pub registry_config: Option<PathBuf>,
 

@@ -149,6 +149,23 @@ mod tests {
     }
 
     #[test]
+    fn operator_default_file_applies_unless_the_class_has_its_own() {
+        let dir = std::env::temp_dir().join(format!("mds-regcfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let file = dir.join("registry.yaml");
+        std::fs::write(&file, "mirror:\n  url: https://operator-mirror.example.com\n").expect("write");
+        let p = UserDataPreparer::load(Some(&file)).expect("loads");
+        let s = secret(&[("userData", "#cloud-config\nruncmd: [echo]\n")]);
+        let merged = String::from_utf8(p.prepare(&s, None, 16384).expect("merged").0).expect("utf8");
+        assert!(merged.contains("/etc/containerd/certs.d/_default/hosts.toml"), "{merged}");
+
+        std::fs::write(&file, "mirror:\n  url: ftp://bad.example.com\n").expect("write");
+        let err = UserDataPreparer::load(Some(&file)).expect_err("bad operator file fails at start");
+        assert!(err.to_string().contains("--registry-config"), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn class_mirror_is_merged_and_missing_keys_named() {
         let p = UserDataPreparer::default();
         let config = pb::RegistryConfig {
