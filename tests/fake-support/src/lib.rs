@@ -6,6 +6,7 @@
 //! result with [`FakeHandle::serve`].
 
 mod admin;
+mod clock;
 mod counters;
 mod faults;
 mod handle;
@@ -16,6 +17,7 @@ mod router;
 mod settings;
 
 pub use admin::{Admin, CallGuard, Rejection, RejectionCause};
+pub use clock::utc_timestamp;
 pub use counters::CallCounts;
 pub use faults::{FaultKind, FaultSpec, FaultTable, Phase};
 pub use handle::FakeHandle;
