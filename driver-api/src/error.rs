@@ -78,6 +78,11 @@ impl DriverError {
         Self::new(ErrorKind::Unavailable, reason, message).with_retry_after(retry_after)
     }
 
+    /// DEADLINE_EXCEEDED: the call's deadline passed before `message`'s work finished.
+    pub fn deadline_exceeded(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::DeadlineExceeded, "DEADLINE_EXCEEDED", message)
+    }
+
     /// UNIMPLEMENTED for `rpc`.
     pub fn unimplemented(rpc: &str) -> Self {
         Self::new(ErrorKind::Unimplemented, "UNIMPLEMENTED", format!("{rpc} is not offered by this driver"))

@@ -76,11 +76,7 @@ where
         tokio::select! {
             r = tokio::time::timeout_at(deadline, work) => match r {
                 Ok(r) => r,
-                Err(_) => Err(DriverError::new(
-                    ErrorKind::DeadlineExceeded,
-                    "DEADLINE_EXCEEDED",
-                    format!("{rpc} did not finish before its deadline"),
-                )),
+                Err(_) => Err(DriverError::deadline_exceeded(format!("{rpc} did not finish before its deadline"))),
             },
             _ = abandon.wait_for(|a| *a) => Err(DriverError::unavailable(
                 "SHUTTING_DOWN",

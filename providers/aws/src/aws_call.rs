@@ -4,7 +4,7 @@ use std::future::Future;
 
 use aws_sdk_ec2::config::http::HttpResponse;
 use aws_sdk_ec2::error::{ProvideErrorMetadata, SdkError};
-use machine_driver_api::{CallContext, CloudCall, DriverError, ErrorKind, RateLimiter, Result, cloud_call};
+use machine_driver_api::{CallContext, CloudCall, DriverError, RateLimiter, Result, cloud_call};
 
 use crate::clients::AwsClients;
 use crate::errors;
@@ -58,11 +58,9 @@ where
             Ok(Ok(v)) => return Ok(v),
             Ok(Err(e)) => errors::from_sdk(service, operation, e),
             Err(_) => {
-                return Err(DriverError::new(
-                    ErrorKind::DeadlineExceeded,
-                    "DEADLINE_EXCEEDED",
-                    format!("{service} {operation}: the call's deadline passed"),
-                ));
+                return Err(DriverError::deadline_exceeded(format!(
+                    "{service} {operation}: the call's deadline passed"
+                )));
             }
         };
         if attempts_left == 0 || !errors::is_throttling(err.reason()) {

@@ -29,11 +29,7 @@ pub(crate) async fn by_id(ctx: &CallContext, c: &AwsClients, instance_id: &str) 
     let lookup = c.instances_by_id.get(instance_id.to_string());
     match tokio::time::timeout(ctx.remaining(), lookup).await {
         Ok(r) => r,
-        Err(_) => Err(DriverError::new(
-            ErrorKind::DeadlineExceeded,
-            "DEADLINE_EXCEEDED",
-            "ec2 DescribeInstances: the call's deadline passed",
-        )),
+        Err(_) => Err(DriverError::deadline_exceeded("ec2 DescribeInstances: the call's deadline passed")),
     }
 }
 

@@ -202,11 +202,7 @@ fn clip(s: &str) -> &str {
 
 /// DEADLINE_EXCEEDED for a Compute call that did not answer within the RPC's deadline.
 pub(crate) fn deadline_exceeded(operation: &str) -> DriverError {
-    DriverError::new(
-        ErrorKind::DeadlineExceeded,
-        "DEADLINE_EXCEEDED",
-        format!("compute {operation} did not answer before the call's deadline"),
-    )
+    DriverError::deadline_exceeded(format!("compute {operation} did not answer before the call's deadline"))
 }
 
 #[cfg(test)]
