@@ -16,6 +16,7 @@ use crate::lookup;
 use crate::recent::Launch;
 use crate::spec::AwsProviderSpec;
 use crate::spec_validation::parse_and_validate;
+use crate::status::state_name;
 use crate::{aws_call, provider_id, steps};
 
 /// Length of the RunInstances ClientToken (EC2 allows up to 64 ASCII characters).
@@ -55,6 +56,7 @@ impl AwsDriver {
                 format!("the instance launched for this machine ({id}) was terminated; the machine must be replaced"),
             ));
         }
+        self.pending.observe(&id, state_name(&instance));
         let node_name = instance.private_dns_name().unwrap_or_default().to_string();
         let launch = Launch::now(&id, &c.region, &node_name);
         self.recent.record(&req.machine.uid, launch.clone());

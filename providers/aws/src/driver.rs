@@ -12,6 +12,7 @@ use machine_driver_api::{
 use crate::clients::{AwsClients, ClientCache};
 use crate::config::AwsConfig;
 use crate::credentials::{ACCESS_KEY_ID_KEYS, SECRET_ACCESS_KEY_KEYS};
+use crate::pending::PendingSightings;
 use crate::recent::RecentLaunches;
 use crate::spec::AwsProviderSpec;
 use crate::{provider_id, volumes};
@@ -20,6 +21,8 @@ use crate::{provider_id, volumes};
 pub struct AwsDriver {
     pub(crate) clients: ClientCache,
     pub(crate) recent: RecentLaunches,
+    /// Instances seen `pending` a moment ago (InitializeMachine refuses without a read).
+    pub(crate) pending: PendingSightings,
     /// AMI root device names by (region, AMI id); images never change them.
     pub(crate) root_devices: Mutex<HashMap<(String, String), String>>,
     keep_alive: Vec<Box<dyn Any + Send + Sync>>,
@@ -45,6 +48,7 @@ impl AwsDriver {
         Ok(Self {
             clients: ClientCache::new(config),
             recent: RecentLaunches::default(),
+            pending: PendingSightings::default(),
             root_devices: Mutex::default(),
             keep_alive: Vec::new(),
         })

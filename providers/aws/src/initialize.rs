@@ -1,6 +1,7 @@
 //! InitializeMachine: apply only the missing post-creation steps.
 //!
-//! EC2 call cost: the status lookup (1-2 DescribeInstances), then one
+//! EC2 call cost: none while the instance was seen `pending` within the last
+//! second (see [`crate::pending`]); else the status lookup (1-2 DescribeInstances), then one
 //! ModifyNetworkInterfaceAttribute per interface whose source/dest check must
 //! go off and one AssignIpv6Addresses per interface lacking prefixes; no
 //! writes when nothing is missing.
@@ -13,6 +14,7 @@ use crate::driver::AwsDriver;
 use crate::errors::RETRY_AFTER;
 use crate::lookup::{self, Lookup};
 use crate::spec::AwsProviderSpec;
+use crate::status::state_name;
 use crate::{aws_call, provider_id, steps};
 
 impl AwsDriver {
@@ -21,6 +23,10 @@ impl AwsDriver {
         crate::spec_validation::validate(&spec)?;
         let (region, instance_id) = Self::locate(&spec, &req.machine)?;
         let c = self.clients(&req.secret, &region)?;
+        let known_id = instance_id.clone().or_else(|| self.recent_launch(&req).map(|l| l.instance_id));
+        if let Some(age) = known_id.as_deref().and_then(|id| self.pending.fresh(id)) {
+            return Err(not_running("pending", Some(age)));
+        }
         let instance = match lookup::machine_instance(ctx, &c, &spec, &req.machine, instance_id.as_deref()).await? {
             Lookup::Live(i) => i,
             Lookup::Dead => return Err(DriverError::not_found(format!("instance of machine {}", req.machine.name))),
@@ -32,13 +38,10 @@ impl AwsDriver {
                 ));
             }
         };
-        let state = instance.state().and_then(|s| s.name()).map(|n| n.as_str().to_string()).unwrap_or_default();
+        let state = state_name(&instance);
+        self.pending.observe(instance.instance_id().unwrap_or_default(), state);
         if state != "running" {
-            return Err(DriverError::unavailable(
-                "INSTANCE_NOT_RUNNING",
-                format!("the instance is {state}, not running yet"),
-                RETRY_AFTER,
-            ));
+            return Err(not_running(state, None));
         }
         let work = steps::interface_work(&spec, &instance);
         for w in &work {
@@ -69,4 +72,13 @@ impl AwsDriver {
             applied_steps: applied,
         })
     }
+}
+
+/// UNAVAILABLE `INSTANCE_NOT_RUNNING`; `seen_ago` when the state is a recent sighting, not a read.
+fn not_running(state: &str, seen_ago: Option<std::time::Duration>) -> DriverError {
+    let message = match seen_ago {
+        Some(age) => format!("the instance was {state} {} ms ago, not running yet", age.as_millis()),
+        None => format!("the instance is {state}, not running yet"),
+    };
+    DriverError::unavailable("INSTANCE_NOT_RUNNING", message, RETRY_AFTER)
 }

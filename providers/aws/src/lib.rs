@@ -11,6 +11,7 @@ mod driver;
 pub mod errors;
 mod initialize;
 pub mod launch;
+mod pending;
 mod list;
 mod lookup;
 pub mod provider_id;

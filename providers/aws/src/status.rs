@@ -18,7 +18,10 @@ impl AwsDriver {
         let (region, instance_id) = Self::locate(&spec, &req.machine)?;
         let c = self.clients(&req.secret, &region)?;
         match lookup::machine_instance(ctx, &c, &spec, &req.machine, instance_id.as_deref()).await? {
-            Lookup::Live(i) => Ok(machine_status(&spec, &region, &i)),
+            Lookup::Live(i) => {
+                self.pending.observe(i.instance_id().unwrap_or_default(), state_name(&i));
+                Ok(machine_status(&spec, &region, &i))
+            }
             Lookup::Dead => Err(DriverError::not_found(format!("instance of machine {}", req.machine.name))),
             Lookup::Missing => match self.recent_launch(&req) {
                 Some(l) => Ok(not_visible_yet(&l)),
@@ -49,8 +52,13 @@ pub(crate) fn machine_status(spec: &AwsProviderSpec, region: &str, i: &Instance)
         node_name: i.private_dns_name().unwrap_or_default().to_string(),
         addresses: steps::addresses(i),
         pending_steps: steps::pending_steps(&work),
-        vm_state: i.state().and_then(|s| s.name()).map(|n| n.as_str().to_string()).unwrap_or_default(),
+        vm_state: state_name(i).to_string(),
     }
+}
+
+/// The instance's state name (`pending`, `running`, …; empty when EC2 gave none).
+pub(crate) fn state_name(i: &Instance) -> &str {
+    i.state().and_then(|s| s.name()).map_or("", |n| n.as_str())
 }
 
 /// "Not initialized, wait": launched by this sidecar, not shown by EC2 yet.
