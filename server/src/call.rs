@@ -101,7 +101,12 @@ where
     let _enter = span.enter();
     match result {
         Ok(v) => {
-            tracing::info!(elapsed_ms = elapsed.as_millis() as u64, "rpc ok");
+            // Reads (status polls above all) succeed thousands of times an hour: debug only.
+            if changes_machines(rpc) {
+                tracing::info!(elapsed_ms = elapsed.as_millis() as u64, "rpc ok");
+            } else {
+                tracing::debug!(elapsed_ms = elapsed.as_millis() as u64, "rpc ok");
+            }
             Ok(Response::new(into_response(v)))
         }
         Err(e) => {
@@ -128,6 +133,11 @@ where
             Err(to_status(&e))
         }
     }
+}
+
+/// Whether `rpc` changes cloud resources (its successes are logged at INFO).
+fn changes_machines(rpc: &str) -> bool {
+    matches!(rpc, "CreateMachine" | "InitializeMachine" | "DeleteMachine" | "ShareImage")
 }
 
 struct MetadataExtractor<'a>(&'a MetadataMap);

@@ -4,6 +4,7 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::WithExportConfig;
 use opentelemetry_sdk::trace::SdkTracerProvider;
+use std::io::IsTerminal as _;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
@@ -35,7 +36,11 @@ impl Drop for Telemetry {
 pub(crate) fn init(args: &ServerArgs) -> Result<Telemetry, ServeError> {
     let filter = EnvFilter::try_new(&args.log).map_err(|e| ServeError::Config(format!("--log {:?}: {e}", args.log)))?;
     let fmt = match args.log_format {
-        LogFormat::Text => tracing_subscriber::fmt::layer().with_writer(std::io::stderr).boxed(),
+        // Colour only on a terminal: escape codes in `kubectl logs` help nobody.
+        LogFormat::Text => tracing_subscriber::fmt::layer()
+            .with_ansi(std::io::stderr().is_terminal())
+            .with_writer(std::io::stderr)
+            .boxed(),
         LogFormat::Json => {
             tracing_subscriber::fmt::layer().json().with_current_span(true).with_writer(std::io::stderr).boxed()
         }
