@@ -4,7 +4,8 @@
 //! The SDK's own retry loop is switched off (`NeverRetry`): every Compute
 //! request the driver makes is one counted `cloud_call`, failures are classified
 //! once and the machine-controller's backoff decides when to try again. Each
-//! call is bounded by the RPC's remaining deadline.
+//! call is bounded by the RPC's remaining deadline, or, for a call made on
+//! behalf of several RPCs ([`SharedApi`]), by a deadline of its own.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -129,6 +130,22 @@ pub(crate) struct Api<'a> {
     ctx: &'a CallContext,
 }
 
+/// The clients and rate limiter of one set of credentials, without a deadline:
+/// for calls made on behalf of several RPCs (coalesced status reads), which
+/// [`SharedApi::bind`] to a deadline of their own.
+#[derive(Debug, Clone)]
+pub(crate) struct SharedApi {
+    clients: Arc<ComputeClients>,
+    limiter: Arc<RateLimiter>,
+}
+
+impl SharedApi {
+    /// A call handle with these clients and limiter, bounded by `ctx`'s deadline.
+    pub(crate) fn bind<'a>(&self, ctx: &'a CallContext) -> Api<'a> {
+        Api { clients: Arc::clone(&self.clients), limiter: Arc::clone(&self.limiter), ctx }
+    }
+}
+
 /// A failed Compute call: classified cloud failure, or the RPC's deadline passed.
 #[derive(Debug)]
 pub(crate) enum CallFailure {
@@ -184,6 +201,11 @@ impl Api<'_> {
         F: Future<Output = Result<T, GaxError>>,
     {
         self.call(operation, fut).await.map_err(|f| f.into_driver_error(operation))
+    }
+
+    /// The clients and limiter of this handle, detached from the RPC's deadline.
+    pub(crate) fn shared(&self) -> SharedApi {
+        SharedApi { clients: Arc::clone(&self.clients), limiter: Arc::clone(&self.limiter) }
     }
 
     /// Time left in this RPC.

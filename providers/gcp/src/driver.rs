@@ -12,6 +12,7 @@ use crate::clients::{Api, ClientPool};
 use crate::credentials::{SERVICE_ACCOUNT_KEYS, ServiceAccountKey};
 use crate::errors::{CloudFailure, RETRY_SOON};
 use crate::instance::{InstanceTarget, addresses, build_instance, status_word};
+use crate::lookup::InstanceLookups;
 use crate::naming::{
     InstanceRef, MACHINE_UID_LABEL, MEMBERSHIP_LABEL_VALUE, insert_request_id, is_gce_name, uid_label_value,
 };
@@ -57,6 +58,7 @@ pub struct GcpOptions {
 pub struct GcpDriver {
     pool: ClientPool,
     recent: RecentInserts,
+    lookups: InstanceLookups,
     #[cfg(feature = "embedded-fake")]
     _fake: Option<fake_gce::FakeHandle>,
 }
@@ -100,6 +102,7 @@ impl GcpDriver {
         Ok(Self {
             pool: ClientPool::new(endpoint, options.rate_limit, options.burst),
             recent: RecentInserts::default(),
+            lookups: InstanceLookups::default(),
             #[cfg(feature = "embedded-fake")]
             _fake: fake,
         })
@@ -298,20 +301,8 @@ impl Driver for GcpDriver {
         let key = ServiceAccountKey::from_secret(&req.secret, "secret")?;
         let target = self.locate(&req, &key)?;
         let api = self.pool.api(&key, ctx).await?;
-        let got = api
-            .call(
-                "instances.get",
-                api.clients
-                    .instances
-                    .get()
-                    .set_project(&target.project)
-                    .set_zone(&target.zone)
-                    .set_instance(&target.name)
-                    .send(),
-            )
-            .await;
-        match got {
-            Ok(instance) => {
+        match self.lookups.get(&api, &key, &target).await? {
+            Some(instance) => {
                 self.recent.forget(&target);
                 Ok(MachineStatus {
                     provider_id: target.provider_id(),
@@ -321,18 +312,12 @@ impl Driver for GcpDriver {
                     vm_state: status_word(&instance),
                 })
             }
-            Err(f) if f.cloud().is_some_and(CloudFailure::is_not_found) => {
-                if self.recent.contains(&target) {
-                    Err(DriverError::unavailable(
-                        "NOT_VISIBLE_YET",
-                        format!("instance {} was just created and is not visible yet", target.provider_id()),
-                        RETRY_SOON,
-                    ))
-                } else {
-                    Err(DriverError::not_found(format!("instance {}", target.provider_id())))
-                }
-            }
-            Err(f) => Err(f.into_driver_error("instances.get")),
+            None if self.recent.contains(&target) => Err(DriverError::unavailable(
+                "NOT_VISIBLE_YET",
+                format!("instance {} was just created and is not visible yet", target.provider_id()),
+                RETRY_SOON,
+            )),
+            None => Err(DriverError::not_found(format!("instance {}", target.provider_id()))),
         }
     }
 

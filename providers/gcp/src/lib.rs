@@ -7,6 +7,7 @@ mod credentials;
 mod driver;
 mod errors;
 mod instance;
+mod lookup;
 mod naming;
 mod recent;
 mod share_image;

@@ -1,7 +1,7 @@
 //! Instances this process inserted a short while ago.
 //!
 //! Compute Engine is eventually consistent: right after instances.insert an
-//! instances.get may still answer 404. GetMachineStatus must not report such a
+//! instances.get may still answer 404 (and instances.list leave it out). GetMachineStatus must not report such a
 //! machine as NOT_FOUND (the controller would create it again), so the driver
 //! remembers its recent inserts and reports UNAVAILABLE (`NOT_VISIBLE_YET`) for them.
 

@@ -240,6 +240,48 @@ async fn list_filters_and_pages() {
 }
 
 #[tokio::test]
+async fn regex_filters_select_names_across_pages() {
+    let fake = Fake::start().await;
+    for name in ["node-a1", "node-a2", "node-b1", "node-b22", "other-a1"] {
+        assert_eq!(fake.insert(&instance_body(name, json!({"role": "node"})), Some(&uuid())).await.0, StatusCode::OK);
+    }
+    let names = |list: &serde_json::Value| -> Vec<String> {
+        list["items"]
+            .as_array()
+            .map(|items| items.iter().map(|i| i["name"].as_str().unwrap_or_default().to_string()).collect())
+            .unwrap_or_default()
+    };
+    let (status, list) = fake.list(&[("filter", "name eq \"node-(?:a1|b22|zz)\"")]).await;
+    assert_eq!(status, StatusCode::OK, "{list}");
+    assert_eq!(names(&list), ["node-a1", "node-b22"]);
+    let (_, list) = fake.list(&[("filter", "(name eq 'node-.*') (labels.role ne node)")]).await;
+    assert!(list.get("items").is_none(), "{list}");
+    let (_, list) = fake.list(&[("filter", "name ne node-.*")]).await;
+    assert_eq!(names(&list), ["other-a1"]);
+
+    // Pages of 1 over a regex filter: every match once, in name order.
+    let mut seen = Vec::new();
+    let mut token = String::new();
+    loop {
+        let (status, page) =
+            fake.list(&[("filter", "name eq node-(?:a2|b1|b22)"), ("maxResults", "1"), ("pageToken", &token)]).await;
+        assert_eq!(status, StatusCode::OK, "{page}");
+        seen.extend(names(&page));
+        match page["nextPageToken"].as_str() {
+            Some(next) => token = next.to_string(),
+            None => break,
+        }
+    }
+    assert_eq!(seen, ["node-a2", "node-b1", "node-b22"]);
+
+    for bad in ["name eq \"node-(\"", "name = node-a1 AND name eq node-.*", "(name eq a) AND (name eq b)"] {
+        let (status, err) = fake.list(&[("filter", bad)]).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
+        assert_eq!(err["error"]["errors"][0]["reason"], "invalid", "{bad}");
+    }
+}
+
+#[tokio::test]
 async fn new_instances_are_invisible_for_a_while() {
     let fake = Fake::start().await;
     fake.admin("consistency", json!({"invisible_ms": 400})).await;
