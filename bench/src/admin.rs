@@ -95,15 +95,25 @@ impl Admin {
 
     /// Token bucket over all cloud requests (`per_second` 0 disables it).
     pub(crate) async fn set_rate_limit(&self, per_second: u32, burst: u32) -> Result<(), String> {
+        self.post("rate-limit", json!({"per_second": per_second, "burst": burst})).await
+    }
+
+    /// Adds `ms` to every cloud request before the fake processes it (0 removes it).
+    pub(crate) async fn set_latency(&self, ms: u64) -> Result<(), String> {
+        self.post("latency", json!({"operation": "*", "ms": ms})).await
+    }
+
+    /// `POST /_admin/<path>` with a JSON body; any non-2xx answer is an error.
+    async fn post(&self, path: &str, body: serde_json::Value) -> Result<(), String> {
         let resp = self
             .http
-            .post(format!("{}/rate-limit", self.base))
-            .json(&json!({"per_second": per_second, "burst": burst}))
+            .post(format!("{}/{path}", self.base))
+            .json(&body)
             .send()
             .await
-            .map_err(|e| format!("fake admin /rate-limit: {e}"))?;
+            .map_err(|e| format!("fake admin /{path}: {e}"))?;
         if !resp.status().is_success() {
-            return Err(format!("fake admin /rate-limit: HTTP {}", resp.status()));
+            return Err(format!("fake admin /{path}: HTTP {}", resp.status()));
         }
         Ok(())
     }

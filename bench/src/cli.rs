@@ -49,6 +49,12 @@ pub(crate) struct Args {
     #[arg(long, default_value_t = 20)]
     pub(crate) rate: u32,
 
+    /// Phase 1 is repeated with the fake answering this many milliseconds later
+    /// (a modeled cloud round trip; 0 skips the repeat). The target is judged
+    /// on the run without added latency.
+    #[arg(long, default_value_t = 20)]
+    pub(crate) cloud_latency_ms: u64,
+
     /// How many times the driver is started to time socket readiness.
     #[arg(long)]
     pub(crate) starts: Option<usize>,

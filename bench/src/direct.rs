@@ -3,14 +3,18 @@
 
 use std::collections::BTreeMap;
 
+#[cfg(feature = "aws")]
 use aws_sdk_ec2::config::{BehaviorVersion, Credentials, Region};
+#[cfg(feature = "gcp")]
 use google_cloud_auth::credentials::anonymous::Builder as Anonymous;
+#[cfg(feature = "gcp")]
 use google_cloud_compute_v1::client::Instances;
 
 /// One instance, read with the cloud's SDK.
 #[derive(Debug)]
 pub(crate) enum DirectClient {
     /// EC2 DescribeInstances by instance id.
+    #[cfg(feature = "aws")]
     Aws {
         /// The SDK client (static credentials, endpoint = the fake).
         client: aws_sdk_ec2::Client,
@@ -18,6 +22,7 @@ pub(crate) enum DirectClient {
         instance_id: String,
     },
     /// Compute Engine instances.get.
+    #[cfg(feature = "gcp")]
     Gcp {
         /// The SDK client (anonymous credentials, endpoint = the fake).
         client: Instances,
@@ -46,6 +51,7 @@ impl DirectClient {
         cloud_url: &str,
         secret: &BTreeMap<String, String>,
     ) -> Result<Self, String> {
+        #[cfg(feature = "aws")]
         if provider_id.starts_with("aws://") {
             let [region, id] = segments(provider_id, "aws://")?[..] else {
                 return Err(format!("providerID {provider_id:?}: expected aws:///<region>/<instance-id>"));
@@ -60,6 +66,7 @@ impl DirectClient {
                 .build();
             return Ok(Self::Aws { client: aws_sdk_ec2::Client::from_conf(conf), instance_id: id.to_string() });
         }
+        #[cfg(feature = "gcp")]
         if provider_id.starts_with("gce://") {
             let [project, zone, name] = segments(provider_id, "gce://")?[..] else {
                 return Err(format!("providerID {provider_id:?}: expected gce:///<project>/<zone>/<name>"));
@@ -77,12 +84,26 @@ impl DirectClient {
                 name: name.to_string(),
             });
         }
-        Err(format!("providerID {provider_id:?}: no direct SDK client for this provider"))
+        let _ = (cloud_url, secret);
+        Err(format!(
+            "providerID {provider_id:?}: no direct SDK client for this provider in this build (features: aws, gcp)"
+        ))
+    }
+
+    /// What [`DirectClient::read`] calls, for the report.
+    pub(crate) fn call_name(&self) -> &'static str {
+        match self {
+            #[cfg(feature = "aws")]
+            Self::Aws { .. } => "EC2 DescribeInstances (aws-sdk-ec2, by instance id)",
+            #[cfg(feature = "gcp")]
+            Self::Gcp { .. } => "Compute instances.get (google-cloud-compute-v1)",
+        }
     }
 
     /// One read of the instance; fails unless the instance was found.
     pub(crate) async fn read(&self) -> Result<(), String> {
         match self {
+            #[cfg(feature = "aws")]
             Self::Aws { client, instance_id } => {
                 let out = client
                     .describe_instances()
@@ -96,6 +117,7 @@ impl DirectClient {
                 }
                 Ok(())
             }
+            #[cfg(feature = "gcp")]
             Self::Gcp { client, project, zone, name } => {
                 client
                     .get()
@@ -111,7 +133,7 @@ impl DirectClient {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "aws", feature = "gcp"))]
 mod tests {
     use super::*;
 

@@ -77,6 +77,10 @@ pub(crate) struct Report {
     pub(crate) machine: MachineInfo,
     /// Phase 1.
     pub(crate) overhead: Option<Overhead>,
+    /// Phase 1 again with the fake's answers delayed by `cloud_latency_ms` (a modeled cloud).
+    pub(crate) overhead_with_latency: Option<Overhead>,
+    /// The delay of that repeat, ms.
+    pub(crate) cloud_latency_ms: u64,
     /// Phase 2.
     pub(crate) lifecycle: Option<Lifecycle>,
     /// Phase 3.
@@ -102,6 +106,8 @@ impl Report {
             quick: false,
             machine: MachineInfo::default(),
             overhead: None,
+            overhead_with_latency: None,
+            cloud_latency_ms: 0,
             lifecycle: None,
             fleet: None,
             throughput: None,
@@ -140,22 +146,15 @@ impl Report {
                 "### 1. Overhead: lone GetMachineStatus, sequential, K = {} (after {} warm-up)\n",
                 o.iterations, o.warmup
             )?;
-            writeln!(s, "| path | p50 ms | p99 ms | max ms |\n|---|---|---|---|")?;
+            write_overhead(s, o)?;
+        }
+        if let Some(o) = &self.overhead_with_latency {
             writeln!(
                 s,
-                "| sidecar: GetMachineStatus over the Unix socket | {:.3} | {:.3} | {:.3} |",
-                o.sidecar.p50_ms, o.sidecar.p99_ms, o.sidecar.max_ms
+                "#### 1b. The same with every fake answer delayed by {} ms (a modeled cloud round trip), K = {}\n",
+                self.cloud_latency_ms, o.iterations
             )?;
-            writeln!(
-                s,
-                "| direct: {} | {:.3} | {:.3} | {:.3} |",
-                o.direct_call, o.direct.p50_ms, o.direct.p99_ms, o.direct.max_ms
-            )?;
-            writeln!(
-                s,
-                "| **ratio sidecar/direct** | **{:.2}** | **{:.2}** | |\n\nAdded at p50: {:.3} ms. Cloud requests per sidecar poll: {:.2}.\n",
-                o.ratio_p50, o.ratio_p99, o.added_p50_ms, o.sidecar_cloud_calls_per_poll
-            )?;
+            write_overhead(s, o)?;
         }
 
         if let Some(l) = &self.lifecycle {
@@ -314,6 +313,32 @@ fn mib(kib: u64) -> f64 {
 
 fn join_f(v: &[f64]) -> String {
     v.iter().map(|x| format!("{x:.1}")).collect::<Vec<_>>().join(", ")
+}
+
+/// The table of one overhead measurement.
+fn write_overhead(s: &mut String, o: &Overhead) -> std::fmt::Result {
+    writeln!(s, "| path | p50 ms | p99 ms | max ms |\n|---|---|---|---|")?;
+    writeln!(
+        s,
+        "| sidecar: GetMachineStatus over the Unix socket | {:.3} | {:.3} | {:.3} |",
+        o.sidecar.p50_ms, o.sidecar.p99_ms, o.sidecar.max_ms
+    )?;
+    writeln!(
+        s,
+        "| direct: {} | {:.3} | {:.3} | {:.3} |",
+        o.direct_call, o.direct.p50_ms, o.direct.p99_ms, o.direct.max_ms
+    )?;
+    writeln!(
+        s,
+        "| floor: GetVolumeIDs over the Unix socket (no cloud call) | {:.3} | {:.3} | {:.3} |",
+        o.floor.p50_ms, o.floor.p99_ms, o.floor.max_ms
+    )?;
+    writeln!(
+        s,
+        "| **ratio sidecar/direct** | **{:.2}** | **{:.2}** | |\n\nAdded at p50: {:.3} ms, of which the floor (an RPC without a cloud call) is {:.3} ms. Cloud requests per sidecar poll: {:.2}.\n",
+        o.ratio_p50, o.ratio_p99, o.added_p50_ms, o.floor.p50_ms, o.sidecar_cloud_calls_per_poll
+    )?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -89,6 +89,13 @@ async fn unlimited_phases(args: &Args, sizes: &Sizes, report: &mut Report) -> Re
         Ok(o) => report.overhead = Some(o),
         Err(e) => report.errors.push(format!("overhead: {e}")),
     }
+    if args.cloud_latency_ms > 0 {
+        report.cloud_latency_ms = args.cloud_latency_ms;
+        match overhead_with_latency(&s, sizes, args.cloud_latency_ms).await {
+            Ok(o) => report.overhead_with_latency = Some(o),
+            Err(e) => report.errors.push(format!("overhead with {} ms cloud latency: {e}", args.cloud_latency_ms)),
+        }
+    }
     match fleet::run(&s.driver, &s.sidecar, &s.admin, &sizes.fleet, args.create_concurrency).await {
         Ok(f) => {
             if let Some(last) = f.rounds.last() {
@@ -101,6 +108,19 @@ async fn unlimited_phases(args: &Args, sizes: &Sizes, report: &mut Report) -> Re
     }
     let tail = s.driver.log_tail(20);
     s.driver.stop(STOP_GRACE).await.map_err(|e| format!("stopping the driver: {e}\n{tail}"))
+}
+
+/// Most iterations of phase 1's repeat with latency (each costs two cloud round trips).
+const MAX_LATENCY_ITERATIONS: usize = 200;
+
+/// Phase 1 again while the fake delays every answer by `ms`; the delay is removed afterwards.
+async fn overhead_with_latency(s: &Session, sizes: &Sizes, ms: u64) -> Result<overhead::Overhead, String> {
+    s.admin.set_latency(ms).await?;
+    let iterations = sizes.iterations.min(MAX_LATENCY_ITERATIONS);
+    let warmup = sizes.warmup.min(iterations);
+    let measured = overhead::run(&s.sidecar, &s.admin, &s.inputs, s.driver.cloud_url(), iterations, warmup).await;
+    s.admin.set_latency(0).await?;
+    measured
 }
 
 /// Phase 4 on a driver limited to the injected rate.

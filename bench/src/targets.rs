@@ -77,7 +77,13 @@ pub(crate) fn check(r: &Report) -> Vec<Target> {
     out.push(match &r.overhead {
         Some(o) => target(
             name,
-            format!("{:.2} ({:.2} ms vs {:.2} ms)", o.ratio_p50, o.sidecar.p50_ms, o.direct.p50_ms),
+            match &r.overhead_with_latency {
+                Some(l) => format!(
+                    "{:.2} ({:.2} ms vs {:.2} ms); with the fake's answers {} ms later: {:.3}",
+                    o.ratio_p50, o.sidecar.p50_ms, o.direct.p50_ms, r.cloud_latency_ms, l.ratio_p50
+                ),
+                None => format!("{:.2} ({:.2} ms vs {:.2} ms)", o.ratio_p50, o.sidecar.p50_ms, o.direct.p50_ms),
+            },
             Verdict::of(o.ratio_p50 <= MAX_OVERHEAD_RATIO),
         ),
         None => missing(name),
@@ -179,6 +185,7 @@ mod tests {
             warmup: 1,
             sidecar: lat(sidecar_p50),
             direct: lat(direct_p50),
+            floor: lat(0.1),
             ratio_p50: sidecar_p50 / direct_p50,
             ratio_p99: sidecar_p50 / direct_p50,
             added_p50_ms: sidecar_p50 - direct_p50,

@@ -9,7 +9,7 @@ use machine_driver_conformance::context::secret_data;
 use machine_driver_conformance::settings::{read_provider_spec, read_secret};
 use machine_driver_conformance::status_details::{describe, error_reason};
 use machine_driver_proto::v1::{
-    CreateMachineRequest, DeleteMachineRequest, GetMachineStatusRequest, GetMachineStatusResponse,
+    CreateMachineRequest, DeleteMachineRequest, GetMachineStatusRequest, GetMachineStatusResponse, GetVolumeIDsRequest,
     InitializeMachineRequest, Machine, MachineClass, SecretData,
 };
 use tonic::{Code, Request, Status};
@@ -204,6 +204,15 @@ impl Sidecar {
             secret: Some(self.inputs.secret.clone()),
         };
         self.conn.driver.clone().initialize_machine(req(r)).await.map(|_| ())
+    }
+
+    /// GetVolumeIDs of one CSI volume: an RPC that makes no cloud call, so its
+    /// latency is the sidecar's floor (the gRPC hop and the per-RPC plumbing).
+    pub(crate) async fn volume_ids(&self) -> Result<(), Status> {
+        let r = GetVolumeIDsRequest {
+            pv_specs_json: vec![r#"{"csi":{"driver":"bench.example.com","volumeHandle":"vol-bench"}}"#.into()],
+        };
+        self.conn.driver.clone().get_volume_i_ds(req(r)).await.map(|_| ())
     }
 
     /// DeleteMachine.

@@ -23,6 +23,9 @@ pub(crate) struct Overhead {
     pub(crate) sidecar: Latency,
     /// The SDK call made directly.
     pub(crate) direct: Latency,
+    /// GetVolumeIDs through the sidecar: no cloud call, so the gRPC hop and
+    /// the server's per-RPC plumbing alone.
+    pub(crate) floor: Latency,
     /// sidecar p50 / direct p50.
     pub(crate) ratio_p50: f64,
     /// sidecar p99 / direct p99.
@@ -46,10 +49,7 @@ pub(crate) async fn run(
     sidecar.create_retrying(&mut m, Duration::from_secs(60)).await?;
     sidecar.wait_running(&m, Duration::from_secs(60)).await?;
     let direct = DirectClient::new(&m.provider_id, cloud_url, &inputs.secret_values).await?;
-    let direct_call = match direct {
-        DirectClient::Aws { .. } => "EC2 DescribeInstances (aws-sdk-ec2, by instance id)",
-        DirectClient::Gcp { .. } => "Compute instances.get (google-cloud-compute-v1)",
-    };
+    let direct_call = direct.call_name();
 
     let status = |i: usize| {
         let m = &m;
@@ -68,13 +68,22 @@ pub(crate) async fn run(
         }
     };
 
+    let floor = |i: usize| async move {
+        let t = Instant::now();
+        sidecar.volume_ids().await.map_err(|s| format!("GetVolumeIDs (iteration {i}): {}", s.message()))?;
+        Ok::<Duration, String>(t.elapsed())
+    };
+
     for i in 0..warmup {
         read(i).await?;
         status(i).await?;
+        floor(i).await?;
     }
     admin.reset_calls().await?;
     let (mut side, mut dir) = (Vec::with_capacity(iterations), Vec::with_capacity(iterations));
+    let mut flo = Vec::with_capacity(iterations);
     for i in 0..iterations {
+        flo.push(floor(i).await?);
         // Alternate which goes first so that neither always runs on a warmer cache.
         if i % 2 == 0 {
             dir.push(read(i).await?);
@@ -94,6 +103,7 @@ pub(crate) async fn run(
         warmup,
         sidecar: s,
         direct: d,
+        floor: Latency::of(&flo),
         ratio_p50: ratio(s.p50_ms, d.p50_ms),
         ratio_p99: ratio(s.p99_ms, d.p99_ms),
         added_p50_ms: s.p50_ms - d.p50_ms,
