@@ -11,6 +11,7 @@ mod lifecycle;
 mod list;
 mod registry;
 mod share_image;
+mod status;
 mod volume_ids;
 
 use machine_driver_proto::v1::Capability;
@@ -42,6 +43,7 @@ pub fn all() -> Vec<Scenario> {
         scenario("create/idempotent-concurrent", "crcon", &[], false, create::concurrent),
         scenario("create/idempotent-across-restart", "crrst", &[], true, create::across_restart),
         scenario("status/absent-not-found", "stabs", &[], false, absent::status_not_found),
+        scenario("status/concurrent-polls-own-answers", "stcon", &[], false, status::concurrent_polls),
         scenario("delete/absent-ok", "delabs", &[], false, absent::delete_ok),
         scenario("delete/by-provider-id-alone", "delpid", &[], false, absent::delete_by_provider_id),
         scenario("list/shows-created-until-deleted", "list", &[ListMachines], false, list::shows_until_deleted),
