@@ -8,6 +8,11 @@
 //! batch runs alongside only when at least half a batch is waiting, and a
 //! small queue gathers for a few milliseconds before it goes out, up to
 //! `max_in_flight` batches at a time and `max_batch` keys per batch.
+//!
+//! Traces stay whole: a batch runs in a `coalesced_read` span whose parent is
+//! the span of the lookup that opened the batch, with a follows-from link to
+//! the span of every other lookup it answers, so the cloud call inside shows
+//! up under the RPCs it served.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -16,6 +21,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::oneshot;
+use tracing::{Instrument, Span};
 
 use crate::error::DriverError;
 
@@ -41,8 +47,11 @@ struct Inner<K, V> {
 
 type Waiter<V> = oneshot::Sender<Result<Option<V>, DriverError>>;
 
+/// A queued lookup: its key, where its answer goes, and the caller's span.
+type Queued<K, V> = (K, Waiter<V>, Span);
+
 struct State<K, V> {
-    queue: Vec<(K, Waiter<V>)>,
+    queue: Vec<Queued<K, V>>,
     in_flight: usize,
 }
 
@@ -79,7 +88,7 @@ where
         let (tx, rx) = oneshot::channel();
         {
             let mut st = lock(&self.inner.state);
-            st.queue.push((key, tx));
+            st.queue.push((key, tx, Span::current()));
         }
         Inner::pump(&self.inner);
         rx.await.unwrap_or_else(|_| Err(DriverError::internal("batched lookup was dropped")))
@@ -109,7 +118,9 @@ where
                 st.queue.drain(..n).collect::<Vec<_>>()
             };
             let this = self.clone();
-            tokio::spawn(async move {
+            let span = batch_span(&batch);
+            let batch: Vec<(K, Waiter<V>)> = batch.into_iter().map(|(k, tx, _)| (k, tx)).collect();
+            let work = async move {
                 let mut keys: Vec<K> = Vec::with_capacity(batch.len());
                 for (k, _) in &batch {
                     if !keys.contains(k) {
@@ -143,9 +154,22 @@ where
                 }
                 lock(&this.state).in_flight -= 1;
                 this.pump();
-            });
+            };
+            tokio::spawn(work.instrument(span));
         }
     }
+}
+
+/// The span of one batch: child of the first lookup's span, following from the others'.
+fn batch_span<K, V>(batch: &[Queued<K, V>]) -> Span {
+    let Some((_, _, first)) = batch.first() else {
+        return Span::none();
+    };
+    let span = tracing::debug_span!(parent: first, "coalesced_read", keys = batch.len());
+    for (_, _, other) in &batch[1..] {
+        span.follows_from(other);
+    }
+    span
 }
 
 #[cfg(test)]
@@ -215,5 +239,26 @@ mod tests {
         let err = c.get(1).await.unwrap_err();
         assert_eq!(err.retry_after(), Some(Duration::from_secs(1)));
         assert_eq!(c.get(2).await.unwrap(), Some(2));
+    }
+
+    #[tokio::test]
+    async fn batches_run_in_a_span_under_the_callers_span() {
+        use tracing_subscriber::registry::{LookupSpan, Registry};
+        let _guard = tracing::subscriber::set_default(Registry::default());
+        let seen = Arc::new(Mutex::new(Vec::<(String, Option<String>)>::new()));
+        let s = seen.clone();
+        let fetch: BatchFn<u32, u32> = Arc::new(move |keys: Vec<u32>| {
+            let current = Span::current();
+            let names = tracing::dispatcher::get_default(|d| {
+                let registry = d.downcast_ref::<Registry>()?;
+                let span = registry.span(&current.id()?)?;
+                Some((span.name().to_string(), span.parent().map(|p| p.name().to_string())))
+            });
+            lock(&s).extend(names);
+            Box::pin(async move { Ok(keys.into_iter().map(|k| (k, k)).collect()) })
+        });
+        let c = Coalescer::new(fetch, 10, 1);
+        assert_eq!(c.get(1).instrument(tracing::info_span!("rpc")).await.unwrap(), Some(1));
+        assert_eq!(*lock(&seen), vec![("coalesced_read".to_string(), Some("rpc".to_string()))]);
     }
 }
