@@ -3,9 +3,11 @@
 //!
 //! The SDK's own retry loop is switched off (`NeverRetry`): every Compute
 //! request the driver makes is one counted `cloud_call`, failures are classified
-//! once and the machine-controller's backoff decides when to try again. Each
-//! call is bounded by the RPC's remaining deadline, or, for a call made on
-//! behalf of several RPCs ([`SharedApi`]), by a deadline of its own.
+//! once and the machine-controller's backoff decides when to try again. The one
+//! exception is throttling: a throttled request had no effect, so [`Api::call`]
+//! sends it once more after the project's limiter resynchronised. Each call is
+//! bounded by the RPC's remaining deadline, or, for a call made on behalf of
+//! several RPCs ([`SharedApi`]), by a deadline of its own.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -174,15 +176,46 @@ impl CallFailure {
 }
 
 impl Api<'_> {
-    /// Runs one Compute call: waits for the project's rate limiter, counts and
-    /// times it (`cloud_call`), bounds it by the RPC's deadline.
-    pub(crate) async fn call<T, F>(&self, operation: &'static str, fut: F) -> Result<T, CallFailure>
+    /// Runs one Compute request: waits for the project's rate limiter, counts
+    /// and times it (`cloud_call`), bounds it by the RPC's deadline.
+    ///
+    /// `request` makes the request's future (`|| client.op()....send()`), so
+    /// that a throttled request can be sent again: a request Compute throttles
+    /// had no effect, so it is resent once after the limiter resynchronised
+    /// ([`RateLimiter::penalize`]), and throttling reaches the caller only when
+    /// it persists. No other failure is resent.
+    pub(crate) async fn call<T, F, R>(&self, operation: &'static str, mut request: R) -> Result<T, CallFailure>
+    where
+        R: FnMut() -> F,
+        F: Future<Output = Result<T, GaxError>>,
+    {
+        match self.send_once(operation, request()).await {
+            Err(CallFailure::Cloud(f)) if f.is_throttling() => {
+                tracing::debug!(operation, reason = ?f.reason, "compute throttled the request; resending it once");
+                self.limiter.penalize().await;
+                self.send_once(operation, request()).await
+            }
+            answer => answer,
+        }
+    }
+
+    /// Like [`Api::call`], converting every failure into a driver error.
+    pub(crate) async fn call_or_fail<T, F, R>(&self, operation: &'static str, request: R) -> Result<T, DriverError>
+    where
+        R: FnMut() -> F,
+        F: Future<Output = Result<T, GaxError>>,
+    {
+        self.call(operation, request).await.map_err(|f| f.into_driver_error(operation))
+    }
+
+    /// One counted, rate-limited attempt of `request`, bounded by the RPC's remaining time.
+    async fn send_once<T, F>(&self, operation: &'static str, request: F) -> Result<T, CallFailure>
     where
         F: Future<Output = Result<T, GaxError>>,
     {
         let run = async {
             self.limiter.acquire().await;
-            cloud_call(CloudCall { provider: "gcp", service: "compute", operation }, fut).await
+            cloud_call(CloudCall { provider: "gcp", service: "compute", operation }, request).await
         };
         match tokio::time::timeout(self.ctx.remaining(), run).await {
             Ok(Ok(v)) => Ok(v),
@@ -193,14 +226,6 @@ impl Api<'_> {
             }
             Err(_) => Err(CallFailure::Deadline),
         }
-    }
-
-    /// Like [`Api::call`], converting every failure into a driver error.
-    pub(crate) async fn call_or_fail<T, F>(&self, operation: &'static str, fut: F) -> Result<T, DriverError>
-    where
-        F: Future<Output = Result<T, GaxError>>,
-    {
-        self.call(operation, fut).await.map_err(|f| f.into_driver_error(operation))
     }
 
     /// The clients and limiter of this handle, detached from the RPC's deadline.

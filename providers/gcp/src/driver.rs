@@ -127,16 +127,15 @@ impl GcpDriver {
     /// Handles "already exists": adopts the instance when it carries this machine's uid label.
     async fn adopt(&self, api: &Api<'_>, target: &InstanceRef, uid: &str) -> Result<CreatedMachine, DriverError> {
         let got = api
-            .call(
-                "instances.get",
+            .call("instances.get", || {
                 api.clients
                     .instances
                     .get()
                     .set_project(&target.project)
                     .set_zone(&target.zone)
                     .set_instance(&target.name)
-                    .send(),
-            )
+                    .send()
+            })
             .await;
         let instance = match got {
             Ok(i) => i,
@@ -172,16 +171,15 @@ impl GcpDriver {
         let Some(op_name) = op.name.as_deref().filter(|_| !bound.is_zero()) else {
             return Ok(created(target, &Instance::new()));
         };
-        let wait = api.call(
-            "zoneOperations.wait",
+        let wait = api.call("zoneOperations.wait", || {
             api.clients
                 .operations
                 .wait()
                 .set_project(&target.project)
                 .set_zone(&target.zone)
                 .set_operation(op_name)
-                .send(),
-        );
+                .send()
+        });
         match tokio::time::timeout(bound, wait).await {
             Ok(Ok(done)) if is_done(&done) => match CloudFailure::from_operation(&done) {
                 None => Ok(created(target, &Instance::new())),
@@ -253,17 +251,16 @@ impl Driver for GcpDriver {
         for generation in 0..MAX_INSERT_GENERATIONS {
             let request_id = insert_request_id(uid, after.as_deref());
             let inserted = api
-                .call(
-                    "instances.insert",
+                .call("instances.insert", || {
                     api.clients
                         .instances
                         .insert()
                         .set_project(&target.project)
                         .set_zone(&target.zone)
-                        .set_request_id(request_id)
+                        .set_request_id(request_id.clone())
                         .set_body(body.clone())
-                        .send(),
-                )
+                        .send()
+                })
                 .await;
             let op = match inserted {
                 Ok(op) => op,
@@ -326,16 +323,15 @@ impl Driver for GcpDriver {
         let target = self.locate(&req, &key)?;
         let api = self.pool.api(&key, ctx).await?;
         let deleted = api
-            .call(
-                "instances.delete",
+            .call("instances.delete", || {
                 api.clients
                     .instances
                     .delete()
                     .set_project(&target.project)
                     .set_zone(&target.zone)
                     .set_instance(&target.name)
-                    .send(),
-            )
+                    .send()
+            })
             .await;
         self.recent.forget(&target);
         match deleted {
@@ -363,8 +359,7 @@ impl Driver for GcpDriver {
         let mut page_token = String::new();
         loop {
             let page = api
-                .call_or_fail(
-                    "instances.list",
+                .call_or_fail("instances.list", || {
                     api.clients
                         .instances
                         .list()
@@ -373,8 +368,8 @@ impl Driver for GcpDriver {
                         .set_filter(filter.clone())
                         .set_max_results(LIST_PAGE_SIZE)
                         .set_page_token(page_token.clone())
-                        .send(),
-                )
+                        .send()
+                })
                 .await?;
             for instance in &page.items {
                 if let Some(name) = instance.name.as_deref() {

@@ -115,6 +115,17 @@ impl CloudFailure {
         matches!(self.http_status, Some(409) | Some(412))
     }
 
+    /// True when Compute throttled the request (a throttling reason such as
+    /// 403 `rateLimitExceeded`, or HTTP 429 without a quota reason): it had no
+    /// effect, so sending it again is safe.
+    pub(crate) fn is_throttling(&self) -> bool {
+        if self.transport.is_some() {
+            return false;
+        }
+        let reason = self.reason.as_deref().unwrap_or("");
+        THROTTLING_REASONS.contains(&reason) || (self.http_status == Some(429) && !EXHAUSTED_REASONS.contains(&reason))
+    }
+
     /// The driver error kind this failure belongs to.
     pub(crate) fn kind(&self) -> ErrorKind {
         if let Some(t) = self.transport {
@@ -124,10 +135,10 @@ impl CloudFailure {
                 TransportProblem::Decode => ErrorKind::Internal,
             };
         }
-        let reason = self.reason.as_deref().unwrap_or("");
-        if THROTTLING_REASONS.contains(&reason) {
+        if self.is_throttling() {
             return ErrorKind::Unavailable;
         }
+        let reason = self.reason.as_deref().unwrap_or("");
         if EXHAUSTED_REASONS.contains(&reason) {
             return ErrorKind::ResourceExhausted;
         }
@@ -239,6 +250,19 @@ mod tests {
         assert_eq!(http(404, "notFound").kind(), ErrorKind::NotFound);
         assert_eq!(http(409, "alreadyExists").kind(), ErrorKind::AlreadyExists);
         assert_eq!(http(412, "conditionNotMet").kind(), ErrorKind::FailedPrecondition);
+    }
+
+    #[test]
+    fn throttling_is_recognised_by_reason_or_429() {
+        assert!(http(429, "rateLimitExceeded").is_throttling());
+        assert!(http(403, "rateLimitExceeded").is_throttling());
+        assert!(http(403, "userRateLimitExceeded").is_throttling());
+        assert!(http(429, "tooManyRequests").is_throttling());
+        assert!(!http(429, "quotaExceeded").is_throttling());
+        assert!(!http(403, "quotaExceeded").is_throttling());
+        assert!(!http(403, "forbidden").is_throttling());
+        assert!(!http(503, "backendError").is_throttling());
+        assert!(!CloudFailure::from_gax(&GaxError::io("connection reset")).is_throttling());
     }
 
     #[test]

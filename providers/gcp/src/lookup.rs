@@ -130,10 +130,9 @@ fn batch_fetch(shared: SharedApi, project: String, zone: String) -> BatchFn<Stri
 /// One `instances.get`; `Ok(None)` on 404.
 async fn get_one(api: &Api<'_>, project: &str, zone: &str, name: &str) -> Result<Option<Instance>, DriverError> {
     let got = api
-        .call(
-            "instances.get",
-            api.clients.instances.get().set_project(project).set_zone(zone).set_instance(name).send(),
-        )
+        .call("instances.get", || {
+            api.clients.instances.get().set_project(project).set_zone(zone).set_instance(name).send()
+        })
         .await;
     match got {
         Ok(instance) => Ok(Some(instance)),
@@ -155,8 +154,7 @@ async fn list_named(
     let mut page_token = String::new();
     loop {
         let listed = api
-            .call(
-                "instances.list",
+            .call("instances.list", || {
                 api.clients
                     .instances
                     .list()
@@ -165,8 +163,8 @@ async fn list_named(
                     .set_filter(filter.clone())
                     .set_max_results(LIST_PAGE_SIZE)
                     .set_page_token(page_token.clone())
-                    .send(),
-            )
+                    .send()
+            })
             .await;
         let page = match listed {
             Ok(page) => page,

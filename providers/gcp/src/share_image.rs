@@ -94,7 +94,7 @@ pub(crate) async fn share_image(
 
     let api = pool.api(&consumer, ctx).await?;
     let visible = api
-        .call("images.get", api.clients.images.get().set_project(&image.project).set_image(&image.name).send())
+        .call("images.get", || api.clients.images.get().set_project(&image.project).set_image(&image.name).send())
         .await;
     match visible {
         Ok(_) => return Ok(done(false)),
@@ -113,10 +113,9 @@ pub(crate) async fn share_image(
     let api = pool.api(&owner, ctx).await?;
     for _ in 0..MAX_POLICY_ATTEMPTS {
         let mut policy = api
-            .call_or_fail(
-                "images.getIamPolicy",
-                api.clients.images.get_iam_policy().set_project(&image.project).set_resource(&image.name).send(),
-            )
+            .call_or_fail("images.getIamPolicy", || {
+                api.clients.images.get_iam_policy().set_project(&image.project).set_resource(&image.name).send()
+            })
             .await?;
         if !add_member(&mut policy, IMAGE_USER_ROLE, &member) {
             return Ok(done(false));
@@ -124,16 +123,15 @@ pub(crate) async fn share_image(
         let mut body = GlobalSetPolicyRequest::new();
         body.policy = Some(policy);
         let set = api
-            .call(
-                "images.setIamPolicy",
+            .call("images.setIamPolicy", || {
                 api.clients
                     .images
                     .set_iam_policy()
                     .set_project(&image.project)
                     .set_resource(&image.name)
-                    .set_body(body)
-                    .send(),
-            )
+                    .set_body(body.clone())
+                    .send()
+            })
             .await;
         match set {
             Ok(_) => {
