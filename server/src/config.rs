@@ -35,6 +35,12 @@ pub struct ServerArgs {
     #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
     pub otlp_endpoint: Option<String>,
 
+    /// Which spans go to the OTLP endpoint, in `RUST_LOG` syntax; separate from
+    /// `--log` so that traces carry every cloud call (debug-level `cloud_call`
+    /// and `coalesced_read` spans) while the logs stay at `info`.
+    #[arg(long, env = "MACHINE_DRIVER_TRACE_FILTER", default_value = "info,machine_driver_api=debug")]
+    pub trace_filter: String,
+
     /// Deadline applied to a call whose caller sends no `grpc-timeout` (the machine-controller sends none).
     #[arg(long, env = "MACHINE_DRIVER_DEFAULT_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
     pub default_timeout: Duration,

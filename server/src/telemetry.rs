@@ -35,6 +35,8 @@ impl Drop for Telemetry {
 /// export) and the Prometheus metrics recorder.
 pub(crate) fn init(args: &ServerArgs) -> Result<Telemetry, ServeError> {
     let filter = EnvFilter::try_new(&args.log).map_err(|e| ServeError::Config(format!("--log {:?}: {e}", args.log)))?;
+    let trace_filter = EnvFilter::try_new(&args.trace_filter)
+        .map_err(|e| ServeError::Config(format!("--trace-filter {:?}: {e}", args.trace_filter)))?;
     let fmt = match args.log_format {
         // Colour only on a terminal: escape codes in `kubectl logs` help nobody.
         LogFormat::Text => tracing_subscriber::fmt::layer()
@@ -61,10 +63,12 @@ pub(crate) fn init(args: &ServerArgs) -> Result<Telemetry, ServeError> {
         }
         None => None,
     };
-    let otel = tracer.as_ref().map(|p| tracing_opentelemetry::layer().with_tracer(p.tracer("machine-driver")));
+    // Each output has its own filter: logs follow `--log`, traces `--trace-filter`.
+    let otel = tracer
+        .as_ref()
+        .map(|p| tracing_opentelemetry::layer().with_tracer(p.tracer("machine-driver")).with_filter(trace_filter));
     tracing_subscriber::registry()
-        .with(filter)
-        .with(fmt)
+        .with(fmt.with_filter(filter))
         .with(otel)
         .try_init()
         .map_err(|e| ServeError::Telemetry(e.to_string()))?;

@@ -126,10 +126,8 @@ async fn rpc_spans_reach_the_collector_joined_to_the_caller_without_secrets() {
     };
     // `serve` awaits the shutdown signal from its first poll, before answering
     // any call, so its SIGTERM handler is installed by now.
-    let killed = std::process::Command::new("kill")
-        .args(["-TERM", &std::process::id().to_string()])
-        .status()
-        .expect("run kill");
+    let killed =
+        std::process::Command::new("kill").args(["-TERM", &std::process::id().to_string()]).status().expect("run kill");
     assert!(killed.success(), "kill -TERM failed: {killed}");
     let exit = run.await.expect("run stopped after SIGTERM");
     assert_eq!(format!("{exit:?}"), format!("{:?}", std::process::ExitCode::SUCCESS));
@@ -165,6 +163,13 @@ async fn rpc_spans_reach_the_collector_joined_to_the_caller_without_secrets() {
     assert_eq!(string_attr(status_span, "rpc").as_deref(), Some("GetMachineStatus"));
     assert_eq!(string_attr(status_span, "machine").as_deref(), Some("vm-traced"));
     assert_eq!(string_attr(status_span, "code").as_deref(), Some("Ok"));
+
+    // The provider's cloud call (a debug-level span) is exported at the default
+    // `--log info`: traces have their own filter (`--trace-filter`).
+    let cloud = spans.iter().find(|s| s.name == "cloud_call").expect("cloud_call span exported");
+    assert_eq!(hex(&cloud.trace_id), TRACE_ID, "cloud call in the RPC's trace");
+    assert_eq!(cloud.parent_span_id, status_span.span_id, "cloud call is a child of the RPC span");
+    assert_eq!(string_attr(cloud, "operation").as_deref(), Some("GetInstance"));
 
     let create_span = spans.iter().find(|s| s.name == "CreateMachine").expect("create span");
     assert_eq!(string_attr(create_span, "code").as_deref(), Some("Internal"));

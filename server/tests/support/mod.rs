@@ -99,6 +99,9 @@ impl Driver for TestDriver {
 
     async fn get_machine_status(&self, ctx: &CallContext, req: MachineRef) -> Result<MachineStatus> {
         self.enter(ctx, &req.machine.name).await?;
+        // A pretend cloud read, so that tests see its `cloud_call` span and metrics under the RPC.
+        let read = async { Ok::<(), std::convert::Infallible>(()) };
+        let _ = cloud_call(CloudCall { provider: "test", service: "test", operation: "GetInstance" }, read).await;
         Ok(MachineStatus {
             provider_id: format!("test:///{}", req.machine.name),
             node_name: req.machine.name,
@@ -160,6 +163,7 @@ pub fn args(socket: &std::path::Path) -> ServerArgs {
         log_format: LogFormat::Text,
         log: "info".into(),
         otlp_endpoint: None,
+        trace_filter: "info,machine_driver_api=debug".into(),
         default_timeout: Duration::from_secs(10),
         max_concurrent_calls: 16,
         shutdown_grace: Duration::from_secs(5),
