@@ -9,10 +9,11 @@
 //! small queue gathers for a few milliseconds before it goes out, up to
 //! `max_in_flight` batches at a time and `max_batch` keys per batch.
 //!
-//! Traces stay whole: a batch runs in a `coalesced_read` span whose parent is
-//! the span of the lookup that opened the batch, with a follows-from link to
-//! the span of every other lookup it answers, so the cloud call inside shows
-//! up under the RPCs it served.
+//! Traces stay whole: a batch's read runs in a `coalesced_read` span whose
+//! parent is the span of the lookup that opened the batch, with a
+//! follows-from link to the span of every other lookup it answers (the
+//! server's trace exporter keeps enough links per span for a full batch), so
+//! the cloud call inside shows up under the RPCs it served.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -120,7 +121,11 @@ where
             let this = self.clone();
             let span = batch_span(&batch);
             let batch: Vec<(K, Waiter<V>)> = batch.into_iter().map(|(k, tx, _)| (k, tx)).collect();
-            let work = async move {
+            let this_batch = this.clone();
+            // The span covers the read and the answers only, so that it (and the
+            // opening RPC's span, its parent) closes before the linger below.
+            let answer = async move {
+                let this = this_batch;
                 let mut keys: Vec<K> = Vec::with_capacity(batch.len());
                 for (k, _) in &batch {
                     if !keys.contains(k) {
@@ -145,6 +150,10 @@ where
                         }
                     }
                 }
+            }
+            .instrument(span);
+            let work = async move {
+                answer.await;
                 // Under load, a few stragglers are about to be joined by more: let
                 // them gather for a moment (the slot stays taken meanwhile). A lone
                 // lookup never waits: it finds no batch in flight.
@@ -155,7 +164,7 @@ where
                 lock(&this.state).in_flight -= 1;
                 this.pump();
             };
-            tokio::spawn(work.instrument(span));
+            tokio::spawn(work);
         }
     }
 }

@@ -22,6 +22,6 @@ pub use driver::{
 pub use error::{DriverError, ErrorKind, Result};
 pub use idempotency::idempotency_token;
 pub use machine::{Address, AddressType, Machine, MachineClass, NodeTemplate};
-pub use rate_limit::RateLimiter;
+pub use rate_limit::{RateLimiter, UNLIMITED_THROTTLE_PAUSE};
 pub use secret::SecretData;
 pub use spec::parse_provider_spec;

@@ -5,6 +5,10 @@ use std::time::Duration;
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
+/// How long [`RateLimiter::penalize`] pauses when no limit is configured: the
+/// cloud just throttled us, and resending at once would only add to its load.
+pub const UNLIMITED_THROTTLE_PAUSE: Duration = Duration::from_millis(250);
+
 /// Token bucket: `rate` requests per second, bursts up to `burst`.
 ///
 /// [`RateLimiter::acquire`] waits for a token, so a busy sidecar slows down to
@@ -54,8 +58,13 @@ impl RateLimiter {
 
     /// The cloud throttled us although the bucket had a token: its view of the
     /// window differs from ours. Empties the bucket so that the next request
-    /// waits a full token interval, resynchronising with the cloud.
+    /// waits a full token interval, resynchronising with the cloud. Without a
+    /// limit (rate 0) it pauses [`UNLIMITED_THROTTLE_PAUSE`] instead.
     pub async fn penalize(&self) {
+        if self.rate <= 0.0 {
+            tokio::time::sleep(UNLIMITED_THROTTLE_PAUSE).await;
+            return;
+        }
         let mut b = self.state.lock().await;
         b.tokens = b.tokens.min(0.0);
         b.last = Instant::now();
@@ -98,5 +107,15 @@ mod tests {
         for _ in 0..1000 {
             l.acquire().await;
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn penalize_without_a_limit_pauses() {
+        let l = RateLimiter::new(0.0, 1);
+        let started = Instant::now();
+        l.penalize().await;
+        assert_eq!(started.elapsed(), UNLIMITED_THROTTLE_PAUSE);
+        l.acquire().await;
+        assert_eq!(started.elapsed(), UNLIMITED_THROTTLE_PAUSE, "acquire stays free without a limit");
     }
 }

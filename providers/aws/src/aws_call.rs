@@ -46,6 +46,7 @@ where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
 {
     let mut attempts_left = THROTTLE_ATTEMPTS;
+    let mut throttled: Option<DriverError> = None;
     loop {
         attempts_left -= 1;
         // Boxed: SDK request futures are large and deeply nested; keeping them
@@ -57,15 +58,17 @@ where
         let err = match tokio::time::timeout(ctx.remaining(), work).await {
             Ok(Ok(v)) => return Ok(v),
             Ok(Err(e)) => errors::from_sdk(service, operation, e),
+            // No time left for the resend: the throttle is the better answer (retryable, with a delay).
             Err(_) => {
-                return Err(DriverError::deadline_exceeded(format!(
-                    "{service} {operation}: the call's deadline passed"
-                )));
+                return Err(throttled.unwrap_or_else(|| {
+                    DriverError::deadline_exceeded(format!("{service} {operation}: the call's deadline passed"))
+                }));
             }
         };
         if attempts_left == 0 || !errors::is_throttling(err.reason()) {
             return Err(err);
         }
+        throttled = Some(err);
         limiter.penalize().await;
     }
 }

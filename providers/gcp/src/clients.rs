@@ -193,7 +193,11 @@ impl Api<'_> {
             Err(CallFailure::Cloud(f)) if f.is_throttling() => {
                 tracing::debug!(operation, reason = ?f.reason, "compute throttled the request; resending it once");
                 self.limiter.penalize().await;
-                self.send_once(operation, request()).await
+                match self.send_once(operation, request()).await {
+                    // No time left for the resend: the throttle is the better answer (retryable, with a delay).
+                    Err(CallFailure::Deadline) => Err(CallFailure::Cloud(f)),
+                    answer => answer,
+                }
             }
             answer => answer,
         }

@@ -10,11 +10,12 @@
 //! each name).
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use google_cloud_compute_v1::model::Instance;
-use machine_driver_api::{BatchFn, CallContext, Coalescer, DriverError};
+use machine_driver_api::{BatchFn, CallContext, Coalescer, DriverError, ErrorKind};
 
 use crate::clients::{Api, SharedApi};
 use crate::credentials::ServiceAccountKey;
@@ -56,6 +57,9 @@ type ZoneKey = ([u8; 32], String, String);
 #[derive(Debug, Default)]
 pub(crate) struct InstanceLookups {
     by_zone: Mutex<HashMap<ZoneKey, Arc<Coalescer<String, Instance>>>>,
+    /// Set once Compute refused the batched name filter: batches are then read
+    /// with one `instances.get` per name (see [`batch_fetch`]).
+    filter_refused: Arc<AtomicBool>,
 }
 
 impl InstanceLookups {
@@ -92,7 +96,8 @@ impl InstanceLookups {
         if map.len() >= MAX_COALESCERS {
             map.clear();
         }
-        let fetch = batch_fetch(api.shared(), target.project.clone(), target.zone.clone());
+        let fetch =
+            batch_fetch(api.shared(), target.project.clone(), target.zone.clone(), Arc::clone(&self.filter_refused));
         let coalescer = Arc::new(Coalescer::new(fetch, MAX_BATCH_NAMES, BATCHES_IN_FLIGHT));
         map.insert(zone_key, Arc::clone(&coalescer));
         coalescer
@@ -102,12 +107,20 @@ impl InstanceLookups {
 /// The batched read: a batch of one name is one `instances.get` (404 = absent);
 /// more names are `instances.list` calls with a name filter, every page (404,
 /// an unknown project or zone = all absent). Any other failure fails the whole
-/// batch with the classified error.
-fn batch_fetch(shared: SharedApi, project: String, zone: String) -> BatchFn<String, Instance> {
+/// batch with the classified error, except a refused filter (INVALID_ARGUMENT:
+/// the driver built it, not the caller): that batch and every later one are
+/// read with one `instances.get` per name, and a warning says so once.
+fn batch_fetch(
+    shared: SharedApi,
+    project: String,
+    zone: String,
+    filter_refused: Arc<AtomicBool>,
+) -> BatchFn<String, Instance> {
     Arc::new(move |names: Vec<String>| {
         let shared = shared.clone();
         let project = project.clone();
         let zone = zone.clone();
+        let filter_refused = Arc::clone(&filter_refused);
         Box::pin(async move {
             let ctx = CallContext::with_timeout("GetMachineStatus", BATCH_TIMEOUT);
             let api = shared.bind(&ctx);
@@ -119,12 +132,44 @@ fn batch_fetch(shared: SharedApi, project: String, zone: String) -> BatchFn<Stri
                             found.insert(name.clone(), instance);
                         }
                     }
-                    names => list_named(&api, &project, &zone, names, &mut found).await?,
+                    names if !filter_refused.load(Ordering::Relaxed) => {
+                        match list_named(&api, &project, &zone, names, &mut found).await {
+                            Ok(()) => {}
+                            Err(e) if e.kind() == ErrorKind::InvalidArgument => {
+                                if !filter_refused.swap(true, Ordering::Relaxed) {
+                                    tracing::warn!(
+                                        %project, %zone, error = %e,
+                                        "Compute refused the batched instances.list name filter; \
+                                         status polls are read one instances.get each from now on"
+                                    );
+                                }
+                                get_each(&api, &project, &zone, names, &mut found).await?;
+                            }
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    names => get_each(&api, &project, &zone, names, &mut found).await?,
                 }
             }
             Ok(found)
         })
     })
+}
+
+/// One `instances.get` per name (the fallback when the name filter is refused).
+async fn get_each(
+    api: &Api<'_>,
+    project: &str,
+    zone: &str,
+    names: &[String],
+    found: &mut HashMap<String, Instance>,
+) -> Result<(), DriverError> {
+    for name in names {
+        if let Some(instance) = get_one(api, project, zone, name).await? {
+            found.insert(name.clone(), instance);
+        }
+    }
+    Ok(())
 }
 
 /// One `instances.get`; `Ok(None)` on 404.

@@ -210,3 +210,28 @@ async fn a_failed_batch_fails_its_polls_with_the_classified_error() {
     }
     assert!(failed >= 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_name_filter_falls_back_to_one_get_per_name() {
+    let s = Setup::start().await;
+    let names: Vec<String> = (0..20).map(fleet_name).collect();
+    for name in &names {
+        s.create(name).await;
+    }
+    // Compute answers the batched list with 400 `invalid` (the filter form refused).
+    s.admin("faults", json!({"operation": "instances.list", "kind": "invalid", "times": 1})).await;
+    s.admin("calls/reset", json!({})).await;
+    for (name, answer) in s.poll_concurrently(&names).await {
+        assert_eq!(answer.unwrap().node_name, name, "every poll answered, none with INVALID_ARGUMENT");
+    }
+    let (gets, lists) = s.reads().await;
+    assert_eq!(lists, 1, "the refused list is not tried again");
+    assert!(gets >= names.len() as u64 - 1, "{gets} gets");
+
+    // Later batches go straight to one get per name.
+    s.admin("calls/reset", json!({})).await;
+    for (name, answer) in s.poll_concurrently(&names).await {
+        assert_eq!(answer.unwrap().node_name, name);
+    }
+    assert_eq!(s.reads().await, (names.len() as u64, 0));
+}

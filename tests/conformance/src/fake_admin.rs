@@ -53,7 +53,7 @@ struct Inventory {
 pub struct Fault<'a> {
     /// Operation class (`create`, `read`, `write`, `delete`, `*`) or exact name.
     pub operation: &'a str,
-    /// Neutral kind (`throttle`, `capacity`, `unavailable`, `internal`, `auth`, `permission`).
+    /// Neutral kind (`throttle`, `capacity`, `unavailable`, `internal`, `auth`, `permission`, `invalid`).
     pub kind: &'a str,
     /// How many calls it strikes; every matching call when `None`.
     pub times: Option<u32>,

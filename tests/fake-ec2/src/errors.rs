@@ -91,6 +91,11 @@ impl Ec2Error {
                 "UnauthorizedOperation",
                 "You are not authorized to perform this operation.",
             ),
+            FaultKind::Invalid => Self::new(
+                StatusCode::BAD_REQUEST,
+                "InvalidParameterValue",
+                "Value for parameter is invalid (injected fault).",
+            ),
         }
     }
 
@@ -129,6 +134,7 @@ impl StsError {
                 "The security token included in the request is invalid.",
             ),
             FaultKind::Permission => (StatusCode::FORBIDDEN, "AccessDenied", "Access denied."),
+            FaultKind::Invalid => (StatusCode::BAD_REQUEST, "ValidationError", "1 validation error detected."),
         };
         Self { status, code, message }
     }

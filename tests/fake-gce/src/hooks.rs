@@ -27,6 +27,9 @@ pub(crate) fn fault_error(kind: FaultKind, operation: &str) -> GceError {
         FaultKind::Internal => GceError::internal(),
         FaultKind::Auth => GceError::unauthenticated(),
         FaultKind::Permission => GceError::forbidden(operation),
+        FaultKind::Invalid => {
+            GceError::invalid(format!("Invalid value in the request to {operation} (injected fault)."))
+        }
     }
 }
 

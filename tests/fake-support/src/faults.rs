@@ -20,6 +20,8 @@ pub enum FaultKind {
     Auth,
     /// The caller may not perform the operation.
     Permission,
+    /// The request was refused as invalid (EC2 `InvalidParameterValue`, GCE `invalid`).
+    Invalid,
 }
 
 /// When a fault strikes relative to the call's effect.
