@@ -24,16 +24,16 @@ struct Setup {
 
 impl Setup {
     async fn start() -> Self {
-        let fake = fake_gce::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
         // A real client-side limiter, so that the resend goes through penalize().
-        let driver = GcpDriver::new(GcpOptions {
-            cloud_endpoint: Some(fake.url()),
-            rate_limit: 50.0,
-            burst: 5,
-            embedded_fake: None,
-        })
-        .await
-        .unwrap();
+        Self::start_limited(50.0, 5).await
+    }
+
+    async fn start_limited(rate_limit: f64, burst: u32) -> Self {
+        let fake = fake_gce::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let driver =
+            GcpDriver::new(GcpOptions { cloud_endpoint: Some(fake.url()), rate_limit, burst, embedded_fake: None })
+                .await
+                .unwrap();
         let secret_json: BTreeMap<String, String> =
             serde_json::from_str(include_str!("../examples/secret.json")).unwrap();
         let class = MachineClass {
@@ -82,13 +82,17 @@ impl Setup {
     }
 
     async fn create(&self, name: &str) -> Result<CreatedMachine, DriverError> {
+        self.create_within(name, Duration::from_secs(20)).await
+    }
+
+    async fn create_within(&self, name: &str, deadline: Duration) -> Result<CreatedMachine, DriverError> {
         let req = CreateMachine {
             machine: Machine { name: name.into(), uid: format!("uid-{name}"), ..Default::default() },
             class: self.class.clone(),
             secret: self.secret.clone(),
             user_data: Default::default(),
         };
-        self.driver.create_machine(&CallContext::with_timeout("test", Duration::from_secs(20)), req).await
+        self.driver.create_machine(&CallContext::with_timeout("test", deadline), req).await
     }
 }
 
@@ -121,4 +125,15 @@ async fn other_failures_are_not_resent() {
     assert_eq!((err.kind(), err.reason()), (ErrorKind::Unavailable, "backendError"), "{err:?}");
     assert_eq!(s.inserts().await, 1, "a 503 is left to the machine-controller's backoff");
     assert!(s.live_instances().await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resend_without_time_left_answers_with_the_throttle() {
+    // One request per second: after the throttle, the resend would wait a whole second.
+    let s = Setup::start_limited(1.0, 1).await;
+    s.fail_inserts("throttle", 1).await;
+    let err = s.create_within("no-time-to-resend", Duration::from_millis(300)).await.unwrap_err();
+    assert_eq!((err.kind(), err.reason()), (ErrorKind::Unavailable, "rateLimitExceeded"), "{err:?}");
+    assert!(err.retry_after().is_some(), "{err:?}");
+    assert_eq!(s.inserts().await, 1, "no time was left for the resend");
 }
