@@ -127,12 +127,7 @@ fn batch_fetch(
             let mut found = HashMap::new();
             for chunk in filter_chunks(names) {
                 match chunk.as_slice() {
-                    [name] => {
-                        if let Some(instance) = get_one(&api, &project, &zone, name).await? {
-                            found.insert(name.clone(), instance);
-                        }
-                    }
-                    names if !filter_refused.load(Ordering::Relaxed) => {
+                    names if names.len() > 1 && !filter_refused.load(Ordering::Relaxed) => {
                         match list_named(&api, &project, &zone, names, &mut found).await {
                             Ok(()) => {}
                             Err(e) if e.kind() == ErrorKind::InvalidArgument => {
@@ -156,7 +151,7 @@ fn batch_fetch(
     })
 }
 
-/// One `instances.get` per name (the fallback when the name filter is refused).
+/// One `instances.get` per name (a batch of one, or any batch once the name filter was refused).
 async fn get_each(
     api: &Api<'_>,
     project: &str,
