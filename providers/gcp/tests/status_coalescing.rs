@@ -5,88 +5,50 @@
 #![cfg(feature = "embedded-fake")]
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::collections::BTreeMap;
+use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
-use machine_driver_api::{
-    CallContext, CreateMachine, Driver, DriverError, ErrorKind, Machine, MachineClass, MachineRef, MachineStatus,
-    SecretData,
-};
-use machine_driver_gcp::{GcpDriver, GcpOptions};
+use machine_driver_api::{CallContext, Driver, DriverError, ErrorKind, MachineStatus};
+use machine_driver_gcp::GcpDriver;
 use serde_json::{Value, json};
+use support::FakeCloud;
 
 const FLEET: usize = 50;
 
 struct Setup {
-    fake: fake_gce::FakeHandle,
-    http: reqwest::Client,
+    cloud: FakeCloud,
     driver: Arc<GcpDriver>,
-    class: MachineClass,
-    secret: SecretData,
+}
+
+impl Deref for Setup {
+    type Target = FakeCloud;
+    fn deref(&self) -> &FakeCloud {
+        &self.cloud
+    }
 }
 
 impl Setup {
     async fn start() -> Self {
-        let fake = fake_gce::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
-        let driver = GcpDriver::new(GcpOptions {
-            cloud_endpoint: Some(fake.url()),
-            rate_limit: 0.0,
-            burst: 0,
-            embedded_fake: None,
-        })
-        .await
-        .unwrap();
-        let secret_json: BTreeMap<String, String> =
-            serde_json::from_str(include_str!("../examples/secret.json")).unwrap();
-        let class = MachineClass {
-            name: "class".into(),
-            provider: "GCP".into(),
-            provider_spec: include_bytes!("../examples/machine-class.json").to_vec(),
-            node_template: None,
-        };
-        let setup = Self {
-            fake,
-            http: reqwest::Client::new(),
-            driver: Arc::new(driver),
-            class,
-            secret: secret_json.into_iter().collect(),
-        };
+        let cloud = FakeCloud::start().await;
+        let driver = Arc::new(cloud.driver(0.0, 0).await);
         // Fast boot; deleted instances stay STOPPING for the whole test.
-        setup.admin("timing", json!({"boot_ms": 20, "stop_ms": 600_000})).await;
-        setup
-    }
-
-    async fn admin(&self, path: &str, body: Value) -> Value {
-        let resp = self.http.post(format!("{}/{path}", self.fake.admin_url())).json(&body).send().await.unwrap();
-        assert!(resp.status().is_success(), "admin {path}");
-        resp.json().await.unwrap()
+        cloud.admin("timing", json!({"boot_ms": 20, "stop_ms": 600_000})).await;
+        Self { cloud, driver }
     }
 
     /// Instance API calls since the last reset: (instances.get, instances.list).
     async fn reads(&self) -> (u64, u64) {
-        let calls: Value =
-            self.http.get(format!("{}/calls", self.fake.admin_url())).send().await.unwrap().json().await.unwrap();
+        let calls: Value = self.admin_get("calls").await;
         let n = |op: &str| calls["calls"][op].as_u64().unwrap_or(0);
         (n("instances.get"), n("instances.list"))
     }
 
-    fn machine_ref(&self, name: &str) -> MachineRef {
-        MachineRef {
-            machine: Machine { name: name.into(), uid: format!("uid-{name}"), ..Default::default() },
-            class: self.class.clone(),
-            secret: self.secret.clone(),
-        }
-    }
-
     async fn create(&self, name: &str) {
-        let req = CreateMachine {
-            machine: self.machine_ref(name).machine,
-            class: self.class.clone(),
-            secret: self.secret.clone(),
-            user_data: Default::default(),
-        };
-        self.driver.create_machine(&ctx(), req).await.unwrap();
+        self.driver.create_machine(&ctx(), self.create_request(name)).await.unwrap();
     }
 
     async fn status(&self, name: &str) -> Result<MachineStatus, DriverError> {

@@ -5,21 +5,26 @@
 #![cfg(feature = "embedded-fake")]
 #![allow(clippy::unwrap_used)]
 
-use std::collections::BTreeMap;
+mod support;
+
+use std::ops::Deref;
 use std::time::Duration;
 
-use machine_driver_api::{
-    CallContext, CreateMachine, CreatedMachine, Driver, DriverError, ErrorKind, Machine, MachineClass, SecretData,
-};
-use machine_driver_gcp::{GcpDriver, GcpOptions};
-use serde_json::{Value, json};
+use machine_driver_api::{CallContext, CreatedMachine, Driver, DriverError, ErrorKind};
+use machine_driver_gcp::GcpDriver;
+use serde_json::json;
+use support::FakeCloud;
 
 struct Setup {
-    fake: fake_gce::FakeHandle,
-    http: reqwest::Client,
+    cloud: FakeCloud,
     driver: GcpDriver,
-    class: MachineClass,
-    secret: SecretData,
+}
+
+impl Deref for Setup {
+    type Target = FakeCloud;
+    fn deref(&self) -> &FakeCloud {
+        &self.cloud
+    }
 }
 
 impl Setup {
@@ -29,33 +34,10 @@ impl Setup {
     }
 
     async fn start_limited(rate_limit: f64, burst: u32) -> Self {
-        let fake = fake_gce::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
-        let driver =
-            GcpDriver::new(GcpOptions { cloud_endpoint: Some(fake.url()), rate_limit, burst, embedded_fake: None })
-                .await
-                .unwrap();
-        let secret_json: BTreeMap<String, String> =
-            serde_json::from_str(include_str!("../examples/secret.json")).unwrap();
-        let class = MachineClass {
-            name: "class".into(),
-            provider: "GCP".into(),
-            provider_spec: include_bytes!("../examples/machine-class.json").to_vec(),
-            node_template: None,
-        };
-        let setup =
-            Self { fake, http: reqwest::Client::new(), driver, class, secret: secret_json.into_iter().collect() };
-        setup.admin("timing", json!({"boot_ms": 20, "stop_ms": 20})).await;
-        setup
-    }
-
-    async fn admin(&self, path: &str, body: Value) -> Value {
-        let resp = self.http.post(format!("{}/{path}", self.fake.admin_url())).json(&body).send().await.unwrap();
-        assert!(resp.status().is_success(), "admin {path}");
-        resp.json().await.unwrap()
-    }
-
-    async fn admin_get(&self, path: &str) -> Value {
-        self.http.get(format!("{}/{path}", self.fake.admin_url())).send().await.unwrap().json().await.unwrap()
+        let cloud = FakeCloud::start().await;
+        let driver = cloud.driver(rate_limit, burst).await;
+        cloud.admin("timing", json!({"boot_ms": 20, "stop_ms": 20})).await;
+        Self { cloud, driver }
     }
 
     /// `instances.insert` requests the fake received since the last reset.
@@ -86,13 +68,7 @@ impl Setup {
     }
 
     async fn create_within(&self, name: &str, deadline: Duration) -> Result<CreatedMachine, DriverError> {
-        let req = CreateMachine {
-            machine: Machine { name: name.into(), uid: format!("uid-{name}"), ..Default::default() },
-            class: self.class.clone(),
-            secret: self.secret.clone(),
-            user_data: Default::default(),
-        };
-        self.driver.create_machine(&CallContext::with_timeout("test", deadline), req).await
+        self.driver.create_machine(&CallContext::with_timeout("test", deadline), self.create_request(name)).await
     }
 }
 
