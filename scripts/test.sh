@@ -4,6 +4,8 @@
 #      embedded fakes are compiled in);
 #   2. the benchmark harness with tiny numbers, so that it keeps working;
 #   3. the conformance suite against each provider binary on its fake cloud.
+# Providers are discovered: every providers/<cloud>/examples/conformance.json
+# names the fake its binary machine-driver-<cloud> is tested against.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TARGET="${CARGO_TARGET_DIR:-target}"
@@ -14,15 +16,20 @@ cargo test --workspace --all-features
 echo "==> building the driver binaries with their embedded fakes"
 cargo build --workspace --all-features --bins
 
+clouds=()
+for conf in providers/*/examples/conformance.json; do
+    clouds+=("$(basename "$(dirname "$(dirname "$conf")")")")
+done
+fake_of() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["fake"])' "providers/$1/examples/conformance.json"; }
 
-for cloud in aws gcp; do
+for cloud in "${clouds[@]}"; do
     echo "==> benchmark harness (quick sizes): machine-driver-$cloud"
     "$TARGET/debug/machine-driver-bench" --quick --driver "$TARGET/debug/machine-driver-$cloud"
 done
 
-for cloud in aws gcp; do
-    echo "==> conformance suite: machine-driver-$cloud on its fake cloud"
-    case "$cloud" in aws) fake=fake-ec2 ;; gcp) fake=fake-gce ;; esac
+for cloud in "${clouds[@]}"; do
+    fake="$(fake_of "$cloud")"
+    echo "==> conformance suite: machine-driver-$cloud on its fake cloud ($fake)"
     "$TARGET/debug/machine-driver-conformance" \
         --spawn "$TARGET/debug/machine-driver-$cloud" \
         --spawn-fake "$TARGET/debug/$fake" \

@@ -24,15 +24,24 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
 use tracing::{Instrument, Span};
 
+use crate::context::CallContext;
 use crate::error::DriverError;
 
 /// How long a small queue gathers after a batch returned, before the next goes out.
 const LINGER: std::time::Duration = std::time::Duration::from_millis(3);
 
+/// Deadline of one batched read, made on behalf of several RPCs (each waiting
+/// RPC still answers by its own deadline).
+pub const BATCH_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// The batched read: keys in, a result per key out (keys missing from the map
-/// are "absent"). An `Err` fails every lookup of the batch.
-pub type BatchFn<K, V> =
-    Arc<dyn Fn(Vec<K>) -> Pin<Box<dyn Future<Output = Result<HashMap<K, V>, DriverError>> + Send>> + Send + Sync>;
+/// are "absent"). An `Err` fails every lookup of the batch. The context bounds
+/// the read by [`BATCH_DEADLINE`].
+pub type BatchFn<K, V> = Arc<
+    dyn Fn(Vec<K>, CallContext) -> Pin<Box<dyn Future<Output = Result<HashMap<K, V>, DriverError>> + Send>>
+        + Send
+        + Sync,
+>;
 
 /// Coalesces concurrent lookups of keys `K` into batched calls.
 pub struct Coalescer<K, V> {
@@ -40,6 +49,7 @@ pub struct Coalescer<K, V> {
 }
 
 struct Inner<K, V> {
+    what: &'static str,
     fetch: BatchFn<K, V>,
     max_batch: usize,
     max_in_flight: usize,
@@ -59,6 +69,7 @@ struct State<K, V> {
 impl<K, V> std::fmt::Debug for Coalescer<K, V> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Coalescer")
+            .field("what", &self.inner.what)
             .field("max_batch", &self.inner.max_batch)
             .field("max_in_flight", &self.inner.max_in_flight)
             .finish()
@@ -71,10 +82,12 @@ where
     V: Clone + Send + 'static,
 {
     /// A coalescer calling `fetch` with at most `max_batch` keys, at most
-    /// `max_in_flight` batches at once.
-    pub fn new(fetch: BatchFn<K, V>, max_batch: usize, max_in_flight: usize) -> Self {
+    /// `max_in_flight` batches at once. `what` names the read in errors
+    /// (`ec2 DescribeInstances`).
+    pub fn new(what: &'static str, fetch: BatchFn<K, V>, max_batch: usize, max_in_flight: usize) -> Self {
         Self {
             inner: Arc::new(Inner {
+                what,
                 fetch,
                 max_batch: max_batch.max(1),
                 max_in_flight: max_in_flight.max(1),
@@ -93,6 +106,18 @@ where
         }
         Inner::pump(&self.inner);
         rx.await.unwrap_or_else(|_| Err(DriverError::internal("batched lookup was dropped")))
+    }
+
+    /// [`Coalescer::get`], answering DEADLINE_EXCEEDED when `ctx`'s deadline
+    /// comes first (the batch goes on for the other lookups in it).
+    pub async fn get_within(&self, ctx: &CallContext, key: K) -> Result<Option<V>, DriverError> {
+        match tokio::time::timeout_at(ctx.deadline(), self.get(key)).await {
+            Ok(answer) => answer,
+            Err(_) => Err(DriverError::deadline_exceeded(format!(
+                "{} did not answer before the call's deadline",
+                self.inner.what
+            ))),
+        }
     }
 }
 
@@ -132,7 +157,7 @@ where
                         keys.push(k.clone());
                     }
                 }
-                let result = (this.fetch)(keys).await;
+                let result = (this.fetch)(keys, CallContext::with_timeout("batched read", BATCH_DEADLINE)).await;
                 match result {
                     Ok(map) => {
                         for (k, tx) in batch {
@@ -189,7 +214,7 @@ mod tests {
     use super::*;
 
     fn counting(calls: Arc<AtomicUsize>, sizes: Arc<Mutex<Vec<usize>>>) -> BatchFn<u32, u32> {
-        Arc::new(move |keys: Vec<u32>| {
+        Arc::new(move |keys: Vec<u32>, _ctx| {
             calls.fetch_add(1, Ordering::SeqCst);
             lock(&sizes).push(keys.len());
             Box::pin(async move {
@@ -202,7 +227,7 @@ mod tests {
     #[tokio::test]
     async fn lone_lookup_goes_out_at_once() {
         let calls = Arc::new(AtomicUsize::new(0));
-        let c = Coalescer::new(counting(calls.clone(), Arc::default()), 100, 2);
+        let c = Coalescer::new("test read", counting(calls.clone(), Arc::default()), 100, 2);
         let started = tokio::time::Instant::now();
         assert_eq!(c.get(3).await.unwrap(), Some(30));
         assert!(started.elapsed() < Duration::from_millis(40), "{:?}", started.elapsed());
@@ -214,7 +239,7 @@ mod tests {
     async fn concurrent_lookups_share_calls() {
         let calls = Arc::new(AtomicUsize::new(0));
         let sizes = Arc::new(Mutex::new(Vec::new()));
-        let c = Arc::new(Coalescer::new(counting(calls.clone(), sizes.clone()), 200, 2));
+        let c = Arc::new(Coalescer::new("test read", counting(calls.clone(), sizes.clone()), 200, 2));
         let tasks: Vec<_> = (1..=1000u32)
             .map(|k| {
                 let c = c.clone();
@@ -234,7 +259,7 @@ mod tests {
     async fn a_failed_batch_fails_its_lookups_only() {
         let fail = Arc::new(AtomicUsize::new(1));
         let f = fail.clone();
-        let fetch: BatchFn<u32, u32> = Arc::new(move |keys: Vec<u32>| {
+        let fetch: BatchFn<u32, u32> = Arc::new(move |keys: Vec<u32>, _ctx| {
             let fail_now = f.fetch_sub(1, Ordering::SeqCst) == 1;
             Box::pin(async move {
                 if fail_now {
@@ -244,9 +269,19 @@ mod tests {
                 }
             })
         });
-        let c = Coalescer::new(fetch, 10, 1);
+        let c = Coalescer::new("test read", fetch, 10, 1);
         let err = c.get(1).await.unwrap_err();
         assert_eq!(err.retry_after(), Some(Duration::from_secs(1)));
         assert_eq!(c.get(2).await.unwrap(), Some(2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lookup_answers_by_its_own_deadline() {
+        let fetch: BatchFn<u32, u32> = Arc::new(|_keys: Vec<u32>, _ctx| Box::pin(std::future::pending()));
+        let c = Coalescer::new("test read", fetch, 10, 1);
+        let ctx = CallContext::with_timeout("Test", Duration::from_millis(10));
+        let err = c.get_within(&ctx, 1).await.unwrap_err();
+        assert_eq!(err.kind(), crate::ErrorKind::DeadlineExceeded);
+        assert_eq!(err.message(), "test read did not answer before the call's deadline");
     }
 }

@@ -126,6 +126,22 @@ pub struct MachineStatus {
     pub vm_state: String,
 }
 
+impl MachineStatus {
+    /// The one answer for a machine created a moment ago that the cloud does
+    /// not show yet: OK, not initialized, pending step
+    /// [`AWAIT_VISIBILITY`](crate::AWAIT_VISIBILITY), state `pending`
+    /// (see [`RecentCreates`](crate::RecentCreates)).
+    pub fn not_visible_yet(provider_id: String, node_name: String) -> Self {
+        Self {
+            provider_id,
+            node_name,
+            addresses: Vec::new(),
+            pending_steps: vec![crate::AWAIT_VISIBILITY.to_string()],
+            vm_state: "pending".to_string(),
+        }
+    }
+}
+
 /// InitializeMachine output.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InitializedMachine {

@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
 
+mod cache;
 mod cloud_call;
 mod coalesce;
 mod context;
@@ -8,12 +9,15 @@ mod driver;
 mod error;
 mod idempotency;
 mod machine;
+mod provider;
 mod rate_limit;
+mod recent;
 mod secret;
 mod spec;
 
-pub use cloud_call::{CloudCall, cloud_call};
-pub use coalesce::{BatchFn, Coalescer};
+pub use cache::KeyedCache;
+pub use cloud_call::{CallFailure, CloudCall, CloudCaller, CloudFailure, cloud_call};
+pub use coalesce::{BATCH_DEADLINE, BatchFn, Coalescer};
 pub use context::CallContext;
 pub use driver::{
     Capabilities, CreateMachine, CreatedMachine, DeletedMachine, Driver, DriverInfo, InitializedMachine, ListMachines,
@@ -22,6 +26,8 @@ pub use driver::{
 pub use error::{DriverError, ErrorKind, Result};
 pub use idempotency::idempotency_token;
 pub use machine::{Address, AddressType, Machine, MachineClass, NodeTemplate};
+pub use provider::{CloudOptions, Provider};
 pub use rate_limit::{RateLimiter, UNLIMITED_THROTTLE_PAUSE};
+pub use recent::{AWAIT_VISIBILITY, RecentCreates, VISIBILITY_GRACE};
 pub use secret::SecretData;
-pub use spec::parse_provider_spec;
+pub use spec::{parse_provider_spec, set_strict_provider_spec};

@@ -13,7 +13,7 @@ async fn batches_run_in_a_span_under_the_callers_span() {
     let _guard = tracing::subscriber::set_default(Registry::default());
     let seen = Arc::new(Mutex::new(Vec::<(String, Option<String>)>::new()));
     let s = seen.clone();
-    let fetch: BatchFn<u32, u32> = Arc::new(move |keys: Vec<u32>| {
+    let fetch: BatchFn<u32, u32> = Arc::new(move |keys: Vec<u32>, _ctx| {
         let current = Span::current();
         let names = tracing::dispatcher::get_default(|d| {
             let registry = d.downcast_ref::<Registry>()?;
@@ -23,7 +23,7 @@ async fn batches_run_in_a_span_under_the_callers_span() {
         s.lock().unwrap().extend(names);
         Box::pin(async move { Ok(keys.into_iter().map(|k| (k, k)).collect()) })
     });
-    let c = Coalescer::new(fetch, 10, 1);
+    let c = Coalescer::new("test read", fetch, 10, 1);
     assert_eq!(c.get(1).instrument(tracing::info_span!("rpc")).await.unwrap(), Some(1));
     assert_eq!(*seen.lock().unwrap(), vec![("coalesced_read".to_string(), Some("rpc".to_string()))]);
 }

@@ -62,6 +62,14 @@ pub struct ServerArgs {
     #[arg(long, env = "MACHINE_DRIVER_REGISTRY_CONFIG")]
     pub registry_config: Option<PathBuf>,
 
+    /// Refuse machine classes whose providerSpec has keys this driver does not
+    /// know (INVALID_ARGUMENT naming the key). Off by default: like the Go
+    /// providers, unknown keys are ignored, logged once per class and counted
+    /// (`machine_driver_provider_spec_unknown_fields_total`), so that a newer
+    /// Gardener extension does not break machines.
+    #[arg(long, env = "MACHINE_DRIVER_STRICT_PROVIDER_SPEC")]
+    pub strict_provider_spec: bool,
+
     /// Cloud access settings handed to the provider.
     #[command(flatten)]
     pub cloud: CloudArgs,

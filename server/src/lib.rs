@@ -9,13 +9,13 @@ mod error;
 mod identity;
 mod listener;
 mod metrics_http;
+mod provider_main;
 mod service;
 mod status;
 mod telemetry;
 mod user_data;
 
 use std::future::Future;
-use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -29,45 +29,9 @@ use tower::limit::GlobalConcurrencyLimitLayer;
 
 pub use config::{CloudArgs, Endpoint, LogFormat, ServerArgs, parse_duration};
 pub use error::ServeError;
+pub use provider_main::{EmbeddedFake, StartFake, StartedFake, provider_main, run};
 pub use status::{ERROR_DOMAIN, code_for, to_status};
 pub use telemetry::{Telemetry, install_prometheus};
-
-/// Runs a driver binary: installs telemetry, builds the provider with
-/// `make_driver` (given the cloud flags), serves until SIGTERM/SIGINT, and
-/// returns the process exit code (2 for bad configuration, 1 for other failures).
-pub async fn run<D, F, Fut, E>(args: ServerArgs, make_driver: F) -> ExitCode
-where
-    D: Driver,
-    F: FnOnce(CloudArgs) -> Fut,
-    Fut: Future<Output = Result<D, E>>,
-    E: std::fmt::Display,
-{
-    let telemetry = match telemetry::init(&args) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("machine-driver: {e}");
-            return ExitCode::from(e.exit_code());
-        }
-    };
-    let driver = match make_driver(args.cloud.clone()).await {
-        Ok(d) => d,
-        Err(e) => {
-            let e = ServeError::Provider(e.to_string());
-            tracing::error!("{e}");
-            return ExitCode::from(e.exit_code());
-        }
-    };
-    let result = serve(args, driver, shutdown_signal(), Some(telemetry.prometheus.clone())).await;
-    drop(telemetry);
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            tracing::error!("{e}");
-            eprintln!("machine-driver: {e}");
-            ExitCode::from(e.exit_code())
-        }
-    }
-}
 
 /// Serves `driver` on the configured endpoint until `shutdown` resolves, then
 /// stops taking calls and lets in-flight calls finish within the grace period.
@@ -78,11 +42,38 @@ pub async fn serve<D: Driver>(
     shutdown: impl Future<Output = ()>,
     prometheus: Option<PrometheusHandle>,
 ) -> Result<(), ServeError> {
-    let endpoint = Endpoint::parse(&args.endpoint).map_err(ServeError::Config)?;
-    if args.max_concurrent_calls == 0 {
-        return Err(ServeError::Config("--max-concurrent-calls must be at least 1".into()));
+    serve_checked(Preflight::check(&args)?, args, driver, shutdown, prometheus).await
+}
+
+/// What the flags give once checked, before anything is started or bound.
+#[derive(Debug)]
+struct Preflight {
+    endpoint: Endpoint,
+    user_data: user_data::UserDataPreparer,
+}
+
+impl Preflight {
+    /// Checks every server flag: the endpoint, the call limit, the registry configuration file.
+    fn check(args: &ServerArgs) -> Result<Self, ServeError> {
+        let endpoint = Endpoint::parse(&args.endpoint).map_err(ServeError::Config)?;
+        if args.max_concurrent_calls == 0 {
+            return Err(ServeError::Config("--max-concurrent-calls must be at least 1".into()));
+        }
+        let user_data = user_data::UserDataPreparer::load(args.registry_config.as_deref())?;
+        machine_driver_api::set_strict_provider_spec(args.strict_provider_spec);
+        Ok(Self { endpoint, user_data })
     }
-    let user_data = user_data::UserDataPreparer::load(args.registry_config.as_deref())?;
+}
+
+/// [`serve`] with flags already checked.
+async fn serve_checked<D: Driver>(
+    preflight: Preflight,
+    args: ServerArgs,
+    driver: D,
+    shutdown: impl Future<Output = ()>,
+    prometheus: Option<PrometheusHandle>,
+) -> Result<(), ServeError> {
+    let Preflight { endpoint, user_data } = preflight;
     let info = driver.info();
     let ready = Arc::new(AtomicBool::new(true));
 
@@ -189,10 +180,14 @@ const ABANDON_FLUSH: std::time::Duration = std::time::Duration::from_millis(200)
 /// Longest any call may run, whatever deadline the caller asked for.
 const BACKSTOP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
 
+/// Reflection serves the contract, health, and the `google.rpc` error
+/// details the answers carry (ErrorInfo, RetryInfo, BadRequest), so that
+/// grpcurl prints those decoded instead of as raw bytes.
 fn reflection() -> tonic_reflection::server::Builder<'static> {
     tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(machine_driver_proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_types::pb::FILE_DESCRIPTOR_SET)
 }
 
 /// Resolves on SIGTERM or SIGINT.

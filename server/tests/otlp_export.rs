@@ -117,7 +117,7 @@ async fn rpc_spans_reach_the_collector_joined_to_the_caller_without_secrets() {
     // As in a driver's `main`: `run` installs telemetry, serves until SIGTERM, and
     // flushes the batch exporter when it drops the telemetry on its way out.
     let started = Instant::now();
-    let run = machine_driver_server::run(a, |_cloud| async { Ok::<_, String>(TestDriver::default()) });
+    let run = machine_driver_server::run::<TestDriver>(a, None);
     let mut run = std::pin::pin!(tokio::time::timeout(Duration::from_secs(20), run));
     // A failing call must fail the test now, not after the server's timeout.
     let (ok, failed) = tokio::select! {

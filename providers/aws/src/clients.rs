@@ -4,21 +4,22 @@
 //! Clients are built once and reused: no SDK configuration, credential
 //! provider or HTTP connection pool is created per call.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use aws_credential_types::Credentials;
 use aws_sdk_ec2::config::retry::RetryConfig;
 use aws_sdk_ec2::config::timeout::TimeoutConfig;
 use aws_sdk_ec2::config::{BehaviorVersion, Region};
-use machine_driver_api::{Coalescer, RateLimiter, Result, SecretData};
+use machine_driver_api::{Coalescer, KeyedCache, RateLimiter, Result, SecretData};
 
 use crate::config::AwsConfig;
 use crate::credentials::StaticKeys;
 
-/// Most cached client sets before the cache is emptied (rotated keys leave old entries behind).
+/// Most cached client sets (rotated keys leave old entries behind).
 const MAX_CACHED: usize = 256;
+/// Most rate limiters (one per access key and region).
+const MAX_LIMITERS: usize = 1024;
 
 /// Everything needed to call AWS for one account and region.
 #[derive(Debug)]
@@ -41,8 +42,8 @@ type ClientKey = (String, String, String);
 #[derive(Debug)]
 pub(crate) struct ClientCache {
     config: AwsConfig,
-    clients: Mutex<HashMap<ClientKey, Arc<AwsClients>>>,
-    limiters: Mutex<HashMap<(String, String), Arc<RateLimiter>>>,
+    clients: KeyedCache<ClientKey, AwsClients>,
+    limiters: KeyedCache<(String, String), RateLimiter>,
 }
 
 /// Retries: none inside the SDK. One RPC makes exactly the EC2 calls its
@@ -63,32 +64,23 @@ fn timeout_config() -> TimeoutConfig {
 impl ClientCache {
     /// An empty cache for `config`.
     pub(crate) fn new(config: AwsConfig) -> Self {
-        Self { config, clients: Mutex::new(HashMap::new()), limiters: Mutex::new(HashMap::new()) }
+        Self { config, clients: KeyedCache::new(MAX_CACHED), limiters: KeyedCache::new(MAX_LIMITERS) }
     }
 
     /// The clients for the credentials in `secret` and `region`, built on first use.
     pub(crate) fn get(&self, secret: &SecretData, region: &str) -> Result<Arc<AwsClients>> {
         let keys = StaticKeys::from_secret(secret)?;
         let key = (keys.access_key_id.clone(), keys.secret_fingerprint(), region.to_string());
-        let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(c) = clients.get(&key) {
-            return Ok(c.clone());
-        }
-        if clients.len() >= MAX_CACHED {
-            clients.clear();
-        }
-        let built = Arc::new(self.build(&keys, region));
-        clients.insert(key, built.clone());
-        tracing::debug!(access_key_id = %keys.access_key_id, region, "built AWS clients");
-        Ok(built)
+        Ok(self.clients.get_or_insert_with(&key, || {
+            tracing::debug!(access_key_id = %keys.access_key_id, region, "building AWS clients");
+            self.build(&keys, region)
+        }))
     }
 
     fn limiter(&self, access_key_id: &str, region: &str) -> Arc<RateLimiter> {
-        let mut limiters = self.limiters.lock().unwrap_or_else(|p| p.into_inner());
-        limiters
-            .entry((access_key_id.to_string(), region.to_string()))
-            .or_insert_with(|| Arc::new(RateLimiter::new(self.config.rate_limit, self.config.burst)))
-            .clone()
+        self.limiters.get_or_insert_with(&(access_key_id.to_string(), region.to_string()), || {
+            RateLimiter::new(self.config.rate_limit, self.config.burst)
+        })
     }
 
     fn build(&self, keys: &StaticKeys, region: &str) -> AwsClients {
@@ -114,6 +106,7 @@ impl ClientCache {
         let ec2 = aws_sdk_ec2::Client::from_conf(ec2.build());
         let limiter = self.limiter(&keys.access_key_id, region);
         let instances_by_id = Coalescer::new(
+            "ec2 DescribeInstances",
             crate::lookup::batch_fetch(ec2.clone(), limiter.clone()),
             crate::lookup::BATCH_SIZE,
             crate::lookup::BATCHES_IN_FLIGHT,

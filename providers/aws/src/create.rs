@@ -11,6 +11,7 @@ use machine_driver_api::{
 
 use crate::clients::AwsClients;
 use crate::driver::AwsDriver;
+use crate::errors::AwsFailure;
 use crate::launch::{self, LaunchParams};
 use crate::lookup;
 use crate::recent::Launch;
@@ -43,10 +44,10 @@ impl AwsDriver {
                 .first()
                 .cloned()
                 .ok_or_else(|| DriverError::internal("ec2 RunInstances returned no instance"))?,
-            Err(e) if e.reason() == "IdempotentParameterMismatch" => {
+            Err(f) if f.cloud().is_some_and(AwsFailure::is_idempotency_mismatch) => {
                 self.launched_earlier(ctx, &c, &spec, &req).await?
             }
-            Err(e) => return Err(e),
+            Err(f) => return Err(f.into()),
         };
         let id = instance.instance_id().unwrap_or_default().to_string();
         if !crate::tags::is_live(&instance) && instance.state().is_some() {
@@ -59,7 +60,7 @@ impl AwsDriver {
         self.pending.observe(&id, state_name(&instance));
         let node_name = instance.private_dns_name().unwrap_or_default().to_string();
         let launch = Launch::now(&id, &c.region, &node_name);
-        self.recent.record(&req.machine.uid, launch.clone());
+        self.recent.record(req.machine.uid.clone(), launch.clone());
         tracing::info!(machine = %req.machine.name, instance_id = %id, "instance launched");
         Ok(CreatedMachine {
             provider_id: provider_id::encode(&c.region, &id),

@@ -3,9 +3,10 @@
 //! EC2 call cost: with a providerID, one TerminateInstances; without, one
 //! DescribeInstances by tags plus one TerminateInstances when something is live.
 
-use machine_driver_api::{CallContext, DeletedMachine, ErrorKind, MachineRef, Result, parse_provider_spec};
+use machine_driver_api::{CallContext, DeletedMachine, MachineRef, Result, parse_provider_spec};
 
 use crate::driver::AwsDriver;
+use crate::errors::AwsFailure;
 use crate::spec::AwsProviderSpec;
 use crate::{aws_call, lookup};
 
@@ -39,10 +40,10 @@ impl AwsDriver {
         .await
         {
             Ok(o) => o,
-            Err(e) if e.kind() == ErrorKind::NotFound => {
+            Err(f) if f.cloud().is_some_and(AwsFailure::is_instance_not_found) => {
                 return Ok(DeletedMachine { last_known_state: String::new(), already_gone: true });
             }
-            Err(e) => return Err(e),
+            Err(f) => return Err(f.into()),
         };
         let already_gone = out.terminating_instances().iter().all(|t| {
             t.previous_state()

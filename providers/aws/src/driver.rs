@@ -1,12 +1,12 @@
 //! [`AwsDriver`]: the `Driver` implementation, delegating each RPC to its module.
 
-use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use machine_driver_api::{
-    CallContext, Capabilities, CreateMachine, CreatedMachine, DeletedMachine, Driver, DriverInfo, InitializedMachine,
-    ListMachines, Machine, MachineRef, MachineStatus, Result, SecretData, ShareImage, SharedImage,
+    CallContext, Capabilities, CloudOptions, CreateMachine, CreatedMachine, DeletedMachine, Driver, DriverError,
+    DriverInfo, InitializedMachine, ListMachines, Machine, MachineRef, MachineStatus, Provider, Result, SecretData,
+    ShareImage, SharedImage,
 };
 
 use crate::clients::{AwsClients, ClientCache};
@@ -25,7 +25,6 @@ pub struct AwsDriver {
     pub(crate) pending: PendingSightings,
     /// AMI root device names by (region, AMI id); images never change them.
     pub(crate) root_devices: Mutex<HashMap<(String, String), String>>,
-    keep_alive: Vec<Box<dyn Any + Send + Sync>>,
 }
 
 impl std::fmt::Debug for AwsDriver {
@@ -35,14 +34,20 @@ impl std::fmt::Debug for AwsDriver {
 }
 
 impl AwsDriver {
-    /// A driver with `config`. Fails on an unusable configuration.
-    pub async fn new(config: AwsConfig) -> std::result::Result<Self, String> {
+    /// A driver with `config`. Fails, naming the setting, on an unusable configuration.
+    pub fn new(config: AwsConfig) -> Result<Self> {
         if !config.rate_limit.is_finite() || config.rate_limit < 0.0 {
-            return Err(format!("cloud rate limit must be a non-negative number, got {}", config.rate_limit));
+            return Err(DriverError::invalid_argument(
+                "--cloud-rate-limit",
+                format!("must be a non-negative number, got {}", config.rate_limit),
+            ));
         }
         for url in [&config.ec2_endpoint, &config.sts_endpoint].into_iter().flatten() {
             if !(url.starts_with("http://") || url.starts_with("https://")) {
-                return Err(format!("cloud endpoint {url:?} must start with http:// or https://"));
+                return Err(DriverError::invalid_argument(
+                    "AWS endpoint",
+                    format!("{url:?} must start with http:// or https://"),
+                ));
             }
         }
         Ok(Self {
@@ -50,14 +55,7 @@ impl AwsDriver {
             recent: RecentLaunches::default(),
             pending: PendingSightings::default(),
             root_devices: Mutex::default(),
-            keep_alive: Vec::new(),
         })
-    }
-
-    /// Keeps `value` alive as long as the driver (e.g. the embedded fake EC2's handle).
-    pub fn keep_alive(mut self, value: impl Any + Send + Sync) -> Self {
-        self.keep_alive.push(Box::new(value));
-        self
     }
 
     /// Region and instance id of a machine: from its providerID when set, else the spec's region.
@@ -71,6 +69,19 @@ impl AwsDriver {
     /// The cached clients of `secret` in `region`.
     pub(crate) fn clients(&self, secret: &SecretData, region: &str) -> Result<Arc<AwsClients>> {
         self.clients.get(secret, region)
+    }
+}
+
+impl Provider for AwsDriver {
+    const BINARY: &'static str = "machine-driver-aws";
+    const ABOUT: &'static str = "Machine driver sidecar for AWS EC2 (gRPC over a Unix socket).";
+
+    /// `--cloud-endpoint` (EC2 and STS alike), else the standard
+    /// `AWS_ENDPOINT_URL_EC2` / `AWS_ENDPOINT_URL_STS` / `AWS_ENDPOINT_URL`.
+    async fn connect(options: CloudOptions) -> Result<Self> {
+        let config = AwsConfig { rate_limit: options.rate_limit, burst: options.burst, ..AwsConfig::default() }
+            .with_endpoints(options.endpoint, |k| std::env::var(k).ok());
+        Self::new(config)
     }
 }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use aws_sdk_ec2::config::http::HttpResponse;
 use aws_sdk_ec2::error::{ProvideErrorMetadata, SdkError};
-use machine_driver_api::{DriverError, ErrorKind};
+use machine_driver_api::{CloudCall, CloudFailure, DriverError, ErrorKind};
 
 /// Delay the caller should wait after throttling or a transient AWS failure.
 pub const RETRY_AFTER: Duration = Duration::from_secs(5);
@@ -135,35 +135,120 @@ pub fn service_error(
     if kind == ErrorKind::Unavailable { err.with_retry_after(RETRY_AFTER) } else { err }
 }
 
-/// Classifies any SDK failure of `operation`, logging the AWS request id.
-pub(crate) fn from_sdk<E>(service: &'static str, operation: &'static str, err: SdkError<E, HttpResponse>) -> DriverError
-where
-    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
-{
-    let transient = |reason: &str, what: &str| {
-        DriverError::unavailable(reason, format!("{service} {operation}: {what}"), RETRY_AFTER)
-    };
-    let classified = match &err {
-        SdkError::ServiceError(se) => {
-            let status = se.raw().status().as_u16();
-            let code = se.err().code().unwrap_or("Unknown");
-            let request_id = se.err().meta().extra("aws_request_id").unwrap_or("");
-            tracing::warn!(service, operation, code, http_status = status, request_id, "AWS call failed");
-            service_error(service, operation, code, status, se.err().message())
+/// A failed AWS request, classified once: AWS's error code (or, without an
+/// answer, what went wrong on the way), its message, and the SDK error as source.
+#[derive(Debug)]
+pub(crate) struct AwsFailure {
+    problem: Problem,
+    source: Box<dyn std::error::Error + Send + Sync + 'static>,
+}
+
+/// What an [`AwsFailure`] is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Problem {
+    /// AWS answered with an error.
+    Service { code: String, http_status: u16, message: Option<String> },
+    /// No (readable) answer: transient, retry soon. `reason` is ours (TIMEOUT, ...).
+    Transport { reason: &'static str, what: &'static str },
+    /// The SDK could not build the request, or failed in a way it does not describe.
+    Internal { what: &'static str },
+}
+
+impl AwsFailure {
+    /// Classifies any SDK failure of `service`/`operation`, logging the AWS request id.
+    pub(crate) fn from_sdk<E>(service: &'static str, operation: &'static str, err: SdkError<E, HttpResponse>) -> Self
+    where
+        E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    {
+        let problem = match &err {
+            SdkError::ServiceError(se) => {
+                let http_status = se.raw().status().as_u16();
+                let code = se.err().code().unwrap_or("Unknown");
+                let request_id = se.err().meta().extra("aws_request_id").unwrap_or("");
+                tracing::warn!(service, operation, code, http_status, request_id, "AWS call failed");
+                Problem::Service {
+                    code: code.to_string(),
+                    http_status,
+                    message: se.err().message().map(str::to_string),
+                }
+            }
+            SdkError::TimeoutError(_) => Problem::Transport { reason: "TIMEOUT", what: "AWS did not answer in time" },
+            SdkError::DispatchFailure(d) if d.is_timeout() => {
+                Problem::Transport { reason: "TIMEOUT", what: "AWS did not answer in time" }
+            }
+            SdkError::DispatchFailure(_) => {
+                Problem::Transport { reason: "DISPATCH_FAILURE", what: "could not reach AWS" }
+            }
+            SdkError::ResponseError(_) => {
+                Problem::Transport { reason: "RESPONSE_ERROR", what: "could not read AWS's answer" }
+            }
+            SdkError::ConstructionFailure(_) => Problem::Internal { what: "could not build the request" },
+            _ => Problem::Internal { what: "unexpected SDK failure" },
+        };
+        if !matches!(problem, Problem::Service { .. }) {
+            tracing::warn!(service, operation, problem = ?problem, error = %aws_sdk_ec2::error::DisplayErrorContext(&err), "AWS call failed");
         }
-        SdkError::TimeoutError(_) => transient("TIMEOUT", "AWS did not answer in time"),
-        SdkError::DispatchFailure(d) if d.is_timeout() => transient("TIMEOUT", "AWS did not answer in time"),
-        SdkError::DispatchFailure(_) => transient("DISPATCH_FAILURE", "could not reach AWS"),
-        SdkError::ResponseError(_) => transient("RESPONSE_ERROR", "could not read AWS's answer"),
-        SdkError::ConstructionFailure(_) => {
-            DriverError::internal(format!("{service} {operation}: could not build the request"))
-        }
-        _ => DriverError::internal(format!("{service} {operation}: unexpected SDK failure")),
-    };
-    if !matches!(err, SdkError::ServiceError(_)) {
-        tracing::warn!(service, operation, reason = classified.reason(), error = %aws_sdk_ec2::error::DisplayErrorContext(&err), "AWS call failed");
+        Self { problem, source: Box::new(err) }
     }
-    classified.with_source(err)
+
+    /// AWS's error code, when AWS answered with one.
+    pub(crate) fn code(&self) -> Option<&str> {
+        match &self.problem {
+            Problem::Service { code, .. } => Some(code),
+            _ => None,
+        }
+    }
+
+    /// The ClientToken was used before with other parameters.
+    pub(crate) fn is_idempotency_mismatch(&self) -> bool {
+        self.code() == Some("IdempotentParameterMismatch")
+    }
+
+    /// No instance has the id (`InvalidInstanceID.NotFound`).
+    pub(crate) fn is_instance_not_found(&self) -> bool {
+        self.code() == Some("InvalidInstanceID.NotFound")
+    }
+
+    /// The image id is well formed but names no image this account can see.
+    pub(crate) fn is_image_not_found(&self) -> bool {
+        self.code().is_some_and(|c| c.starts_with("InvalidAMIID.") && c != "InvalidAMIID.Malformed")
+    }
+}
+
+impl CloudFailure for AwsFailure {
+    fn is_throttled(&self) -> bool {
+        self.code().is_some_and(is_throttling)
+    }
+
+    fn into_driver_error(self, call: CloudCall) -> DriverError {
+        let (service, operation) = (call.service, call.operation);
+        let classified = match &self.problem {
+            Problem::Service { code, http_status, message } => {
+                service_error(service, operation, code, *http_status, message.as_deref())
+            }
+            Problem::Transport { reason, what } => {
+                DriverError::unavailable(*reason, format!("{service} {operation}: {what}"), RETRY_AFTER)
+            }
+            Problem::Internal { what } => DriverError::internal(format!("{service} {operation}: {what}")),
+        };
+        classified.with_source(SourceError(self.source))
+    }
+}
+
+/// The SDK error kept as a [`DriverError`]'s source.
+#[derive(Debug)]
+struct SourceError(Box<dyn std::error::Error + Send + Sync + 'static>);
+
+impl std::fmt::Display for SourceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for SourceError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
 }
 
 #[cfg(test)]

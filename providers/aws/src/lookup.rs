@@ -2,7 +2,6 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use aws_sdk_ec2::types::{Filter, Instance};
 use machine_driver_api::{BatchFn, CallContext, DriverError, ErrorKind, Machine, RateLimiter, Result};
@@ -19,18 +18,12 @@ const PAGE_SIZE: i32 = 1000;
 pub(crate) const BATCH_SIZE: usize = 200;
 /// Coalesced DescribeInstances calls in flight at once per account and region.
 pub(crate) const BATCHES_IN_FLIGHT: usize = 2;
-/// Deadline of one coalesced call (each waiting RPC also keeps its own deadline).
-const BATCH_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// One instance by id, in whatever state; `None` when EC2 does not show it
 /// (never launched, long gone, or not visible yet). Concurrent lookups of one
 /// account and region share DescribeInstances calls (see [`batch_fetch`]).
 pub(crate) async fn by_id(ctx: &CallContext, c: &AwsClients, instance_id: &str) -> Result<Option<Instance>> {
-    let lookup = c.instances_by_id.get(instance_id.to_string());
-    match tokio::time::timeout(ctx.remaining(), lookup).await {
-        Ok(r) => r,
-        Err(_) => Err(DriverError::deadline_exceeded("ec2 DescribeInstances: the call's deadline passed")),
-    }
+    c.instances_by_id.get_within(ctx, instance_id.to_string()).await
 }
 
 /// The batched read behind [`by_id`]: one DescribeInstances with the filter
@@ -38,11 +31,10 @@ pub(crate) async fn by_id(ctx: &CallContext, c: &AwsClients, instance_id: &str) 
 /// `InstanceIds`) answers ids EC2 does not know by leaving them out instead of
 /// failing the whole call with `InvalidInstanceID.NotFound`.
 pub(crate) fn batch_fetch(ec2: aws_sdk_ec2::Client, limiter: Arc<RateLimiter>) -> BatchFn<String, Instance> {
-    Arc::new(move |ids: Vec<String>| {
+    Arc::new(move |ids: Vec<String>, ctx: CallContext| {
         let ec2 = ec2.clone();
         let limiter = limiter.clone();
         Box::pin(async move {
-            let ctx = CallContext::with_timeout("GetMachineStatus", BATCH_TIMEOUT);
             let filter = Filter::builder().name("instance-id").set_values(Some(ids)).build();
             let mut found = HashMap::new();
             let mut token: Option<String> = None;
@@ -52,8 +44,7 @@ pub(crate) fn batch_fetch(ec2: aws_sdk_ec2::Client, limiter: Arc<RateLimiter>) -
                     .filters(filter.clone())
                     .max_results(PAGE_SIZE)
                     .set_next_token(token.take());
-                let page =
-                    aws_call::call_limited(&ctx, &limiter, "ec2", "DescribeInstances", || req.clone().send()).await?;
+                let page = aws_call::call(&ctx, &limiter, "ec2", "DescribeInstances", || req.clone().send()).await?;
                 for i in page.reservations().iter().flat_map(|r| r.instances()) {
                     if let Some(id) = i.instance_id() {
                         found.insert(id.to_string(), i.clone());

@@ -2,19 +2,15 @@
 //! CreateMachine, while EC2 does not show the instance yet, answers "not
 //! initialized, wait" instead of NOT_FOUND.
 //!
-//! Two sources, either suffices: an in-memory record (uid → instance), and the
-//! machine's `lastKnownState`, which CreateMachine fills with the instance id
-//! and launch time so that the rule also holds after a sidecar restart.
+//! Two sources, either suffices: the kit's in-memory [`RecentCreates`] (uid →
+//! launch), and the machine's `lastKnownState`, which CreateMachine fills with
+//! the instance id and launch time so that the rule also holds after a
+//! sidecar restart when the controller sends it back.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
+use machine_driver_api::{RecentCreates, VISIBILITY_GRACE};
 use serde::{Deserialize, Serialize};
-
-/// How long after launch an invisible instance is assumed to be on its way.
-/// EC2's read-after-write delay is seconds; this leaves ample room.
-pub const VISIBILITY_GRACE: Duration = Duration::from_secs(10 * 60);
 
 /// What CreateMachine remembers about a launch (also its `lastKnownState` JSON).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,28 +51,7 @@ impl Launch {
 }
 
 /// The in-memory record of recent launches, by machine uid.
-#[derive(Debug, Default)]
-pub(crate) struct RecentLaunches(Mutex<HashMap<String, Launch>>);
-
-impl RecentLaunches {
-    /// Remembers a launch (and forgets stale ones).
-    pub(crate) fn record(&self, uid: &str, launch: Launch) {
-        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        m.retain(|_, l| l.is_recent());
-        m.insert(uid.to_string(), launch);
-    }
-
-    /// The recent launch of `uid`, if any.
-    pub(crate) fn get(&self, uid: &str) -> Option<Launch> {
-        let m = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        m.get(uid).filter(|l| l.is_recent()).cloned()
-    }
-
-    /// Forgets `uid` (after DeleteMachine).
-    pub(crate) fn forget(&self, uid: &str) {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(uid);
-    }
-}
+pub(crate) type RecentLaunches = RecentCreates<String, Launch>;
 
 #[cfg(test)]
 mod tests {
@@ -90,12 +65,5 @@ mod tests {
         assert_eq!(Launch::from_state(""), None);
         let old = Launch { launched_at: l.launched_at - VISIBILITY_GRACE.as_secs() - 1, ..l.clone() };
         assert!(!old.is_recent());
-        let r = RecentLaunches::default();
-        r.record("uid-1", l.clone());
-        r.record("uid-old", old);
-        assert_eq!(r.get("uid-1"), Some(l));
-        assert_eq!(r.get("uid-old"), None);
-        r.forget("uid-1");
-        assert_eq!(r.get("uid-1"), None);
     }
 }

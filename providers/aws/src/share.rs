@@ -18,6 +18,7 @@ use machine_driver_api::{CallContext, DriverError, ErrorKind, Result, ShareImage
 use crate::aws_call;
 use crate::clients::AwsClients;
 use crate::driver::AwsDriver;
+use crate::errors::AwsFailure;
 
 impl AwsDriver {
     pub(crate) async fn share(&self, ctx: &CallContext, req: ShareImage) -> Result<SharedImage> {
@@ -73,9 +74,10 @@ impl AwsDriver {
         if let Some(a) = given.filter(|a| !a.is_empty()) {
             return Ok(a.to_string());
         }
-        let out =
-            aws_call::call(ctx, consumer, "sts", "GetCallerIdentity", || consumer.sts.get_caller_identity().send())
-                .await?;
+        let out = aws_call::call(ctx, &consumer.limiter, "sts", "GetCallerIdentity", || {
+            consumer.sts.get_caller_identity().send()
+        })
+        .await?;
         out.account()
             .filter(|a| !a.is_empty())
             .map(str::to_string)
@@ -87,7 +89,7 @@ impl AwsDriver {
 async fn describe_image(ctx: &CallContext, c: &AwsClients, image_id: &str) -> Result<Option<Image>> {
     match aws_call::ec2(ctx, c, "DescribeImages", || c.ec2.describe_images().image_ids(image_id).send()).await {
         Ok(out) => Ok(out.images().iter().find(|i| i.image_id() == Some(image_id)).cloned()),
-        Err(e) if e.reason().starts_with("InvalidAMIID.") && e.reason() != "InvalidAMIID.Malformed" => Ok(None),
-        Err(e) => Err(e),
+        Err(f) if f.cloud().is_some_and(AwsFailure::is_image_not_found) => Ok(None),
+        Err(f) => Err(f.into()),
     }
 }

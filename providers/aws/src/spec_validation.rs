@@ -181,11 +181,17 @@ fn validate_options(spec: &AwsProviderSpec) -> Result<()> {
         one_of("instanceMetadataOptions.httpProtocolIpv6", m.http_protocol_ipv6.as_deref(), &["enabled", "disabled"])?;
     }
     if let Some(c) = &spec.cpu_options {
-        if c.core_count.is_none_or(|n| n <= 0) {
-            return Err(invalid("cpuOptions.coreCount", "is required and must be positive"));
+        // Gardener writes `{"coreCount":null,"threadsPerCore":null,"amdSevSnp":"enabled"}`
+        // when only SEV-SNP is asked for: both counts are optional, but go together.
+        if c.core_count.is_some_and(|n| n <= 0) {
+            return Err(invalid("cpuOptions.coreCount", "must be positive"));
         }
-        if !c.threads_per_core.is_some_and(|t| t == 1 || t == 2) {
-            return Err(invalid("cpuOptions.threadsPerCore", "is required and must be 1 or 2"));
+        if c.threads_per_core.is_some_and(|t| t != 1 && t != 2) {
+            return Err(invalid("cpuOptions.threadsPerCore", "must be 1 or 2"));
+        }
+        if c.core_count.is_some() != c.threads_per_core.is_some() {
+            let missing = if c.core_count.is_some() { "cpuOptions.threadsPerCore" } else { "cpuOptions.coreCount" };
+            return Err(invalid(missing, "is required when the other of coreCount and threadsPerCore is set"));
         }
         one_of("cpuOptions.amdSevSnp", c.amd_sev_snp.as_deref(), &["enabled", "disabled"])?;
     }

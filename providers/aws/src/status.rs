@@ -24,7 +24,10 @@ impl AwsDriver {
             }
             Lookup::Dead => Err(DriverError::not_found(format!("instance of machine {}", req.machine.name))),
             Lookup::Missing => match self.recent_launch(&req) {
-                Some(l) => Ok(not_visible_yet(&l)),
+                Some(l) => Ok(MachineStatus::not_visible_yet(
+                    provider_id::encode(&l.region, &l.instance_id),
+                    l.node_name.clone(),
+                )),
                 None => Err(DriverError::not_found(format!("instance of machine {}", req.machine.name))),
             },
         }
@@ -59,15 +62,4 @@ pub(crate) fn machine_status(spec: &AwsProviderSpec, region: &str, i: &Instance)
 /// The instance's state name (`pending`, `running`, …; empty when EC2 gave none).
 pub(crate) fn state_name(i: &Instance) -> &str {
     i.state().and_then(|s| s.name()).map_or("", |n| n.as_str())
-}
-
-/// "Not initialized, wait": launched by this sidecar, not shown by EC2 yet.
-fn not_visible_yet(l: &Launch) -> MachineStatus {
-    MachineStatus {
-        provider_id: provider_id::encode(&l.region, &l.instance_id),
-        node_name: l.node_name.clone(),
-        addresses: Vec::new(),
-        pending_steps: vec![steps::AWAIT_VISIBILITY.to_string()],
-        vm_state: "pending".to_string(),
-    }
 }

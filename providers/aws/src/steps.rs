@@ -14,8 +14,6 @@ use crate::spec::{AwsProviderSpec, NetworkInterface, is_efa_type};
 pub const DISABLE_SOURCE_DEST_CHECK: &str = "disable-source-dest-check";
 /// Step: assign the IPv6 prefixes of `ipv6PrefixCount`.
 pub const ASSIGN_IPV6_PREFIXES: &str = "assign-ipv6-prefixes";
-/// Step: wait until EC2 shows the instance this sidecar just launched.
-pub const AWAIT_VISIBILITY: &str = "await-visibility";
 
 /// The work left on one network interface.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -2,7 +2,6 @@
 //! instance was just seen `pending`, the driver refuses without reading EC2;
 //! once it runs, one read and the missing writes initialize it.
 
-#![cfg(feature = "embedded-fake")]
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
@@ -26,7 +25,7 @@ impl Setup {
     async fn start(boot_ms: u64) -> Self {
         let fake = fake_ec2::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
         let config = AwsConfig::default().with_endpoints(Some(fake.url().to_string()), |_| None);
-        let driver = AwsDriver::new(config).await.unwrap();
+        let driver = AwsDriver::new(config).unwrap();
         let secret: BTreeMap<String, String> = serde_json::from_str(include_str!("../examples/secret.json")).unwrap();
         let class = MachineClass {
             name: "class".into(),

@@ -1,29 +1,33 @@
 //! Compute API clients, cached per service account key, one client-side rate
-//! limiter per project, and the wrapper every Compute call goes through.
+//! limiter per project, and the handle every Compute call goes through.
 //!
 //! The SDK's own retry loop is switched off (`NeverRetry`): every Compute
-//! request the driver makes is one counted `cloud_call`, failures are classified
-//! once and the machine-controller's backoff decides when to try again. The one
-//! exception is throttling: a throttled request had no effect, so [`Api::call`]
-//! sends it once more after the project's limiter resynchronised. Each call is
-//! bounded by the RPC's remaining deadline, or, for a call made on behalf of
-//! several RPCs ([`SharedApi`]), by a deadline of its own.
+//! request is sent through the kit's [`CloudCaller`] (limiter, metrics,
+//! deadline, one resend after a throttle), failures are classified once into
+//! [`GceFailure`] and the machine-controller's backoff decides when to try
+//! again. Each call is bounded by the RPC's remaining deadline, or, for a call
+//! made on behalf of several RPCs ([`SharedApi`]), by a deadline of its own.
 
-use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use google_cloud_auth::credentials::Credentials;
 use google_cloud_compute_v1::client::{Images, Instances, ZoneOperations};
 use google_cloud_gax::error::Error as GaxError;
 use google_cloud_gax::retry_policy::NeverRetry;
-use machine_driver_api::{CallContext, CloudCall, DriverError, RateLimiter, cloud_call};
+use machine_driver_api::{CallContext, CallFailure, CloudCaller, DriverError, KeyedCache, RateLimiter};
 
 use crate::credentials::ServiceAccountKey;
-use crate::errors::{CloudFailure, deadline_exceeded};
+use crate::errors::GceFailure;
 
-/// More cached client sets than this and the cache starts over (rotated keys pile up otherwise).
+/// What a Compute request answers: the output, or the failure (which converts
+/// into a `DriverError` with `?`).
+pub(crate) type Answer<T> = Result<T, CallFailure<GceFailure>>;
+
+/// Most cached client sets (rotated keys leave old entries behind).
 const MAX_CACHED_CLIENT_SETS: usize = 64;
+/// Most rate limiters (one per project).
+const MAX_LIMITERS: usize = 1024;
 
 /// Where Compute requests go.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,14 +68,20 @@ pub(crate) struct ClientPool {
     endpoint: ComputeEndpoint,
     rate: f64,
     burst: u32,
-    clients: Mutex<HashMap<[u8; 32], Arc<ComputeClients>>>,
-    limiters: Mutex<HashMap<String, Arc<RateLimiter>>>,
+    clients: KeyedCache<[u8; 32], ComputeClients>,
+    limiters: KeyedCache<String, RateLimiter>,
 }
 
 impl ClientPool {
     /// A pool sending to `endpoint`, limiting each project to `rate`/s with `burst`.
     pub(crate) fn new(endpoint: ComputeEndpoint, rate: f64, burst: u32) -> Self {
-        Self { endpoint, rate, burst, clients: Mutex::default(), limiters: Mutex::default() }
+        Self {
+            endpoint,
+            rate,
+            burst,
+            clients: KeyedCache::new(MAX_CACHED_CLIENT_SETS),
+            limiters: KeyedCache::new(MAX_LIMITERS),
+        }
     }
 
     /// A handle for the calls of one RPC made with `key`'s credentials.
@@ -80,19 +90,15 @@ impl ClientPool {
     }
 
     async fn clients_for(&self, key: &ServiceAccountKey) -> Result<Arc<ComputeClients>, DriverError> {
-        if let Some(c) = self.clients.lock().unwrap_or_else(PoisonError::into_inner).get(&key.fingerprint) {
-            return Ok(Arc::clone(c));
+        if let Some(c) = self.clients.get(&key.fingerprint) {
+            return Ok(c);
         }
         let creds = match &self.endpoint {
             ComputeEndpoint::Insecure(_) => key.fake_endpoint_credentials()?,
             _ => key.google_credentials()?,
         };
         let built = Arc::new(self.build(creds).await?);
-        let mut cache = self.clients.lock().unwrap_or_else(PoisonError::into_inner);
-        if cache.len() >= MAX_CACHED_CLIENT_SETS {
-            cache.clear();
-        }
-        Ok(Arc::clone(cache.entry(key.fingerprint).or_insert(built)))
+        Ok(self.clients.insert_if_absent(key.fingerprint, built))
     }
 
     async fn build(&self, creds: Credentials) -> Result<ComputeClients, DriverError> {
@@ -118,8 +124,7 @@ impl ClientPool {
     }
 
     fn limiter(&self, project: &str) -> Arc<RateLimiter> {
-        let mut map = self.limiters.lock().unwrap_or_else(PoisonError::into_inner);
-        Arc::clone(map.entry(project.to_string()).or_insert_with(|| Arc::new(RateLimiter::new(self.rate, self.burst))))
+        self.limiters.get_or_insert_with(&project.to_string(), || RateLimiter::new(self.rate, self.burst))
     }
 }
 
@@ -148,88 +153,20 @@ impl SharedApi {
     }
 }
 
-/// A failed Compute call: classified cloud failure, or the RPC's deadline passed.
-#[derive(Debug)]
-pub(crate) enum CallFailure {
-    /// The cloud (or the connection to it) failed.
-    Cloud(CloudFailure),
-    /// No answer before the deadline.
-    Deadline,
-}
-
-impl CallFailure {
-    /// The cloud failure, when it was one.
-    pub(crate) fn cloud(&self) -> Option<&CloudFailure> {
-        match self {
-            Self::Cloud(c) => Some(c),
-            Self::Deadline => None,
-        }
-    }
-
-    /// The classified driver error of Compute call `operation`.
-    pub(crate) fn into_driver_error(self, operation: &str) -> DriverError {
-        match self {
-            Self::Cloud(c) => c.into_driver_error(operation),
-            Self::Deadline => deadline_exceeded(operation),
-        }
-    }
-}
-
 impl Api<'_> {
-    /// Runs one Compute request: waits for the project's rate limiter, counts
-    /// and times it (`cloud_call`), bounds it by the RPC's deadline.
+    /// Sends one Compute request through the kit's [`CloudCaller`]: the
+    /// project's rate limiter, counted and timed, bounded by the RPC's
+    /// deadline, resent once after a throttle.
     ///
     /// `request` makes the request's future (`|| client.op()....send()`), so
-    /// that a throttled request can be sent again: a request Compute throttles
-    /// had no effect, so it is resent once after the limiter resynchronised
-    /// ([`RateLimiter::penalize`]), and throttling reaches the caller only when
-    /// it persists. No other failure is resent.
-    pub(crate) async fn call<T, F, R>(&self, operation: &'static str, mut request: R) -> Result<T, CallFailure>
+    /// that nothing is sent before the limiter's token is taken and a
+    /// throttled request can be made again.
+    pub(crate) async fn call<T, F, R>(&self, operation: &'static str, request: R) -> Answer<T>
     where
         R: FnMut() -> F,
         F: Future<Output = Result<T, GaxError>>,
     {
-        match self.send_once(operation, request()).await {
-            Err(CallFailure::Cloud(f)) if f.is_throttling() => {
-                tracing::debug!(operation, reason = ?f.reason, "compute throttled the request; resending it once");
-                self.limiter.penalize().await;
-                match self.send_once(operation, request()).await {
-                    // No time left for the resend: the throttle is the better answer (retryable, with a delay).
-                    Err(CallFailure::Deadline) => Err(CallFailure::Cloud(f)),
-                    answer => answer,
-                }
-            }
-            answer => answer,
-        }
-    }
-
-    /// Like [`Api::call`], converting every failure into a driver error.
-    pub(crate) async fn call_or_fail<T, F, R>(&self, operation: &'static str, request: R) -> Result<T, DriverError>
-    where
-        R: FnMut() -> F,
-        F: Future<Output = Result<T, GaxError>>,
-    {
-        self.call(operation, request).await.map_err(|f| f.into_driver_error(operation))
-    }
-
-    /// One counted, rate-limited attempt of `request`, bounded by the RPC's remaining time.
-    async fn send_once<T, F>(&self, operation: &'static str, request: F) -> Result<T, CallFailure>
-    where
-        F: Future<Output = Result<T, GaxError>>,
-    {
-        let run = async {
-            self.limiter.acquire().await;
-            cloud_call(CloudCall { provider: "gcp", service: "compute", operation }, request).await
-        };
-        match tokio::time::timeout(self.ctx.remaining(), run).await {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => {
-                let failure = CloudFailure::from_gax(&e);
-                tracing::debug!(operation, http_status = ?failure.http_status, reason = ?failure.reason, "compute call failed");
-                Err(CallFailure::Cloud(failure))
-            }
-            Err(_) => Err(CallFailure::Deadline),
-        }
+        CloudCaller::new("gcp", &self.limiter, self.ctx).send("compute", operation, request, GceFailure::classify).await
     }
 
     /// The clients and limiter of this handle, detached from the RPC's deadline.
@@ -240,6 +177,11 @@ impl Api<'_> {
     /// Time left in this RPC.
     pub(crate) fn remaining(&self) -> std::time::Duration {
         self.ctx.remaining()
+    }
+
+    /// The RPC's context (its deadline).
+    pub(crate) fn context(&self) -> &CallContext {
+        self.ctx
     }
 }
 

@@ -4,19 +4,19 @@ use std::time::Duration;
 
 use google_cloud_compute_v1::model::{Instance, Operation, operation};
 use machine_driver_api::{
-    CallContext, Capabilities, CreateMachine, CreatedMachine, DeletedMachine, Driver, DriverError, DriverInfo,
-    ErrorKind, ListMachines, MachineRef, MachineStatus, ShareImage, SharedImage,
+    CallContext, Capabilities, CloudOptions, CreateMachine, CreatedMachine, DeletedMachine, Driver, DriverError,
+    DriverInfo, ErrorKind, ListMachines, MachineRef, MachineStatus, Provider, RecentCreates, ShareImage, SharedImage,
 };
 
-use crate::clients::{Api, ClientPool};
+use crate::clients::{Api, ClientPool, ComputeEndpoint};
+use crate::config::GcpConfig;
 use crate::credentials::{SERVICE_ACCOUNT_KEYS, ServiceAccountKey};
-use crate::errors::{CloudFailure, RETRY_SOON};
+use crate::errors::{GceFailure, RETRY_SOON};
 use crate::instance::{InstanceTarget, addresses, build_instance, status_word};
 use crate::lookup::InstanceLookups;
 use crate::naming::{
     InstanceRef, MACHINE_UID_LABEL, MEMBERSHIP_LABEL_VALUE, insert_request_id, is_gce_name, uid_label_value,
 };
-use crate::recent::RecentInserts;
 use crate::spec::GcpProviderSpec;
 use crate::timestamps;
 
@@ -40,72 +40,31 @@ const MAX_INSERT_GENERATIONS: usize = 6;
 /// Page size of instances.list.
 const LIST_PAGE_SIZE: u32 = 500;
 
-/// How the driver reaches Compute Engine.
-#[derive(Debug, Clone)]
-pub struct GcpOptions {
-    /// Compute endpoint override (`--cloud-endpoint`): `http://` means a fake.
-    pub cloud_endpoint: Option<String>,
-    /// Client-side requests per second per project (0 = off).
-    pub rate_limit: f64,
-    /// Burst above the rate.
-    pub burst: u32,
-    /// Start the embedded fake Compute Engine on this address (needs the `embedded-fake` feature).
-    pub embedded_fake: Option<std::net::SocketAddr>,
-}
-
 /// The GCP machine driver.
 #[derive(Debug)]
 pub struct GcpDriver {
     pool: ClientPool,
-    recent: RecentInserts,
+    /// Inserts of the last moments, for status polls Compute cannot answer yet.
+    recent: RecentCreates<InstanceRef>,
     lookups: InstanceLookups,
-    #[cfg(feature = "embedded-fake")]
-    _fake: Option<fake_gce::FakeHandle>,
 }
 
 impl GcpDriver {
-    /// Builds the driver; with `embedded_fake` set, starts the fake Compute Engine first.
-    pub async fn new(options: GcpOptions) -> Result<Self, String> {
-        #[cfg(feature = "embedded-fake")]
-        let (endpoint, fake) = match options.embedded_fake {
-            Some(addr) => {
-                let fake = fake_gce::start(addr)
-                    .await
-                    .map_err(|e| format!("starting the embedded fake Compute Engine on {addr}: {e}"))?;
-                tracing::warn!(
-                    url = %fake.url(),
-                    admin = %fake.admin_url(),
-                    "EMBEDDED FAKE COMPUTE ENGINE IN USE: no real cloud is called, machines are not real"
-                );
-                (Some(fake.url().to_string()), Some(fake))
-            }
-            None => (options.cloud_endpoint.clone(), None),
-        };
-        #[cfg(not(feature = "embedded-fake"))]
-        let endpoint = match options.embedded_fake {
-            Some(_) => {
-                return Err(
-                    "--embedded-fake needs a machine-driver-gcp built with the `embedded-fake` cargo feature".into()
-                );
-            }
-            None => options.cloud_endpoint.clone(),
-        };
-        let endpoint = crate::clients::ComputeEndpoint::from_override(endpoint.as_deref());
-        match &endpoint {
-            crate::clients::ComputeEndpoint::Insecure(url) => tracing::warn!(
+    /// A driver with `config`; builds no client until the first call.
+    pub fn new(config: GcpConfig) -> Self {
+        match &config.endpoint {
+            ComputeEndpoint::Insecure(url) => tracing::warn!(
                 %url,
                 "plain-HTTP Compute endpoint: requests carry the service account email instead of a token (fakes only)"
             ),
-            crate::clients::ComputeEndpoint::Secure(url) => tracing::info!(%url, "Compute endpoint override"),
-            crate::clients::ComputeEndpoint::Google => {}
+            ComputeEndpoint::Secure(url) => tracing::info!(%url, "Compute endpoint override"),
+            ComputeEndpoint::Google => {}
         }
-        Ok(Self {
-            pool: ClientPool::new(endpoint, options.rate_limit, options.burst),
-            recent: RecentInserts::default(),
+        Self {
+            pool: ClientPool::new(config.endpoint, config.rate_limit, config.burst),
+            recent: RecentCreates::default(),
             lookups: InstanceLookups::default(),
-            #[cfg(feature = "embedded-fake")]
-            _fake: fake,
-        })
+        }
     }
 
     /// The instance a machine RPC addresses: from the providerID when set, else
@@ -139,14 +98,14 @@ impl GcpDriver {
             .await;
         let instance = match got {
             Ok(i) => i,
-            Err(f) if f.cloud().is_some_and(CloudFailure::is_not_found) => {
+            Err(f) if f.cloud().is_some_and(GceFailure::is_not_found) => {
                 return Err(DriverError::unavailable(
                     "NOT_VISIBLE_YET",
                     format!("instance {} was reported as existing but is not visible yet", target.provider_id()),
                     RETRY_SOON,
                 ));
             }
-            Err(f) => return Err(f.into_driver_error("instances.get")),
+            Err(f) => return Err(f.into_driver_error()),
         };
         if instance.labels.get(MACHINE_UID_LABEL).map(String::as_str) != Some(uid_label_value(uid).as_str()) {
             return Err(DriverError::new(
@@ -181,12 +140,12 @@ impl GcpDriver {
                 .send()
         });
         match tokio::time::timeout(bound, wait).await {
-            Ok(Ok(done)) if is_done(&done) => match CloudFailure::from_operation(&done) {
+            Ok(Ok(done)) if is_done(&done) => match GceFailure::from_operation(&done) {
                 None => Ok(created(target, &Instance::new())),
                 Some(f) if f.is_already_exists() => self.adopt(api, target, uid).await,
                 Some(f) => {
                     self.recent.forget(target);
-                    Err(f.into_driver_error("instances.insert"))
+                    Err(f.driver_error("instances.insert"))
                 }
             },
             Ok(Ok(_)) | Err(_) => {
@@ -195,7 +154,7 @@ impl GcpDriver {
             }
             Ok(Err(f)) => {
                 // The insert was accepted; GetMachineStatus will tell how it ends.
-                tracing::debug!(provider_id = %target.provider_id(), error = %f.into_driver_error("zoneOperations.wait"), "waiting for the insert operation failed");
+                tracing::debug!(provider_id = %target.provider_id(), error = %f.into_driver_error(), "waiting for the insert operation failed");
                 Ok(created(target, &Instance::new()))
             }
         }
@@ -212,6 +171,15 @@ fn created(target: &InstanceRef, instance: &Instance) -> CreatedMachine {
         node_name: target.name.clone(),
         last_known_state: String::new(),
         addresses: addresses(instance),
+    }
+}
+
+impl Provider for GcpDriver {
+    const BINARY: &'static str = "machine-driver-gcp";
+    const ABOUT: &'static str = "Machine driver sidecar for GCP Compute Engine (gRPC over a Unix socket).";
+
+    async fn connect(options: CloudOptions) -> Result<Self, DriverError> {
+        Ok(Self::new(GcpConfig::from_options(&options)))
     }
 }
 
@@ -264,16 +232,16 @@ impl Driver for GcpDriver {
                 .await;
             let op = match inserted {
                 Ok(op) => op,
-                Err(f) if f.cloud().is_some_and(CloudFailure::is_already_exists) => {
+                Err(f) if f.cloud().is_some_and(GceFailure::is_already_exists) => {
                     return self.adopt(&api, &target, uid).await;
                 }
-                Err(f) => return Err(f.into_driver_error("instances.insert")),
+                Err(f) => return Err(f.into_driver_error()),
             };
-            self.recent.record(&target);
+            self.recent.record(target.clone(), ());
             if !is_done(&op) {
                 return self.wait_briefly(&api, &target, &op, uid).await;
             }
-            let Some(failure) = CloudFailure::from_operation(&op) else {
+            let Some(failure) = GceFailure::from_operation(&op) else {
                 return Ok(created(&target, &Instance::new()));
             };
             if failure.is_already_exists() {
@@ -282,7 +250,7 @@ impl Driver for GcpDriver {
             self.recent.forget(&target);
             let replayed = op.insert_time.as_deref().and_then(timestamps::age).is_some_and(|age| age >= REPLAY_AGE);
             if !replayed || generation + 1 == MAX_INSERT_GENERATIONS {
-                return Err(failure.into_driver_error("instances.insert"));
+                return Err(failure.driver_error("instances.insert"));
             }
             tracing::info!(
                 provider_id = %target.provider_id(),
@@ -309,11 +277,9 @@ impl Driver for GcpDriver {
                     vm_state: status_word(&instance),
                 })
             }
-            None if self.recent.contains(&target) => Err(DriverError::unavailable(
-                "NOT_VISIBLE_YET",
-                format!("instance {} was just created and is not visible yet", target.provider_id()),
-                RETRY_SOON,
-            )),
+            None if self.recent.contains(&target) => {
+                Ok(MachineStatus::not_visible_yet(target.provider_id(), target.name.clone()))
+            }
             None => Err(DriverError::not_found(format!("instance {}", target.provider_id()))),
         }
     }
@@ -339,10 +305,10 @@ impl Driver for GcpDriver {
                 tracing::info!(provider_id = %target.provider_id(), "instance deletion started");
                 Ok(DeletedMachine { last_known_state: String::new(), already_gone: false })
             }
-            Err(f) if f.cloud().is_some_and(CloudFailure::is_not_found) => {
+            Err(f) if f.cloud().is_some_and(GceFailure::is_not_found) => {
                 Ok(DeletedMachine { last_known_state: String::new(), already_gone: true })
             }
-            Err(f) => Err(f.into_driver_error("instances.delete")),
+            Err(f) => Err(f.into_driver_error()),
         }
     }
 
@@ -359,7 +325,7 @@ impl Driver for GcpDriver {
         let mut page_token = String::new();
         loop {
             let page = api
-                .call_or_fail("instances.list", || {
+                .call("instances.list", || {
                     api.clients
                         .instances
                         .list()

@@ -11,7 +11,9 @@ use std::time::Duration;
 use google_cloud_compute_v1::model::Operation;
 use google_cloud_gax::error::Error as GaxError;
 use google_cloud_gax::error::rpc::StatusDetails;
-use machine_driver_api::{DriverError, ErrorKind};
+use std::sync::Arc;
+
+use machine_driver_api::{CloudCall, CloudFailure, DriverError, ErrorKind};
 
 /// Retry delay suggested for throttling, 5xx and transport failures.
 pub(crate) const RETRY_SOON: Duration = Duration::from_secs(5);
@@ -33,8 +35,8 @@ const EXHAUSTED_REASONS: &[&str] = &[
 ];
 
 /// A failed Compute API call, reduced to what classification needs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct CloudFailure {
+#[derive(Debug, Clone)]
+pub(crate) struct GceFailure {
     /// HTTP status of the answer, when there was one.
     pub(crate) http_status: Option<u16>,
     /// GCE's reason (first `errors[].reason`) or operation error code.
@@ -43,6 +45,8 @@ pub(crate) struct CloudFailure {
     pub(crate) message: String,
     /// What went wrong below HTTP (connection refused, reset, credentials).
     pub(crate) transport: Option<TransportProblem>,
+    /// The SDK's error, kept as the driver error's source (for logs).
+    source: Option<Arc<GaxError>>,
 }
 
 /// Failures that happened before an HTTP answer arrived.
@@ -56,7 +60,7 @@ pub(crate) enum TransportProblem {
     Decode,
 }
 
-impl CloudFailure {
+impl GceFailure {
     /// Reduces a `google-cloud-gax` error.
     pub(crate) fn from_gax(err: &GaxError) -> Self {
         if let Some(status) = err.status() {
@@ -69,12 +73,13 @@ impl CloudFailure {
                 reason,
                 message: status.message.clone(),
                 transport: None,
+                source: None,
             };
         }
         if let Some(code) = err.http_status_code() {
             // An HTTP error whose body is not GCE's error JSON: parse what we can.
             let (reason, message) = err.http_payload().map(|p| parse_error_body(p)).unwrap_or_default();
-            return Self { http_status: Some(code), reason, message, transport: None };
+            return Self { http_status: Some(code), reason, message, transport: None, source: None };
         }
         let transport = if err.is_authentication() {
             TransportProblem::Credentials
@@ -83,7 +88,7 @@ impl CloudFailure {
         } else {
             TransportProblem::Network
         };
-        Self { http_status: None, reason: None, message: String::new(), transport: Some(transport) }
+        Self { http_status: None, reason: None, message: String::new(), transport: Some(transport), source: None }
     }
 
     /// The failure recorded in a DONE zone operation, if it failed.
@@ -97,7 +102,14 @@ impl CloudFailure {
         if reason.is_none() && http_status.is_none() && error.errors.is_empty() {
             return None;
         }
-        Some(Self { http_status, reason, message, transport: None })
+        Some(Self { http_status, reason, message, transport: None, source: None })
+    }
+
+    /// Classifies a failed Compute request, keeping the SDK's error as source.
+    pub(crate) fn classify(err: GaxError) -> Self {
+        let failure = Self::from_gax(&err);
+        tracing::debug!(http_status = ?failure.http_status, reason = ?failure.reason, "compute call failed");
+        Self { source: Some(Arc::new(err)), ..failure }
     }
 
     /// True for HTTP 404.
@@ -171,8 +183,8 @@ impl CloudFailure {
         }
     }
 
-    /// The classified driver error for the Compute call `operation` (e.g. `instances.insert`).
-    pub(crate) fn into_driver_error(self, operation: &str) -> DriverError {
+    /// The classified driver error for the Compute call (or operation) `operation` (e.g. `instances.insert`).
+    pub(crate) fn driver_error(self, operation: &str) -> DriverError {
         let kind = self.kind();
         let reason = self.reason_word();
         let mut message = format!("compute {operation} failed: {reason}");
@@ -184,8 +196,24 @@ impl CloudFailure {
             message.push_str(": ");
             message.push_str(cloud);
         }
-        let err = DriverError::new(kind, reason, message);
-        if kind == ErrorKind::Unavailable { err.with_retry_after(RETRY_SOON) } else { err }
+        let mut err = DriverError::new(kind, reason, message);
+        if kind == ErrorKind::Unavailable {
+            err = err.with_retry_after(RETRY_SOON);
+        }
+        match self.source {
+            Some(source) => err.with_source(source),
+            None => err,
+        }
+    }
+}
+
+impl CloudFailure for GceFailure {
+    fn is_throttled(&self) -> bool {
+        self.is_throttling()
+    }
+
+    fn into_driver_error(self, call: CloudCall) -> DriverError {
+        self.driver_error(call.operation)
     }
 }
 
@@ -211,11 +239,6 @@ fn clip(s: &str) -> &str {
     &s[..end]
 }
 
-/// DEADLINE_EXCEEDED for a Compute call that did not answer within the RPC's deadline.
-pub(crate) fn deadline_exceeded(operation: &str) -> DriverError {
-    DriverError::deadline_exceeded(format!("compute {operation} did not answer before the call's deadline"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -231,9 +254,9 @@ mod tests {
         }
     }
 
-    fn http(code: u16, reason: &str) -> CloudFailure {
+    fn http(code: u16, reason: &str) -> GceFailure {
         let err = GaxError::http(code, http::HeaderMap::new(), gce_error(code, reason, "boom").into());
-        CloudFailure::from_gax(&err)
+        GceFailure::from_gax(&err)
     }
 
     #[test]
@@ -262,17 +285,17 @@ mod tests {
         assert!(!http(403, "quotaExceeded").is_throttling());
         assert!(!http(403, "forbidden").is_throttling());
         assert!(!http(503, "backendError").is_throttling());
-        assert!(!CloudFailure::from_gax(&GaxError::io("connection reset")).is_throttling());
+        assert!(!GceFailure::from_gax(&GaxError::io("connection reset")).is_throttling());
     }
 
     #[test]
     fn reason_survives_into_the_driver_error() {
-        let e = http(429, "rateLimitExceeded").into_driver_error("instances.get");
+        let e = http(429, "rateLimitExceeded").driver_error("instances.get");
         assert_eq!(e.kind(), ErrorKind::Unavailable);
         assert_eq!(e.reason(), "rateLimitExceeded");
         assert_eq!(e.retry_after(), Some(RETRY_SOON));
         assert_eq!(e.message(), "compute instances.get failed: rateLimitExceeded (HTTP 429): boom");
-        let e = http(403, "forbidden").into_driver_error("instances.get");
+        let e = http(403, "forbidden").driver_error("instances.get");
         assert_eq!(e.retry_after(), None);
     }
 
@@ -282,7 +305,7 @@ mod tests {
         let body = bytes::Bytes::from(gce_error(403, "quotaExceeded", "Quota 'CPUS' exceeded."));
         let status = google_cloud_gax::error::rpc::Status::try_from(&body).expect("GCE error JSON");
         let err = GaxError::service_with_http_metadata(status, Some(403), None);
-        let f = CloudFailure::from_gax(&err);
+        let f = GceFailure::from_gax(&err);
         assert_eq!(f.reason.as_deref(), Some("quotaExceeded"));
         assert_eq!(f.kind(), ErrorKind::ResourceExhausted);
         assert_eq!(f.message, "Quota 'CPUS' exceeded.");
@@ -291,9 +314,9 @@ mod tests {
     #[test]
     fn transport_errors_are_unavailable() {
         let err = GaxError::io("connection reset");
-        let f = CloudFailure::from_gax(&err);
+        let f = GceFailure::from_gax(&err);
         assert_eq!(f.kind(), ErrorKind::Unavailable);
-        assert_eq!(f.into_driver_error("instances.list").reason(), "TRANSPORT");
+        assert_eq!(f.driver_error("instances.list").reason(), "TRANSPORT");
     }
 
     #[test]
@@ -307,9 +330,9 @@ mod tests {
         error.errors = vec![item];
         op.error = Some(error);
         op.http_error_status_code = Some(503);
-        let f = CloudFailure::from_operation(&op).expect("failed operation");
+        let f = GceFailure::from_operation(&op).expect("failed operation");
         assert_eq!(f.kind(), ErrorKind::ResourceExhausted);
-        assert_eq!(f.into_driver_error("instances.insert").reason(), "ZONE_RESOURCE_POOL_EXHAUSTED");
+        assert_eq!(f.driver_error("instances.insert").reason(), "ZONE_RESOURCE_POOL_EXHAUSTED");
 
         let mut quota = Operation::new();
         let mut item = Errors::new();
@@ -318,9 +341,9 @@ mod tests {
         error.errors = vec![item];
         quota.error = Some(error);
         quota.http_error_status_code = Some(403);
-        assert_eq!(CloudFailure::from_operation(&quota).map(|f| f.kind()), Some(ErrorKind::ResourceExhausted));
+        assert_eq!(GceFailure::from_operation(&quota).map(|f| f.kind()), Some(ErrorKind::ResourceExhausted));
 
-        assert!(CloudFailure::from_operation(&Operation::new()).is_none());
+        assert!(GceFailure::from_operation(&Operation::new()).is_none());
     }
 
     #[test]

@@ -3,16 +3,17 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod clients;
+mod config;
 mod credentials;
 mod driver;
 mod errors;
 mod instance;
 mod lookup;
 mod naming;
-mod recent;
 mod share_image;
 mod spec;
 mod timestamps;
 mod volumes;
 
-pub use driver::{GcpDriver, GcpOptions, MAX_USER_DATA_BYTES};
+pub use config::GcpConfig;
+pub use driver::{GcpDriver, MAX_USER_DATA_BYTES};

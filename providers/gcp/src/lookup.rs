@@ -10,16 +10,15 @@
 //! each name).
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 
 use google_cloud_compute_v1::model::Instance;
-use machine_driver_api::{BatchFn, CallContext, Coalescer, DriverError, ErrorKind};
+use machine_driver_api::{BatchFn, CallContext, Coalescer, DriverError, ErrorKind, KeyedCache};
 
 use crate::clients::{Api, SharedApi};
 use crate::credentials::ServiceAccountKey;
-use crate::errors::{CloudFailure, deadline_exceeded};
+use crate::errors::GceFailure;
 use crate::naming::{InstanceRef, is_gce_name};
 
 /// Most names one coalesced batch reads. A batch whose filter would exceed
@@ -37,14 +36,10 @@ pub(crate) const MAX_FILTER_CHARS: usize = 4000;
 /// Coalesced batches in flight at once per credentials, project and zone.
 const BATCHES_IN_FLIGHT: usize = 2;
 
-/// Deadline of one coalesced batch: it serves several RPCs, each of which
-/// still waits no longer than its own deadline.
-const BATCH_TIMEOUT: Duration = Duration::from_secs(30);
-
 /// Page size of the batched `instances.list` (the API's maximum).
 const LIST_PAGE_SIZE: u32 = 500;
 
-/// More coalescers than this and the map starts over (rotated keys pile up otherwise).
+/// Most coalescers (one per credentials, project and zone).
 const MAX_COALESCERS: usize = 256;
 
 /// Characters of `name eq "` + `(?:` + `)"` around the names.
@@ -54,12 +49,18 @@ const FILTER_FRAME_CHARS: usize = 14;
 type ZoneKey = ([u8; 32], String, String);
 
 /// The coalescers of one driver, created on first use per credentials, project and zone.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct InstanceLookups {
-    by_zone: Mutex<HashMap<ZoneKey, Arc<Coalescer<String, Instance>>>>,
+    by_zone: KeyedCache<ZoneKey, Coalescer<String, Instance>>,
     /// Set once Compute refused the batched name filter: batches are then read
     /// with one `instances.get` per name (see [`batch_fetch`]).
     filter_refused: Arc<AtomicBool>,
+}
+
+impl Default for InstanceLookups {
+    fn default() -> Self {
+        Self { by_zone: KeyedCache::new(MAX_COALESCERS), filter_refused: Arc::default() }
+    }
 }
 
 impl InstanceLookups {
@@ -76,10 +77,7 @@ impl InstanceLookups {
             return get_one(api, &target.project, &target.zone, &target.name).await;
         }
         let coalescer = self.coalescer(api, key, target);
-        match tokio::time::timeout(api.remaining(), coalescer.get(target.name.clone())).await {
-            Ok(result) => result,
-            Err(_) => Err(deadline_exceeded("instances.get/instances.list")),
-        }
+        coalescer.get_within(api.context(), target.name.clone()).await
     }
 
     fn coalescer(
@@ -89,18 +87,15 @@ impl InstanceLookups {
         target: &InstanceRef,
     ) -> Arc<Coalescer<String, Instance>> {
         let zone_key = (key.fingerprint, target.project.clone(), target.zone.clone());
-        let mut map = self.by_zone.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(c) = map.get(&zone_key) {
-            return Arc::clone(c);
-        }
-        if map.len() >= MAX_COALESCERS {
-            map.clear();
-        }
-        let fetch =
-            batch_fetch(api.shared(), target.project.clone(), target.zone.clone(), Arc::clone(&self.filter_refused));
-        let coalescer = Arc::new(Coalescer::new(fetch, MAX_BATCH_NAMES, BATCHES_IN_FLIGHT));
-        map.insert(zone_key, Arc::clone(&coalescer));
-        coalescer
+        self.by_zone.get_or_insert_with(&zone_key, || {
+            let fetch = batch_fetch(
+                api.shared(),
+                target.project.clone(),
+                target.zone.clone(),
+                Arc::clone(&self.filter_refused),
+            );
+            Coalescer::new("compute instances.get/instances.list", fetch, MAX_BATCH_NAMES, BATCHES_IN_FLIGHT)
+        })
     }
 }
 
@@ -116,13 +111,12 @@ fn batch_fetch(
     zone: String,
     filter_refused: Arc<AtomicBool>,
 ) -> BatchFn<String, Instance> {
-    Arc::new(move |names: Vec<String>| {
+    Arc::new(move |names: Vec<String>, ctx: CallContext| {
         let shared = shared.clone();
         let project = project.clone();
         let zone = zone.clone();
         let filter_refused = Arc::clone(&filter_refused);
         Box::pin(async move {
-            let ctx = CallContext::with_timeout("GetMachineStatus", BATCH_TIMEOUT);
             let api = shared.bind(&ctx);
             let mut found = HashMap::new();
             for chunk in filter_chunks(names) {
@@ -176,8 +170,8 @@ async fn get_one(api: &Api<'_>, project: &str, zone: &str, name: &str) -> Result
         .await;
     match got {
         Ok(instance) => Ok(Some(instance)),
-        Err(f) if f.cloud().is_some_and(CloudFailure::is_not_found) => Ok(None),
-        Err(f) => Err(f.into_driver_error("instances.get")),
+        Err(f) if f.cloud().is_some_and(GceFailure::is_not_found) => Ok(None),
+        Err(f) => Err(f.into_driver_error()),
     }
 }
 
@@ -209,8 +203,8 @@ async fn list_named(
         let page = match listed {
             Ok(page) => page,
             // Project or zone unknown: every name is absent, as a 404 of instances.get says.
-            Err(f) if f.cloud().is_some_and(CloudFailure::is_not_found) => return Ok(()),
-            Err(f) => return Err(f.into_driver_error("instances.list")),
+            Err(f) if f.cloud().is_some_and(GceFailure::is_not_found) => return Ok(()),
+            Err(f) => return Err(f.into_driver_error()),
         };
         for instance in page.items {
             if let Some(name) = instance.name.clone().filter(|n| wanted.contains(n.as_str())) {

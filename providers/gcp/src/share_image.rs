@@ -99,7 +99,7 @@ pub(crate) async fn share_image(
     match visible {
         Ok(_) => return Ok(done(false)),
         Err(f) if f.cloud().is_some_and(|c| matches!(c.http_status, Some(403 | 404))) => {}
-        Err(f) => return Err(f.into_driver_error("images.get")),
+        Err(f) => return Err(f.into_driver_error()),
     }
 
     let Some(owner_secret) = req.owner_secret.as_ref() else {
@@ -113,7 +113,7 @@ pub(crate) async fn share_image(
     let api = pool.api(&owner, ctx).await?;
     for _ in 0..MAX_POLICY_ATTEMPTS {
         let mut policy = api
-            .call_or_fail("images.getIamPolicy", || {
+            .call("images.getIamPolicy", || {
                 api.clients.images.get_iam_policy().set_project(&image.project).set_resource(&image.name).send()
             })
             .await?;
@@ -141,7 +141,7 @@ pub(crate) async fn share_image(
             Err(f) if f.cloud().is_some_and(|c| c.is_etag_conflict()) => {
                 tracing::debug!(image = %image.path(), "IAM policy changed concurrently; re-reading");
             }
-            Err(f) => return Err(f.into_driver_error("images.setIamPolicy")),
+            Err(f) => return Err(f.into_driver_error()),
         }
     }
     Err(DriverError::unavailable(

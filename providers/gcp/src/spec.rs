@@ -22,8 +22,10 @@ pub(crate) const ROLE_TAG_PREFIX: &str = "kubernetes-io-role-";
 /// Disk type of local SSDs in the spec.
 pub(crate) const DISK_TYPE_SCRATCH: &str = "SCRATCH";
 
-/// Smallest persistent disk the Go provider accepts (GB).
-const MIN_DISK_SIZE_GB: i64 = 20;
+/// Smallest disk size accepted here (GB). The Go provider has no minimum and
+/// Gardener passes the user's volume size: Compute itself refuses a size below
+/// the disk type's or the image's minimum.
+const MIN_DISK_SIZE_GB: i64 = 1;
 /// Largest persistent disk GCE offers (GB).
 const MAX_DISK_SIZE_GB: i64 = 65_536;
 
@@ -540,11 +542,16 @@ mod tests {
     }
 
     #[test]
-    fn unknown_and_mistyped_fields_are_named() {
+    fn fields_of_newer_extensions_are_ignored_and_mistyped_fields_named() {
+        // Written by Gardener's GCP extension for dual-stack and IPv6 shoots, and by newer versions.
         let mut v = gardener_spec();
+        v["apiVersion"] = json!("gcp.provider.extensions.gardener.cloud/v1alpha1");
+        v["advancedMachineFeatures"] = json!({"enableNestedVirtualization": null});
+        v["networkInterfaces"][0]["useAliasIPs"] = json!(true);
+        v["disks"][1] = json!({"autoDelete": true, "boot": false, "sizeGb": 10, "type": "pd-standard", "labels": {}});
         v["bogus"] = json!(1);
-        let e = parse(&v).unwrap_err();
-        assert!(e.message().contains("unknown field `bogus`"), "{e}");
+        let spec = parse(&v).expect("accepted as the Go provider accepts it");
+        assert_eq!(spec.disks[1].size_gb, 10, "small data disks are the cloud's to refuse");
         let mut v = gardener_spec();
         v["disks"][0]["sizeGb"] = json!("big");
         assert_eq!(field_of(&v), "providerSpec.disks[0].sizeGb");
@@ -558,7 +565,7 @@ mod tests {
             ("providerSpec.disks", Box::new(|v| v["disks"][0]["boot"] = json!(false))),
             ("providerSpec.disks", Box::new(|v| v["disks"][1]["boot"] = json!(true))),
             ("providerSpec.disks", Box::new(|v| v["disks"] = json!([]))),
-            ("providerSpec.disks[0].sizeGb", Box::new(|v| v["disks"][0]["sizeGb"] = json!(5))),
+            ("providerSpec.disks[0].sizeGb", Box::new(|v| v["disks"][0]["sizeGb"] = json!(0))),
             ("providerSpec.disks[0].type", Box::new(|v| v["disks"][0]["type"] = json!("Fast Disk"))),
             ("providerSpec.disks[0].image", Box::new(|v| v["disks"][0]["image"] = json!(""))),
             ("providerSpec.disks[1].interface", Box::new(|v| v["disks"][1]["interface"] = json!("IDE"))),

@@ -2,7 +2,6 @@
 //! one throttle never reaches the caller, a second one in a row does, and no
 //! other failure is resent.
 
-#![cfg(feature = "embedded-fake")]
 #![allow(clippy::unwrap_used)]
 
 mod support;

@@ -69,6 +69,15 @@ impl TestDriver {
     }
 }
 
+impl Provider for TestDriver {
+    const BINARY: &'static str = "machine-driver-test";
+    const ABOUT: &'static str = "Test-only driver.";
+
+    async fn connect(_options: CloudOptions) -> Result<Self> {
+        Ok(Self::default())
+    }
+}
+
 impl Driver for TestDriver {
     fn info(&self) -> DriverInfo {
         DriverInfo {
@@ -169,6 +178,7 @@ pub fn args(socket: &std::path::Path) -> ServerArgs {
         shutdown_grace: Duration::from_secs(5),
         share_image_allow_list: vec!["img-allowed".into()],
         registry_config: None,
+        strict_provider_spec: false,
         cloud: CloudArgs {
             cloud_endpoint: None,
             cloud_rate_limit: 0.0,

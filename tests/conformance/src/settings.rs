@@ -29,6 +29,10 @@ pub struct Settings {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ProviderConformance {
+    /// The fake cloud's binary (`fake-ec2`): the test script and CI start the
+    /// provider against it, so that no shared script lists clouds.
+    #[serde(default)]
+    pub fake: Option<String>,
     /// Spec patches that each must be refused with INVALID_ARGUMENT naming `field`.
     #[serde(default)]
     pub invalid_specs: Vec<InvalidSpec>,

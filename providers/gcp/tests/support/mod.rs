@@ -5,8 +5,9 @@
 
 use std::collections::BTreeMap;
 
+use machine_driver_api::CloudOptions;
 use machine_driver_api::{CreateMachine, Machine, MachineClass, MachineRef, SecretData};
-use machine_driver_gcp::{GcpDriver, GcpOptions};
+use machine_driver_gcp::{GcpConfig, GcpDriver};
 use serde_json::Value;
 
 /// A running fake Compute Engine with the example class and secret.
@@ -34,9 +35,7 @@ impl FakeCloud {
 
     /// A driver on this fake with a client-side limit of `rate_limit`/s (0 = off) and `burst`.
     pub async fn driver(&self, rate_limit: f64, burst: u32) -> GcpDriver {
-        GcpDriver::new(GcpOptions { cloud_endpoint: Some(self.fake.url()), rate_limit, burst, embedded_fake: None })
-            .await
-            .unwrap()
+        GcpDriver::new(GcpConfig::from_options(&CloudOptions { endpoint: Some(self.fake.url()), rate_limit, burst }))
     }
 
     /// `POST /_admin/<path>`; fails the test unless it succeeds.

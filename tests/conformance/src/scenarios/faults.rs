@@ -49,24 +49,34 @@ pub(crate) fn capacity(ctx: Ctx) -> BoxFuture<'static, StepResult> {
     })
 }
 
-/// New instances invisible to reads for 2 s: status right after create is never NOT_FOUND
-/// (UNAVAILABLE, or OK and not initialized), repeated creates return the same VM, and the
-/// machine converges to initialized with exactly one VM.
+/// New instances invisible to reads for 2 s: status right after create answers OK, not
+/// initialized, with a pending step (the one answer every provider gives for a VM it just
+/// created and the cloud does not show yet: never NOT_FOUND, which makes the controller create
+/// again, nor an error, which it records as a failed create); repeated creates return the same
+/// VM, and the machine converges to initialized with exactly one VM.
 pub(crate) fn eventual_consistency(ctx: Ctx) -> BoxFuture<'static, StepResult> {
     Box::pin(async move {
         ctx.fake()?.set_invisible_ms(2000).await.map_err(Stop::Fail)?;
         let mut m = ctx.new_machine();
         let created = ctx.must_create(&mut m).await?;
         match ctx.status(&m).await {
-            Err(s) if s.code() == Code::NotFound => {
-                fail!("GetMachineStatus right after create answered NOT_FOUND (the VM is only not visible yet)")
-            }
-            Err(s) if is_retryable(s.code()) => {}
-            Err(s) => fail!("GetMachineStatus right after create: {}", describe(&s)),
-            Ok(r) => ensure!(
-                r.initialization.as_ref().is_some_and(|i| !i.initialized),
-                "GetMachineStatus of a VM the cloud does not show yet answered OK and initialized"
+            Err(s) => fail!(
+                "GetMachineStatus of a VM just created, not visible yet: expected OK, not initialized; got {}",
+                describe(&s)
             ),
+            Ok(r) => {
+                let init = r.initialization.as_ref();
+                ensure!(
+                    init.is_some_and(|i| !i.initialized && !i.pending_steps.is_empty()),
+                    "GetMachineStatus of a VM the cloud does not show yet: expected not initialized with a pending step, got {init:?}"
+                );
+                ensure!(
+                    r.provider_id == created.provider_id,
+                    "GetMachineStatus of a VM not visible yet answered providerID {:?}, create answered {:?}",
+                    r.provider_id,
+                    created.provider_id
+                );
+            }
         }
         let mut fresh = m.clone();
         fresh.provider_id.clear();
