@@ -12,9 +12,6 @@ use crate::outcome::{StepResult, Stop};
 use crate::status_details::{describe, error_field};
 use crate::{ensure, fail, skip};
 
-/// The unknown top-level field added to the spec.
-pub(crate) const UNKNOWN_FIELD: &str = "conformanceUnknownField";
-
 /// Refuses every create-class cloud call, so that a driver that reaches the cloud before
 /// validating shows up as PERMISSION_DENIED instead of INVALID_ARGUMENT.
 const REFUSE_CREATES: Fault<'static> = Fault { operation: "create", kind: "permission", times: None, phase: "before" };
@@ -84,12 +81,12 @@ async fn expect_refused(
     Ok(field)
 }
 
-fn spec_json(ctx: &Ctx) -> StepResult<Value> {
+pub(crate) fn spec_json(ctx: &Ctx) -> StepResult<Value> {
     serde_json::from_str(&ctx.settings.provider_spec)
         .map_err(|e| Stop::Fail(format!("--machine-class is not JSON: {e}")))
 }
 
-fn to_text(v: &Value) -> StepResult<String> {
+pub(crate) fn to_text(v: &Value) -> StepResult<String> {
     serde_json::to_string(v).map_err(|e| Stop::Fail(format!("serializing a patched spec: {e}")))
 }
 
@@ -114,29 +111,6 @@ pub(crate) fn invalid_values(ctx: Ctx) -> BoxFuture<'static, StepResult> {
             }
         }
         ensure!(failures.is_empty(), "{}", failures.join("; "));
-        Ok(())
-    })
-}
-
-/// A spec with an unknown top-level field is refused; the error names it.
-pub(crate) fn unknown_field(ctx: Ctx) -> BoxFuture<'static, StepResult> {
-    Box::pin(async move {
-        let mut spec = spec_json(&ctx)?;
-        merge_patch(&mut spec, &serde_json::json!({ UNKNOWN_FIELD: 1 }));
-        let m = ctx.new_machine();
-        let class = ctx.class_with_spec(to_text(&spec)?);
-        let field = expect_refused(&ctx, &m, class.clone(), ctx.secret(), FieldRule::ProviderSpec).await?;
-        if !field.contains(UNKNOWN_FIELD) {
-            // The field may be the spec itself; then the message must name the unknown key.
-            match ctx.create_with(&m, class, ctx.secret()).await {
-                Err(s) => ensure!(
-                    s.message().contains(UNKNOWN_FIELD),
-                    "the error names neither field nor message {UNKNOWN_FIELD:?}: field {field:?}, {}",
-                    describe(&s)
-                ),
-                Ok(_) => fail!("a repeated CreateMachine accepted the unknown field"),
-            }
-        }
         Ok(())
     })
 }

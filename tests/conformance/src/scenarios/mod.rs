@@ -2,6 +2,7 @@
 
 mod absent;
 mod bad_input;
+mod compat;
 mod create;
 mod faults;
 mod identity;
@@ -63,7 +64,7 @@ pub fn all() -> Vec<Scenario> {
             registry::invalid_mirror_refused,
         ),
         scenario("bad-input/invalid-spec-values", "badval", &[], false, bad_input::invalid_values),
-        scenario("bad-input/unknown-spec-field", "badunk", &[], false, bad_input::unknown_field),
+        scenario("compat/go-json-leniency", "compat", &[], false, compat::go_json_leniency),
         scenario("bad-input/malformed-spec-json", "badjson", &[], false, bad_input::malformed_json),
         scenario("bad-input/missing-secret-keys", "badsec", &[], false, bad_input::missing_secret_keys),
         scenario("bad-input/missing-machine-uid", "baduid", &[], false, bad_input::missing_uid),
