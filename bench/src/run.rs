@@ -33,7 +33,7 @@ async fn session(args: &Args, extra: &[String]) -> Result<Session, String> {
     let conn = driver.connect().await?;
     let (info, caps) = conn.describe().await?;
     let inputs = Inputs::load(&info.provider, args.machine_class.as_deref(), args.secret.as_deref())?;
-    let admin = Admin::new(driver.cloud_url())?;
+    let admin = Admin::for_cloud_url(driver.cloud_url())?;
     Ok(Session {
         sidecar: Sidecar::new(conn, inputs.clone()),
         admin,
@@ -135,7 +135,7 @@ async fn rate_limited_phase(args: &Args, sizes: &Sizes, report: &mut Report) -> 
     }
     let measured =
         throughput::run(&s.sidecar, &s.admin, args.rate, sizes.throughput, args.throughput_concurrency).await;
-    let live = s.admin.live_instances().await;
+    let live = crate::admin::live_instances(&s.admin).await;
     let tail = s.driver.log_tail(20);
     let stopped = s.driver.stop(STOP_GRACE).await;
     let t = measured?;

@@ -9,11 +9,14 @@
 //! the answer (retryable, with a delay), not DEADLINE_EXCEEDED. No other
 //! failure is resent here.
 //!
-//! Metric names are the ones existing machine-controller dashboards use:
-//! `mcm_cloud_api_requests_total{provider,service,operation}`,
-//! `mcm_cloud_api_requests_failed_total{provider,service,operation}` and the histogram
-//! `mcm_cloud_api_api_request_duration_seconds{provider,service,operation}`.
-//! They go through the `metrics` facade; the server installs the Prometheus recorder.
+//! Metric names and labels are the ones MCM's metrics package declares and its
+//! dashboards use: `mcm_cloud_api_requests_total{provider,service}`,
+//! `mcm_cloud_api_requests_failed_total{provider,service}` and the histogram
+//! `mcm_cloud_api_api_request_duration_seconds{provider,service}` (successful
+//! calls only, as the Go providers record it). `service` names the cloud call,
+//! `<service>.<operation>` (`ec2.DescribeInstances`, `compute.instances.get`);
+//! spans carry service and operation apart. They go through the `metrics`
+//! facade; the server installs the Prometheus recorder.
 
 use std::fmt;
 use std::future::Future;
@@ -55,13 +58,15 @@ where
         operation = call.operation,
         ok = tracing::field::Empty,
     );
-    let labels = [("provider", call.provider), ("service", call.service), ("operation", call.operation)];
+    let labels = [("provider", call.provider.to_string()), ("service", format!("{}.{}", call.service, call.operation))];
     metrics::counter!("mcm_cloud_api_requests_total", &labels).increment(1);
     let started = Instant::now();
     let result = fut.instrument(span.clone()).await;
-    metrics::histogram!("mcm_cloud_api_api_request_duration_seconds", &labels).record(started.elapsed().as_secs_f64());
     span.record("ok", result.is_ok());
-    if result.is_err() {
+    if result.is_ok() {
+        metrics::histogram!("mcm_cloud_api_api_request_duration_seconds", &labels)
+            .record(started.elapsed().as_secs_f64());
+    } else {
         metrics::counter!("mcm_cloud_api_requests_failed_total", &labels).increment(1);
     }
     result

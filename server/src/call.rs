@@ -94,8 +94,12 @@ where
     };
     span.record("code", format!("{code:?}"));
     let code_label = format!("{code:?}");
-    metrics::histogram!("mcm_cloud_api_driver_request_duration_seconds", "provider" => settings.provider, "operation" => rpc)
-        .record(elapsed.as_secs_f64());
+    // As MCM's metrics package declares them and the Go providers record them:
+    // duration of successful calls only, failures by MCM's numeric code.
+    if result.is_ok() {
+        metrics::histogram!("mcm_cloud_api_driver_request_duration_seconds", "provider" => settings.provider, "operation" => mcm_operation(rpc))
+            .record(elapsed.as_secs_f64());
+    }
     metrics::histogram!("machine_driver_rpc_duration_seconds", "method" => rpc, "grpc_status_code" => code_label.clone())
         .record(elapsed.as_secs_f64());
     let _enter = span.enter();
@@ -110,7 +114,7 @@ where
             Ok(Response::new(into_response(v)))
         }
         Err(e) => {
-            metrics::counter!("mcm_cloud_api_driver_requests_failed_total", "provider" => settings.provider, "operation" => rpc, "error_code" => code_label)
+            metrics::counter!("mcm_cloud_api_driver_requests_failed_total", "provider" => settings.provider, "operation" => mcm_operation(rpc), "error_code" => (code as i32).to_string())
                 .increment(1);
             let source = std::error::Error::source(&e).map(|s| format!("{s:#}")).unwrap_or_default();
             if e.kind() == ErrorKind::Internal {
@@ -187,5 +191,20 @@ mod tests {
         assert_eq!(parse_grpc_timeout("1H"), Some(Duration::from_secs(3600)));
         assert_eq!(parse_grpc_timeout("5x"), None);
         assert_eq!(parse_grpc_timeout("1234567890S"), None);
+    }
+}
+
+/// The `operation` label the Go providers record for an RPC (MCM's dashboards
+/// group by it): snake case, and `list_machine` in the singular as they write it.
+pub(crate) fn mcm_operation(rpc: &'static str) -> &'static str {
+    match rpc {
+        "CreateMachine" => "create_machine",
+        "InitializeMachine" => "initialize_machine",
+        "GetMachineStatus" => "get_machine_status",
+        "DeleteMachine" => "delete_machine",
+        "ListMachines" => "list_machine",
+        "GetVolumeIDs" => "get_volume_ids",
+        "ShareImage" => "share_image",
+        other => other,
     }
 }

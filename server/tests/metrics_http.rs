@@ -53,9 +53,9 @@ async fn metrics_and_healthz() {
     let (code, body) = get(addr, "/metrics").await;
     assert_eq!(code, 200, "{body}");
     assert!(body.contains("mcm_cloud_api_driver_request_duration_seconds_bucket"), "{body}");
-    assert!(body.contains(r#"operation="GetMachineStatus""#), "{body}");
+    assert!(body.contains(r#"operation="get_machine_status""#), "{body}");
     assert!(
-        body.contains(r#"mcm_cloud_api_driver_requests_failed_total{provider="test",operation="GetMachineStatus",error_code="Unavailable"} 1"#),
+        body.contains(r#"mcm_cloud_api_driver_requests_failed_total{provider="test",operation="get_machine_status",error_code="14"} 1"#),
         "{body}"
     );
     assert_eq!(get(addr, "/healthz").await.0, 200);

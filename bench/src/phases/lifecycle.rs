@@ -62,7 +62,7 @@ where
         }
     };
     let calls = admin.calls().await?;
-    Ok(Step { step: name.to_string(), outcome, attempts, reads: calls.reads(), calls })
+    Ok(Step { step: name.to_string(), outcome, attempts, reads: crate::admin::reads(&calls), calls })
 }
 
 /// Runs phase 2 with one new machine.
@@ -85,7 +85,7 @@ pub(crate) async fn run(sidecar: &Sidecar, admin: &Admin, initialize_advertised:
         Ok(()) => "OK".to_string(),
         Err(s) => code_name(s.code()).to_string(),
     };
-    steps.push(Step { step: "CreateMachine".into(), outcome, attempts: 1, reads: calls.reads(), calls });
+    steps.push(Step { step: "CreateMachine".into(), outcome, attempts: 1, reads: crate::admin::reads(&calls), calls });
     if let Err(s) = created {
         return Err(format!("CreateMachine failed after {:?}: {}", create_started.elapsed(), s.message()));
     }

@@ -126,7 +126,7 @@ impl Admin {
         let class = self.inner.hooks.operation_class(operation);
         let delay = {
             let mut state = self.state();
-            state.counts.record(operation);
+            state.counts.record(operation, class);
             if !state.bucket.try_acquire_at(Instant::now()) {
                 state.counts.record_throttled();
                 drop(state);

@@ -42,12 +42,15 @@ pub struct InventoryInstance {
     /// The cloud's instance id.
     pub id: String,
     /// The machine name (EC2 `Name` tag, GCE instance name); empty when unnamed.
+    #[serde(default)]
     pub name: String,
     /// The cloud's state word (`running`, `terminated`, `RUNNING`, ...).
+    #[serde(default)]
     pub state: String,
     /// False once terminated/deleted.
     pub live: bool,
     /// Tags or labels.
+    #[serde(default)]
     pub tags: BTreeMap<String, String>,
     /// Cloud-specific extra fields (user data, interfaces, ...), flattened into the object.
     #[serde(flatten)]

@@ -3,9 +3,10 @@
 //! A cloud fake implements [`CloudHooks`] (operation classes, its real error answer per
 //! [`FaultKind`], inventory and reset), creates an [`Admin`], passes every cloud API request
 //! through [`Admin::begin_call`], merges [`admin_router`] into its own router and serves the
-//! result with [`FakeHandle::serve`].
+//! result with [`FakeHandle::serve`]. [`AdminClient`] is the one client of that API.
 
 mod admin;
+mod client;
 mod clock;
 mod counters;
 mod faults;
@@ -17,6 +18,7 @@ mod router;
 mod settings;
 
 pub use admin::{Admin, CallGuard, Rejection, RejectionCause};
+pub use client::{AdminClient, Fault};
 pub use clock::utc_timestamp;
 pub use counters::CallCounts;
 pub use faults::{FaultKind, FaultSpec, FaultTable, Phase};

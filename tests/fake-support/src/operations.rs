@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// The cloud-neutral class of a cloud API operation (see `docs/fake-admin-api.md`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum OpClass {
     /// Creates an instance (`RunInstances`, `instances.insert`).

@@ -127,7 +127,7 @@ async fn reset(fake: &FakeAdmin) -> StepResult {
 }
 
 async fn check(fake: &FakeAdmin, step: &str, most: u64, forbidden: &[String], report: &mut Vec<String>) -> StepResult {
-    let Calls { calls, total } = fake.calls().await.map_err(Stop::Fail)?;
+    let Calls { calls, total, .. } = fake.calls().await.map_err(Stop::Fail)?;
     report.push(format!("{step} {total}"));
     ensure!(total <= most, "{step}: {total} cloud calls, the budget is {most}: {calls:?}");
     for op in forbidden {

@@ -36,7 +36,7 @@ pub(crate) fn mirror_in_user_data(ctx: Ctx) -> BoxFuture<'static, StepResult> {
         m.provider_id = resp.provider_id;
         let instances = fake.live_named(&m.name).await.map_err(crate::outcome::Stop::Fail)?;
         ensure!(instances.len() == 1, "expected one live instance named {}, found {}", m.name, instances.len());
-        let Some(encoded) = instances[0].user_data.as_deref() else {
+        let Some(encoded) = instances[0].user_data() else {
             fail!("the fake shows no user data on the instance");
         };
         let raw = match base64::engine::general_purpose::STANDARD.decode(encoded.trim()) {

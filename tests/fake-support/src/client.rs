@@ -1,0 +1,134 @@
+//! [`AdminClient`]: the one typed client of the admin API
+//! (`docs/fake-admin-api.md`), used by the conformance suite, the benchmark
+//! harness and tests. It speaks HTTP only, so it works against a fake in this
+//! process, in another process, or embedded in a driver.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::counters::CallCounts;
+use crate::hooks::{Inventory, InventoryInstance};
+
+/// Connection to `<fake>/_admin`.
+#[derive(Debug, Clone)]
+pub struct AdminClient {
+    base: String,
+    http: reqwest::Client,
+}
+
+/// A fault to inject (`POST /_admin/faults`).
+#[derive(Debug, Clone, Copy)]
+pub struct Fault<'a> {
+    /// Operation class (`create`, `read`, `write`, `delete`, `*`) or exact name.
+    pub operation: &'a str,
+    /// Neutral kind (`throttle`, `capacity`, `unavailable`, `internal`, `auth`, `permission`, `invalid`).
+    pub kind: &'a str,
+    /// How many calls it strikes; every matching call when `None`.
+    pub times: Option<u32>,
+    /// `before` (no effect) or `after` (effect happens, answer lost).
+    pub phase: &'a str,
+}
+
+impl AdminClient {
+    /// A client for the admin API at `base` (e.g. `http://127.0.0.1:8080/_admin`).
+    pub fn new(base: &str) -> Result<Self, String> {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| format!("fake admin client: {e}"))?;
+        Ok(Self { base: base.trim_end_matches('/').to_string(), http })
+    }
+
+    /// A client for the fake whose cloud API is at `cloud_url` (admin under `/_admin`).
+    pub fn for_cloud_url(cloud_url: &str) -> Result<Self, String> {
+        Self::new(&format!("{}{}", cloud_url.trim_end_matches('/'), crate::ADMIN_PREFIX))
+    }
+
+    /// The admin base URL.
+    pub fn url(&self) -> &str {
+        &self.base
+    }
+
+    async fn send(&self, req: reqwest::RequestBuilder, what: &str) -> Result<reqwest::Response, String> {
+        let resp = req.send().await.map_err(|e| format!("fake admin {what}: {e}"))?;
+        if !resp.status().is_success() {
+            return Err(format!("fake admin {what}: HTTP {}", resp.status()));
+        }
+        Ok(resp)
+    }
+
+    /// `POST <path>` with a JSON body; any non-2xx answer is an error.
+    pub async fn post(&self, path: &str, body: Value) -> Result<(), String> {
+        let path = format!("/{}", path.trim_start_matches('/'));
+        self.send(self.http.post(format!("{}{path}", self.base)).json(&body), &path).await.map(|_| ())
+    }
+
+    /// `GET /calls`: request counters since the last reset, by operation and by class.
+    pub async fn calls(&self) -> Result<CallCounts, String> {
+        let resp = self.send(self.http.get(format!("{}/calls", self.base)), "/calls").await?;
+        resp.json().await.map_err(|e| format!("fake admin /calls: {e}"))
+    }
+
+    /// `POST /calls/reset`.
+    pub async fn reset_calls(&self) -> Result<(), String> {
+        self.post("/calls/reset", json!({})).await
+    }
+
+    /// `POST /faults`.
+    pub async fn add_fault(&self, fault: Fault<'_>) -> Result<(), String> {
+        let mut body = json!({"operation": fault.operation, "kind": fault.kind, "phase": fault.phase});
+        if let (Some(times), Some(obj)) = (fault.times, body.as_object_mut()) {
+            obj.insert("times".into(), json!(times));
+        }
+        self.post("/faults", body).await
+    }
+
+    /// `DELETE /faults`.
+    pub async fn clear_faults(&self) -> Result<(), String> {
+        self.send(self.http.delete(format!("{}/faults", self.base)), "DELETE /faults").await.map(|_| ())
+    }
+
+    /// `POST /consistency`: new instances stay invisible to reads for `ms`.
+    pub async fn set_invisible_ms(&self, ms: u64) -> Result<(), String> {
+        self.post("/consistency", json!({"invisible_ms": ms})).await
+    }
+
+    /// `POST /rate-limit`: a token bucket over all cloud requests (`per_second` 0 disables it).
+    pub async fn set_rate_limit(&self, per_second: u32, burst: u32) -> Result<(), String> {
+        self.post("/rate-limit", json!({"per_second": per_second, "burst": burst})).await
+    }
+
+    /// `POST /latency`: adds `ms` to every cloud request before the fake processes it (0 removes it).
+    pub async fn set_latency(&self, ms: u64) -> Result<(), String> {
+        self.post("/latency", json!({"operation": "*", "ms": ms})).await
+    }
+
+    /// `GET /inventory`: every instance, live or not.
+    pub async fn instances(&self) -> Result<Vec<InventoryInstance>, String> {
+        let resp = self.send(self.http.get(format!("{}/inventory", self.base)), "/inventory").await?;
+        let inv: Inventory = resp.json().await.map_err(|e| format!("fake admin /inventory: {e}"))?;
+        Ok(inv.instances)
+    }
+
+    /// Live instances named `name`.
+    pub async fn live_named(&self, name: &str) -> Result<Vec<InventoryInstance>, String> {
+        Ok(self.instances().await?.into_iter().filter(|i| i.live && i.name == name).collect())
+    }
+
+    /// Undoes every setting a scenario may have made: faults, latency, rate limit, consistency.
+    /// Instances and counters are left alone.
+    pub async fn clean_settings(&self) -> Result<(), String> {
+        self.clear_faults().await?;
+        self.set_latency(0).await?;
+        self.set_rate_limit(0, 0).await?;
+        self.set_invisible_ms(0).await
+    }
+}
+
+impl InventoryInstance {
+    /// The user data the VM boots with, base64, when the fake reports it.
+    pub fn user_data(&self) -> Option<&str> {
+        self.extra.get("user_data").and_then(Value::as_str)
+    }
+}
