@@ -85,6 +85,12 @@ const PERMISSION_DENIED: &[&str] =
 
 /// Classifies one AWS error code (with its HTTP status) into a driver error kind.
 pub fn kind_for(code: &str, http_status: u16) -> ErrorKind {
+    if code == "Unsupported" {
+        // "The requested configuration is currently not supported" (an instance type
+        // not offered in the zone): not here, try elsewhere, as the Go provider answers,
+        // so that MCM lets the autoscaler pick another zone.
+        return ErrorKind::ResourceExhausted;
+    }
     if THROTTLING.contains(&code) || TRANSIENT.contains(&code) {
         ErrorKind::Unavailable
     } else if EXHAUSTED.contains(&code)
@@ -281,6 +287,8 @@ mod tests {
             ("InvalidInstanceID.NotFound", 400, ErrorKind::NotFound),
             ("IdempotentParameterMismatch", 400, ErrorKind::FailedPrecondition),
             ("WeirdClientError", 400, ErrorKind::Internal),
+            ("Unsupported", 400, ErrorKind::ResourceExhausted),
+            ("UnsupportedOperation", 400, ErrorKind::InvalidArgument),
         ];
         for (code, status, kind) in cases {
             assert_eq!(kind_for(code, status), kind, "{code}");

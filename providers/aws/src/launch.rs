@@ -127,14 +127,18 @@ fn network_interfaces(spec: &AwsProviderSpec) -> Vec<InstanceNetworkInterfaceSpe
                 .set_ipv6_address_count(n.ipv6_address_count)
                 .set_interface_type(n.interface_type.clone())
                 .set_network_card_index(n.network_card_index)
-                .set_primary_ipv6(n.primary_ipv6)
+                // As the Go provider: an interface with IPv6 addresses gets a primary
+                // IPv6 address unless the class says otherwise (Gardener's IPv6 nodes need it).
+                .set_primary_ipv6(n.primary_ipv6.or(n.ipv6_address_count.filter(|c| *c > 0).map(|_| true)))
                 .build()
         })
         .collect()
 }
 
+/// As the Go provider: `/root`, or the only block device whatever its name,
+/// is the AMI's root device.
 fn device_name(d: &BlockDevice, count: usize, root: Option<&str>) -> String {
-    let stands_for_root = d.device_name == ROOT_DEVICE_NAME || (count == 1 && d.device_name.is_empty());
+    let stands_for_root = d.device_name == ROOT_DEVICE_NAME || count == 1;
     match root {
         Some(r) if stands_for_root => r.to_string(),
         _ => d.device_name.clone(),

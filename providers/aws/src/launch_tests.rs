@@ -56,6 +56,7 @@ fn every_field_reaches_run_instances() {
     let nic = &input.get_network_interfaces().as_ref().unwrap()[0];
     assert_eq!((nic.device_index(), nic.subnet_id(), nic.ipv6_address_count()), (Some(0), Some("subnet-1"), Some(1)));
     assert_eq!(nic.ipv6_prefix_count(), None, "prefixes are assigned by InitializeMachine");
+    assert_eq!(nic.primary_ipv6(), Some(true), "IPv6 addresses imply a primary IPv6 address, as in the Go provider");
     assert_eq!(
         input.get_iam_instance_profile().as_ref().and_then(|i| i.arn()),
         Some("arn:aws:iam::1:instance-profile/n")

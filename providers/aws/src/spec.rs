@@ -311,7 +311,6 @@ impl AwsProviderSpec {
     /// True when a block device stands for the AMI's root device (so its real
     /// name must be looked up): named `/root`, or the single unnamed device.
     pub fn needs_root_device_name(&self) -> bool {
-        self.block_devices.iter().any(|d| d.device_name == ROOT_DEVICE_NAME)
-            || (self.block_devices.len() == 1 && self.block_devices[0].device_name.is_empty())
+        self.block_devices.iter().any(|d| d.device_name == ROOT_DEVICE_NAME) || self.block_devices.len() == 1
     }
 }

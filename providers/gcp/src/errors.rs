@@ -112,6 +112,13 @@ impl GceFailure {
         Self { source: Some(Arc::new(err)), ..failure }
     }
 
+    /// A machine or accelerator type this zone does not offer (400 `invalid`, "Machine type
+    /// with name '...' does not exist in zone '...'"): not here, try elsewhere, as the Go
+    /// provider answers, so that MCM lets the autoscaler pick another zone.
+    pub(crate) fn is_not_offered_in_zone(&self) -> bool {
+        self.http_status == Some(400) && self.message.contains("does not exist in zone")
+    }
+
     /// True for HTTP 404.
     pub(crate) fn is_not_found(&self) -> bool {
         self.http_status == Some(404)
@@ -151,7 +158,7 @@ impl GceFailure {
             return ErrorKind::Unavailable;
         }
         let reason = self.reason.as_deref().unwrap_or("");
-        if EXHAUSTED_REASONS.contains(&reason) {
+        if EXHAUSTED_REASONS.contains(&reason) || self.is_not_offered_in_zone() {
             return ErrorKind::ResourceExhausted;
         }
         match self.http_status {
@@ -257,6 +264,16 @@ mod tests {
     fn http(code: u16, reason: &str) -> GceFailure {
         let err = GaxError::http(code, http::HeaderMap::new(), gce_error(code, reason, "boom").into());
         GceFailure::from_gax(&err)
+    }
+
+    #[test]
+    fn a_machine_type_not_offered_in_the_zone_is_resource_exhausted() {
+        let msg = "Invalid value for field 'resource.machineType': 'zones/europe-west1-b/machineTypes/a3-highgpu-8g'. \
+                   Machine type with name 'a3-highgpu-8g' does not exist in zone 'europe-west1-b'.";
+        let err = GaxError::http(400, http::HeaderMap::new(), gce_error(400, "invalid", msg).into());
+        let f = GceFailure::from_gax(&err);
+        assert_eq!(f.kind(), ErrorKind::ResourceExhausted);
+        assert_eq!(http(400, "invalid").kind(), ErrorKind::InvalidArgument, "other invalid values stay invalid");
     }
 
     #[test]
