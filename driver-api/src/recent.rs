@@ -66,6 +66,12 @@ impl<K: Hash + Eq + Clone, V: Clone> RecentCreates<K, V> {
         self.get(key).is_some()
     }
 
+    /// What was recorded for `key`, forgotten as it is taken (for what may be used once).
+    pub fn take(&self, key: &K) -> Option<V> {
+        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        entries.remove(key).filter(|(_, at)| at.elapsed() < VISIBILITY_GRACE).map(|(v, _)| v)
+    }
+
     /// Forgets `key` (the cloud shows it now, it was deleted, or its create failed).
     pub fn forget(&self, key: &K) {
         self.entries.lock().unwrap_or_else(PoisonError::into_inner).remove(key);
@@ -88,5 +94,8 @@ mod tests {
         recent.record("b".into(), 2);
         recent.forget(&"b".into());
         assert_eq!(recent.get(&"b".into()), None);
+        recent.record("c".into(), 3);
+        assert_eq!(recent.take(&"c".into()), Some(3));
+        assert_eq!(recent.take(&"c".into()), None, "taken once");
     }
 }

@@ -180,20 +180,6 @@ pub(crate) fn parse_grpc_timeout(v: &str) -> Option<Duration> {
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn grpc_timeout_units() {
-        assert_eq!(parse_grpc_timeout("100m"), Some(Duration::from_millis(100)));
-        assert_eq!(parse_grpc_timeout("2S"), Some(Duration::from_secs(2)));
-        assert_eq!(parse_grpc_timeout("1H"), Some(Duration::from_secs(3600)));
-        assert_eq!(parse_grpc_timeout("5x"), None);
-        assert_eq!(parse_grpc_timeout("1234567890S"), None);
-    }
-}
-
 /// The `operation` label the Go providers record for an RPC (MCM's dashboards
 /// group by it): snake case, and `list_machine` in the singular as they write it.
 pub(crate) fn mcm_operation(rpc: &'static str) -> &'static str {
@@ -206,5 +192,19 @@ pub(crate) fn mcm_operation(rpc: &'static str) -> &'static str {
         "GetVolumeIDs" => "get_volume_ids",
         "ShareImage" => "share_image",
         other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_timeout_units() {
+        assert_eq!(parse_grpc_timeout("100m"), Some(Duration::from_millis(100)));
+        assert_eq!(parse_grpc_timeout("2S"), Some(Duration::from_secs(2)));
+        assert_eq!(parse_grpc_timeout("1H"), Some(Duration::from_secs(3600)));
+        assert_eq!(parse_grpc_timeout("5x"), None);
+        assert_eq!(parse_grpc_timeout("1234567890S"), None);
     }
 }

@@ -12,12 +12,12 @@ use machine_driver_api::{
 use crate::clients::AwsClients;
 use crate::driver::AwsDriver;
 use crate::errors::AwsFailure;
+use crate::initialize::Launched;
 use crate::launch::{self, LaunchParams};
 use crate::lookup;
 use crate::recent::Launch;
 use crate::spec::AwsProviderSpec;
 use crate::spec_validation::parse_and_validate;
-use crate::status::state_name;
 use crate::{aws_call, provider_id, steps};
 
 /// Length of the RunInstances ClientToken (EC2 allows up to 64 ASCII characters).
@@ -57,8 +57,11 @@ impl AwsDriver {
                 format!("the instance launched for this machine ({id}) was terminated; the machine must be replaced"),
             ));
         }
-        self.pending.observe(&id, state_name(&instance));
         let node_name = instance.private_dns_name().unwrap_or_default().to_string();
+        self.launched.record(
+            id.clone(),
+            Launched { node_name: node_name.clone(), work: steps::interface_work(&spec, &instance) },
+        );
         let launch = Launch::now(&id, &c.region, &node_name);
         self.recent.record(req.machine.uid.clone(), launch.clone());
         tracing::info!(machine = %req.machine.name, instance_id = %id, "instance launched");

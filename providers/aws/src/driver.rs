@@ -5,14 +5,14 @@ use std::sync::{Arc, Mutex};
 
 use machine_driver_api::{
     CallContext, Capabilities, CloudOptions, CreateMachine, CreatedMachine, DeletedMachine, Driver, DriverError,
-    DriverInfo, InitializedMachine, ListMachines, Machine, MachineRef, MachineStatus, Provider, Result, SecretData,
-    ShareImage, SharedImage,
+    DriverInfo, InitializedMachine, ListMachines, Machine, MachineRef, MachineStatus, Provider, RecentCreates, Result,
+    SecretData, ShareImage, SharedImage,
 };
 
 use crate::clients::{AwsClients, ClientCache};
 use crate::config::AwsConfig;
 use crate::credentials::{ACCESS_KEY_ID_KEYS, SECRET_ACCESS_KEY_KEYS};
-use crate::pending::PendingSightings;
+use crate::initialize::Launched;
 use crate::recent::RecentLaunches;
 use crate::spec::AwsProviderSpec;
 use crate::{provider_id, volumes};
@@ -21,8 +21,9 @@ use crate::{provider_id, volumes};
 pub struct AwsDriver {
     pub(crate) clients: ClientCache,
     pub(crate) recent: RecentLaunches,
-    /// Instances seen `pending` a moment ago (InitializeMachine refuses without a read).
-    pub(crate) pending: PendingSightings,
+    /// What RunInstances answered for instances launched a moment ago, by
+    /// instance id: the InitializeMachine that follows needs no read.
+    pub(crate) launched: RecentCreates<String, Launched>,
     /// AMI root device names by (region, AMI id); images never change them.
     pub(crate) root_devices: Mutex<HashMap<(String, String), String>>,
 }
@@ -53,7 +54,7 @@ impl AwsDriver {
         Ok(Self {
             clients: ClientCache::new(config),
             recent: RecentLaunches::default(),
-            pending: PendingSightings::default(),
+            launched: RecentCreates::default(),
             root_devices: Mutex::default(),
         })
     }

@@ -215,6 +215,12 @@ impl AwsFailure {
         self.code() == Some("InvalidInstanceID.NotFound")
     }
 
+    /// No network interface has the id (`InvalidNetworkInterfaceID.NotFound`): for an
+    /// interface RunInstances just returned, EC2 does not show it yet.
+    pub(crate) fn is_interface_not_found(&self) -> bool {
+        self.code() == Some("InvalidNetworkInterfaceID.NotFound")
+    }
+
     /// The image id is well formed but names no image this account can see.
     pub(crate) fn is_image_not_found(&self) -> bool {
         self.code().is_some_and(|c| c.starts_with("InvalidAMIID.") && c != "InvalidAMIID.Malformed")

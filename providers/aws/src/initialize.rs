@@ -1,21 +1,38 @@
 //! InitializeMachine: apply only the missing post-creation steps.
 //!
-//! EC2 call cost: none while the instance was seen `pending` within the last
-//! second (see [`crate::pending`]); else the status lookup (1-2 DescribeInstances), then one
-//! ModifyNetworkInterfaceAttribute per interface whose source/dest check must
-//! go off and one AssignIpv6Addresses per interface lacking prefixes; no
-//! writes when nothing is missing.
-
-use machine_driver_api::{CallContext, DriverError, InitializedMachine, MachineRef, Result, parse_provider_spec};
+//! The machine-controller calls InitializeMachine straight after CreateMachine,
+//! while the instance is still `pending`. EC2 accepts interface changes then
+//! (the interfaces exist from launch), so initialization does not wait for
+//! `running`. EC2 call cost:
+//! - right after this process launched the instance: no read at all; the work
+//!   is computed from the interfaces RunInstances returned ([`Launched`]),
+//!   which is used once;
+//! - otherwise the status lookup (1-2 DescribeInstances);
+//! - then one ModifyNetworkInterfaceAttribute per interface whose source/dest
+//!   check must go off and one AssignIpv6Addresses per interface lacking
+//!   prefixes; no writes when nothing is missing (a repeat reads and converges).
 
 use aws_sdk_ec2::types::AttributeBooleanValue;
+use machine_driver_api::{
+    CallContext, CallFailure, DriverError, InitializedMachine, MachineRef, Result, parse_provider_spec,
+};
 
+use crate::clients::AwsClients;
 use crate::driver::AwsDriver;
-use crate::errors::RETRY_AFTER;
+use crate::errors::{AwsFailure, RETRY_AFTER};
 use crate::lookup::{self, Lookup};
 use crate::spec::AwsProviderSpec;
-use crate::status::state_name;
+use crate::steps::InterfaceWork;
 use crate::{aws_call, provider_id, steps};
+
+/// What RunInstances told about a launch, for the InitializeMachine that follows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Launched {
+    /// The node name (private DNS name).
+    pub(crate) node_name: String,
+    /// The initialization work the launched interfaces need.
+    pub(crate) work: Vec<InterfaceWork>,
+}
 
 impl AwsDriver {
     pub(crate) async fn initialize(&self, ctx: &CallContext, req: MachineRef) -> Result<InitializedMachine> {
@@ -24,8 +41,15 @@ impl AwsDriver {
         let (region, instance_id) = Self::locate(&spec, &req.machine)?;
         let c = self.clients(&req.secret, &region)?;
         let known_id = instance_id.clone().or_else(|| self.recent_launch(&req).map(|l| l.instance_id));
-        if let Some(age) = known_id.as_deref().and_then(|id| self.pending.fresh(id)) {
-            return Err(not_running("pending", Some(age)));
+        // Taken, not read: a retry after a failed or lost write computes its work from a fresh read.
+        if let Some((id, launched)) = known_id.and_then(|id| self.launched.take(&id).map(|l| (id, l))) {
+            let applied = apply(ctx, &c, &launched.work).await?;
+            log_applied(&req, &applied);
+            return Ok(InitializedMachine {
+                provider_id: provider_id::encode(&region, &id),
+                node_name: launched.node_name,
+                applied_steps: applied,
+            });
         }
         let instance = match lookup::machine_instance(ctx, &c, &spec, &req.machine, instance_id.as_deref()).await? {
             Lookup::Live(i) => i,
@@ -38,34 +62,8 @@ impl AwsDriver {
                 ));
             }
         };
-        let state = state_name(&instance);
-        self.pending.observe(instance.instance_id().unwrap_or_default(), state);
-        if state != "running" {
-            return Err(not_running(state, None));
-        }
-        let work = steps::interface_work(&spec, &instance);
-        for w in &work {
-            if w.disable_source_dest_check {
-                let req = c
-                    .ec2
-                    .modify_network_interface_attribute()
-                    .network_interface_id(&w.network_interface_id)
-                    .source_dest_check(AttributeBooleanValue::builder().value(false).build());
-                aws_call::ec2(ctx, &c, "ModifyNetworkInterfaceAttribute", || req.clone().send()).await?;
-            }
-            if w.missing_ipv6_prefixes > 0 {
-                let req = c
-                    .ec2
-                    .assign_ipv6_addresses()
-                    .network_interface_id(&w.network_interface_id)
-                    .ipv6_prefix_count(w.missing_ipv6_prefixes);
-                aws_call::ec2(ctx, &c, "AssignIpv6Addresses", || req.clone().send()).await?;
-            }
-        }
-        let applied = steps::pending_steps(&work);
-        if !applied.is_empty() {
-            tracing::info!(machine = %req.machine.name, steps = ?applied, "initialization steps applied");
-        }
+        let applied = apply(ctx, &c, &steps::interface_work(&spec, &instance)).await?;
+        log_applied(&req, &applied);
         Ok(InitializedMachine {
             provider_id: provider_id::encode(&region, instance.instance_id().unwrap_or_default()),
             node_name: instance.private_dns_name().unwrap_or_default().to_string(),
@@ -74,11 +72,46 @@ impl AwsDriver {
     }
 }
 
-/// UNAVAILABLE `INSTANCE_NOT_RUNNING`; `seen_ago` when the state is a recent sighting, not a read.
-fn not_running(state: &str, seen_ago: Option<std::time::Duration>) -> DriverError {
-    let message = match seen_ago {
-        Some(age) => format!("the instance was {state} {} ms ago, not running yet", age.as_millis()),
-        None => format!("the instance is {state}, not running yet"),
+/// Makes the writes `work` asks for; the steps it applied. An interface EC2
+/// does not know yet (it was launched a moment ago; EC2 is eventually
+/// consistent) is UNAVAILABLE `NOT_VISIBLE_YET`: the retry reads and converges.
+async fn apply(ctx: &CallContext, c: &AwsClients, work: &[InterfaceWork]) -> Result<Vec<String>> {
+    let not_visible = |f: CallFailure<AwsFailure>| {
+        if f.cloud().is_some_and(AwsFailure::is_interface_not_found) {
+            DriverError::unavailable(
+                "NOT_VISIBLE_YET",
+                "the instance's interfaces are not visible in EC2 yet",
+                RETRY_AFTER,
+            )
+        } else {
+            f.into()
+        }
     };
-    DriverError::unavailable("INSTANCE_NOT_RUNNING", message, RETRY_AFTER)
+    for w in work {
+        if w.disable_source_dest_check {
+            let req = c
+                .ec2
+                .modify_network_interface_attribute()
+                .network_interface_id(&w.network_interface_id)
+                .source_dest_check(AttributeBooleanValue::builder().value(false).build());
+            aws_call::ec2(ctx, c, "ModifyNetworkInterfaceAttribute", || req.clone().send())
+                .await
+                .map_err(not_visible)?;
+        }
+        if w.missing_ipv6_prefixes > 0 {
+            let req = c
+                .ec2
+                .assign_ipv6_addresses()
+                .network_interface_id(&w.network_interface_id)
+                .ipv6_prefix_count(w.missing_ipv6_prefixes);
+            aws_call::ec2(ctx, c, "AssignIpv6Addresses", || req.clone().send()).await.map_err(not_visible)?;
+        }
+    }
+    Ok(steps::pending_steps(work))
+}
+
+fn log_applied(req: &MachineRef, applied: &[String]) {
+    if !applied.is_empty() {
+        tracing::info!(machine = %req.machine.name, steps = ?applied, "initialization steps applied");
+    }
 }

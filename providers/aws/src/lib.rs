@@ -13,7 +13,6 @@ mod initialize;
 pub mod launch;
 mod list;
 mod lookup;
-mod pending;
 pub mod provider_id;
 pub mod recent;
 mod share;

@@ -18,10 +18,7 @@ impl AwsDriver {
         let (region, instance_id) = Self::locate(&spec, &req.machine)?;
         let c = self.clients(&req.secret, &region)?;
         match lookup::machine_instance(ctx, &c, &spec, &req.machine, instance_id.as_deref()).await? {
-            Lookup::Live(i) => {
-                self.pending.observe(i.instance_id().unwrap_or_default(), state_name(&i));
-                Ok(machine_status(&spec, &region, &i))
-            }
+            Lookup::Live(i) => Ok(machine_status(&spec, &region, &i)),
             Lookup::Dead => Err(DriverError::not_found(format!("instance of machine {}", req.machine.name))),
             Lookup::Missing => match self.recent_launch(&req) {
                 Some(l) => Ok(MachineStatus::not_visible_yet(

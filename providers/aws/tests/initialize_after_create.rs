@@ -1,6 +1,7 @@
-//! InitializeMachine against `fake-ec2` right after CreateMachine: while the
-//! instance was just seen `pending`, the driver refuses without reading EC2;
-//! once it runs, one read and the missing writes initialize it.
+//! InitializeMachine against `fake-ec2` right after CreateMachine, as the
+//! machine-controller calls it: the instance is still `pending`, EC2 accepts
+//! interface changes then, and the driver applies them from what RunInstances
+//! answered, without a read; a repeat reads and converges.
 
 #![allow(clippy::unwrap_used)]
 
@@ -75,41 +76,50 @@ fn ctx() -> CallContext {
 }
 
 #[tokio::test]
-async fn initialize_right_after_create_refuses_without_a_read_then_applies_both_steps() {
-    let s = Setup::start(1_500).await;
+async fn initialize_right_after_create_needs_no_read_and_succeeds_while_pending() {
+    let s = Setup::start(60_000).await;
     let m = s.create("init-pending").await;
     s.take_calls().await;
 
-    let refused = s.driver.initialize_machine(&ctx(), s.machine_ref(&m)).await.unwrap_err();
-    assert_eq!(refused.kind(), ErrorKind::Unavailable);
-    assert_eq!(refused.reason(), "INSTANCE_NOT_RUNNING");
-    assert!(refused.retry_after().is_some());
-    assert_eq!(s.take_calls().await, BTreeMap::new(), "a fresh `pending` sighting needs no EC2 read");
-
-    // Past the sighting's freshness and the fake's boot time: one read, then the two writes.
-    tokio::time::sleep(Duration::from_millis(1_700)).await;
     let done = s.driver.initialize_machine(&ctx(), s.machine_ref(&m)).await.unwrap();
     assert_eq!(done.applied_steps, ["disable-source-dest-check", "assign-ipv6-prefixes"]);
+    assert_eq!(Some(done.provider_id.clone()), m.provider_id);
     let calls = s.take_calls().await;
-    assert_eq!(calls.get("DescribeInstances"), Some(&1), "{calls:?}");
+    assert_eq!(calls.get("DescribeInstances"), None, "the interfaces came with RunInstances: {calls:?}");
     assert_eq!(calls.get("ModifyNetworkInterfaceAttribute"), Some(&1), "{calls:?}");
     assert_eq!(calls.get("AssignIpv6Addresses"), Some(&1), "{calls:?}");
-    assert_eq!(calls.values().sum::<u64>(), 3, "{calls:?}");
+    assert_eq!(calls.values().sum::<u64>(), 2, "{calls:?}");
+
+    // Still pending, and initialized.
+    let status = s.driver.get_machine_status(&ctx(), s.machine_ref(&m)).await.unwrap();
+    assert_eq!(status.vm_state, "pending");
+    assert!(status.pending_steps.is_empty(), "{:?}", status.pending_steps);
+    s.take_calls().await;
+
+    // A repeat reads once and writes nothing.
+    let again = s.driver.initialize_machine(&ctx(), s.machine_ref(&m)).await.unwrap();
+    assert!(again.applied_steps.is_empty());
+    let calls = s.take_calls().await;
+    assert_eq!((calls.get("DescribeInstances"), calls.values().sum::<u64>()), (Some(&1), 1), "{calls:?}");
 }
 
 #[tokio::test]
-async fn a_stale_pending_sighting_is_checked_with_a_read() {
+async fn a_retry_after_a_lost_answer_reads_and_never_assigns_twice() {
     let s = Setup::start(60_000).await;
-    let m = s.create("init-slow-boot").await;
-    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let m = s.create("init-lost").await;
+    // The prefixes are assigned, but the answer is lost.
+    s.admin("faults", json!({"operation": "AssignIpv6Addresses", "kind": "unavailable", "times": 1, "phase": "after"}))
+        .await;
+    let failed = s.driver.initialize_machine(&ctx(), s.machine_ref(&m)).await.unwrap_err();
+    assert_eq!(failed.kind(), ErrorKind::Unavailable);
     s.take_calls().await;
 
-    // The sighting is older than a second: the driver reads, sees `pending` again and refuses.
-    let refused = s.driver.initialize_machine(&ctx(), s.machine_ref(&m)).await.unwrap_err();
-    assert_eq!(refused.reason(), "INSTANCE_NOT_RUNNING");
-    assert_eq!(s.take_calls().await.get("DescribeInstances"), Some(&1));
-    // That read is a fresh sighting again: the next attempt makes no call.
-    let again = s.driver.initialize_machine(&ctx(), s.machine_ref(&m)).await.unwrap_err();
-    assert_eq!(again.reason(), "INSTANCE_NOT_RUNNING");
-    assert_eq!(s.take_calls().await, BTreeMap::new());
+    let retried = s.driver.initialize_machine(&ctx(), s.machine_ref(&m)).await.unwrap();
+    assert!(retried.applied_steps.is_empty(), "{:?}", retried.applied_steps);
+    let calls = s.take_calls().await;
+    assert_eq!((calls.get("DescribeInstances"), calls.values().sum::<u64>()), (Some(&1), 1), "{calls:?}");
+    let inventory: Value =
+        s.http.get(format!("{}/inventory", s.fake.admin_url())).send().await.unwrap().json().await.unwrap();
+    let prefixes = &inventory["instances"][0]["network_interfaces"][0]["ipv6_prefixes"];
+    assert_eq!(prefixes.as_array().map(Vec::len), Some(1), "{prefixes}");
 }
