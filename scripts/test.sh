@@ -3,7 +3,8 @@
 #   1. unit and integration tests of every crate (all features, so the
 #      embedded fakes are compiled in);
 #   2. the benchmark harness with tiny numbers, so that it keeps working;
-#   3. the conformance suite against each provider binary on its fake cloud.
+#   3. the conformance suite against each provider binary on its fake cloud;
+#   4. the Go adapter's tests, its lifecycle run through each provider's sidecar.
 # Providers are discovered: every providers/<cloud>/examples/conformance.json
 # names the fake its binary machine-driver-<cloud> is tested against.
 set -euo pipefail
@@ -38,3 +39,7 @@ for cloud in "${clouds[@]}"; do
         --repeat 5 \
         --junit "$TARGET/conformance-$cloud.xml"
 done
+
+echo "==> Go adapter (adapter/): translation tests and the lifecycle through every provider's sidecar"
+bin_dir="$(cd "$TARGET/debug" && pwd)"
+(cd adapter && MACHINE_DRIVER_BIN_DIR="$bin_dir" go test ./...)
