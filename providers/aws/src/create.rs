@@ -2,7 +2,8 @@
 //!
 //! EC2 call cost: RunInstances (1), plus DescribeImages once per (region, AMI)
 //! per process when a block device names the root device (`/root`), plus one
-//! DescribeInstances only after IdempotentParameterMismatch.
+//! DescribeInstances only after IdempotentParameterMismatch, plus one
+//! RunInstances per relaunch when the token's instance was terminated.
 
 use aws_sdk_ec2::types::Instance;
 use machine_driver_api::{
@@ -23,40 +24,63 @@ use crate::{aws_call, provider_id, steps};
 /// Length of the RunInstances ClientToken (EC2 allows up to 64 ASCII characters).
 const CLIENT_TOKEN_LEN: usize = 64;
 
+/// Most launches one CreateMachine makes when each one's instance was terminated.
+const MAX_LAUNCH_GENERATIONS: usize = 4;
+
 impl AwsDriver {
     pub(crate) async fn create(&self, ctx: &CallContext, req: CreateMachine) -> Result<CreatedMachine> {
         let spec = parse_and_validate(&req.class.provider_spec)?;
         let c = self.clients(&req.secret, &spec.region)?;
         let root =
             if spec.needs_root_device_name() { Some(self.root_device_name(ctx, &c, &spec).await?) } else { None };
-        let token = idempotency_token("create", &req.machine.uid, CLIENT_TOKEN_LEN);
-        let params = LaunchParams {
-            machine_name: &req.machine.name,
-            machine_uid: &req.machine.uid,
-            client_token: &token,
-            user_data: &req.user_data.0,
-            root_device_name: root.as_deref(),
-        };
-        let run = launch::run_instances(c.ec2.run_instances(), &spec, &params);
-        let instance = match aws_call::ec2(ctx, &c, "RunInstances", || run.clone().send()).await {
-            Ok(out) => out
-                .instances()
-                .first()
-                .cloned()
-                .ok_or_else(|| DriverError::internal("ec2 RunInstances returned no instance"))?,
-            Err(f) if f.cloud().is_some_and(AwsFailure::is_idempotency_mismatch) => {
-                self.launched_earlier(ctx, &c, &spec, &req).await?
+        let mut token = idempotency_token("create", &req.machine.uid, CLIENT_TOKEN_LEN);
+        let mut generation = 0;
+        let instance = loop {
+            let params = LaunchParams {
+                machine_name: &req.machine.name,
+                machine_uid: &req.machine.uid,
+                client_token: &token,
+                user_data: &req.user_data.0,
+                root_device_name: root.as_deref(),
+            };
+            let run = launch::run_instances(c.ec2.run_instances(), &spec, &params);
+            let instance = match aws_call::ec2(ctx, &c, "RunInstances", || run.clone().send()).await {
+                Ok(out) => out
+                    .instances()
+                    .first()
+                    .cloned()
+                    .ok_or_else(|| DriverError::internal("ec2 RunInstances returned no instance"))?,
+                Err(f) if f.cloud().is_some_and(AwsFailure::is_idempotency_mismatch) => {
+                    self.launched_earlier(ctx, &c, &spec, &req).await?
+                }
+                Err(f) => return Err(f.into()),
+            };
+            if crate::tags::is_live(&instance) || instance.state().is_none() {
+                break instance;
             }
-            Err(f) => return Err(f.into()),
+            // The instance of this token was terminated (a bad KMS key, a spot
+            // reclaim at launch): launch again, as the Go provider does, with a
+            // token derived from the uid and the terminated instance, so that
+            // every retry of this create walks the same tokens and at most one
+            // live instance results.
+            let terminated = instance.instance_id().unwrap_or_default().to_string();
+            let why = instance.state_reason().and_then(|r| r.message()).unwrap_or("no reason given");
+            generation += 1;
+            if generation >= MAX_LAUNCH_GENERATIONS {
+                return Err(DriverError::new(
+                    ErrorKind::FailedPrecondition,
+                    "INSTANCE_TERMINATED",
+                    format!(
+                        "{MAX_LAUNCH_GENERATIONS} instances launched for this machine were terminated, \
+                         the last ({terminated}): {why}"
+                    ),
+                ));
+            }
+            tracing::warn!(machine = %req.machine.name, instance_id = %terminated, reason = why, generation,
+                "the instance launched for this machine was terminated; launching another");
+            token = idempotency_token("create", &format!("{}/after/{terminated}", req.machine.uid), CLIENT_TOKEN_LEN);
         };
         let id = instance.instance_id().unwrap_or_default().to_string();
-        if !crate::tags::is_live(&instance) && instance.state().is_some() {
-            return Err(DriverError::new(
-                ErrorKind::FailedPrecondition,
-                "INSTANCE_TERMINATED",
-                format!("the instance launched for this machine ({id}) was terminated; the machine must be replaced"),
-            ));
-        }
         let node_name = instance.private_dns_name().unwrap_or_default().to_string();
         self.launched.record(
             id.clone(),
