@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/gardener/machine-controller-manager/pkg/apis/machine/v1alpha1"
+	"google.golang.org/protobuf/types/known/timestamppb"
 	corev1 "k8s.io/api/core/v1"
 
 	pb "github.com/machine-driver/adapter/gen/machinedriver/v1"
@@ -20,7 +21,7 @@ func toMachine(m *v1alpha1.Machine, class *v1alpha1.MachineClass) *pb.Machine {
 	if ns == "" && class != nil {
 		ns = class.Namespace
 	}
-	return &pb.Machine{
+	out := &pb.Machine{
 		Name:           m.Name,
 		Namespace:      ns,
 		Uid:            string(m.UID),
@@ -29,6 +30,12 @@ func toMachine(m *v1alpha1.Machine, class *v1alpha1.MachineClass) *pb.Machine {
 		NodeName:       m.Labels[v1alpha1.NodeLabelKey],
 		LastKnownState: m.Status.LastKnownState,
 	}
+	// A young machine whose VM the cloud does not show yet is "not visible yet",
+	// not NOT_FOUND, also after a sidecar restart.
+	if !m.CreationTimestamp.IsZero() {
+		out.CreationTime = timestamppb.New(m.CreationTimestamp.Time)
+	}
+	return out
 }
 
 // toMachineClass maps MCM's MachineClass: the provider spec is its raw JSON,

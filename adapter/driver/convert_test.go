@@ -2,6 +2,7 @@ package driver
 
 import (
 	"testing"
+	"time"
 
 	"github.com/gardener/machine-controller-manager/pkg/apis/machine/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
@@ -9,14 +10,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	pb "github.com/machine-driver/adapter/gen/machinedriver/v1"
 )
 
 func TestMachineClassAndSecretMapFieldByField(t *testing.T) {
 	m := &v1alpha1.Machine{
-		ObjectMeta: metav1.ObjectMeta{Name: "m-1", UID: "uid-1", Labels: map[string]string{"node": "ip-10-0-0-1", "x": "y"}},
-		Spec:       v1alpha1.MachineSpec{ProviderID: "aws:///eu-west-1/i-1"},
-		Status:     v1alpha1.MachineStatus{LastKnownState: `{"instanceId":"i-1"}`},
+		ObjectMeta: metav1.ObjectMeta{Name: "m-1", UID: "uid-1", Labels: map[string]string{"node": "ip-10-0-0-1", "x": "y"},
+			CreationTimestamp: metav1.Unix(1_700_000_000, 0)},
+		Spec:   v1alpha1.MachineSpec{ProviderID: "aws:///eu-west-1/i-1"},
+		Status: v1alpha1.MachineStatus{LastKnownState: `{"instanceId":"i-1"}`},
 	}
 	class := &v1alpha1.MachineClass{
 		ObjectMeta:   metav1.ObjectMeta{Name: "class", Namespace: "shoot--a--b"},
@@ -29,7 +33,8 @@ func TestMachineClassAndSecretMapFieldByField(t *testing.T) {
 	}
 	got := toMachine(m, class)
 	want := &pb.Machine{Name: "m-1", Namespace: "shoot--a--b", Uid: "uid-1", Labels: m.Labels,
-		ProviderId: "aws:///eu-west-1/i-1", NodeName: "ip-10-0-0-1", LastKnownState: `{"instanceId":"i-1"}`}
+		ProviderId: "aws:///eu-west-1/i-1", NodeName: "ip-10-0-0-1", LastKnownState: `{"instanceId":"i-1"}`,
+		CreationTime: timestamppb.New(time.Unix(1_700_000_000, 0))}
 	if got.String() != want.String() {
 		t.Errorf("machine:\n got %v\nwant %v", got, want)
 	}
@@ -47,7 +52,7 @@ func TestMachineClassAndSecretMapFieldByField(t *testing.T) {
 	}
 	// The orphan collector's machine: name and providerID only.
 	orphan := toMachine(&v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "m-2"}, Spec: v1alpha1.MachineSpec{ProviderID: "p"}}, class)
-	if orphan.GetNodeName() != "" || orphan.GetNamespace() != "shoot--a--b" || orphan.GetProviderId() != "p" {
+	if orphan.GetNodeName() != "" || orphan.GetNamespace() != "shoot--a--b" || orphan.GetProviderId() != "p" || orphan.GetCreationTime() != nil {
 		t.Errorf("orphan %v", orphan)
 	}
 }

@@ -77,7 +77,7 @@ func lifecycle(t *testing.T, binary, examples string) {
 		ProviderSpec: runtime.RawExtension{Raw: spec},
 	}
 	name := fmt.Sprintf("adapter-%d", time.Now().UnixNano()%1_000_000)
-	machine := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: class.Namespace, UID: types.UID("uid-" + name)}}
+	machine := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: class.Namespace, UID: types.UID("uid-" + name), CreationTimestamp: metav1.Now()}}
 
 	absent, err := d.GetMachineStatus(ctx, &mcmdriver.GetMachineStatusRequest{Machine: machine, MachineClass: class, Secret: secret})
 	if code(err) != codes.NotFound || absent != nil {

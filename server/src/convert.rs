@@ -43,6 +43,7 @@ pub(crate) fn machine(m: Option<pb::Machine>, needs: MachineNeeds) -> Result<api
         provider_id: non_empty(m.provider_id),
         node_name: non_empty(m.node_name),
         last_known_state: m.last_known_state,
+        created_at: m.creation_time.and_then(|t| std::time::SystemTime::try_from(t).ok()),
     })
 }
 

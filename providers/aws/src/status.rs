@@ -25,7 +25,12 @@ impl AwsDriver {
                     provider_id::encode(&l.region, &l.instance_id),
                     l.node_name.clone(),
                 )),
-                None => Err(DriverError::not_found(format!("instance of machine {}", req.machine.name))),
+                None => {
+                    let node_name = req.machine.node_name.clone().unwrap_or_default();
+                    req.machine
+                        .young_not_visible_yet(&node_name)
+                        .ok_or_else(|| DriverError::not_found(format!("instance of machine {}", req.machine.name)))
+                }
             },
         }
     }

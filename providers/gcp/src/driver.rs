@@ -46,6 +46,9 @@ pub struct GcpDriver {
     pool: ClientPool,
     /// Inserts of the last moments, for status polls Compute cannot answer yet.
     recent: RecentCreates<InstanceRef>,
+    /// Deletes of the last moments: a young machine's instance that is gone
+    /// after this process deleted it is NOT_FOUND, not "not visible yet".
+    deleted: RecentCreates<InstanceRef>,
     lookups: InstanceLookups,
 }
 
@@ -63,6 +66,7 @@ impl GcpDriver {
         Self {
             pool: ClientPool::new(config.endpoint, config.rate_limit, config.burst),
             recent: RecentCreates::default(),
+            deleted: RecentCreates::default(),
             lookups: InstanceLookups::default(),
         }
     }
@@ -238,6 +242,7 @@ impl Driver for GcpDriver {
                 Err(f) => return Err(f.into_driver_error()),
             };
             self.recent.record(target.clone(), ());
+            self.deleted.forget(&target);
             if !is_done(&op) {
                 return self.wait_briefly(&api, &target, &op, uid).await;
             }
@@ -280,7 +285,10 @@ impl Driver for GcpDriver {
             None if self.recent.contains(&target) => {
                 Ok(MachineStatus::not_visible_yet(target.provider_id(), target.name.clone()))
             }
-            None => Err(DriverError::not_found(format!("instance {}", target.provider_id()))),
+            None => Some(&req.machine)
+                .filter(|_| !self.deleted.contains(&target))
+                .and_then(|m| m.young_not_visible_yet(&target.name))
+                .ok_or_else(|| DriverError::not_found(format!("instance {}", target.provider_id()))),
         }
     }
 
@@ -300,6 +308,7 @@ impl Driver for GcpDriver {
             })
             .await;
         self.recent.forget(&target);
+        self.deleted.record(target.clone(), ());
         match deleted {
             Ok(_) => {
                 tracing::info!(provider_id = %target.provider_id(), "instance deletion started");

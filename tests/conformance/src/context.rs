@@ -62,7 +62,8 @@ fn rpc_fail(rpc: &str, status: &Status) -> Stop {
 }
 
 impl Ctx {
-    /// A new machine `conf-<short>-<random>` with a random UUID v4, recorded in the tracker.
+    /// A new machine `conf-<short>-<random>` with a random UUID v4, created now (as
+    /// MCM's `metadata.creationTimestamp`), recorded in the tracker.
     pub fn new_machine(&self) -> Machine {
         let uid = uuid::Uuid::new_v4();
         let suffix: String = uid.simple().to_string().chars().take(8).collect();
@@ -70,6 +71,7 @@ impl Ctx {
             name: format!("{MACHINE_PREFIX}{}-{suffix}", self.short),
             namespace: NAMESPACE.to_string(),
             uid: uid.to_string(),
+            creation_time: Some(prost_types::Timestamp::from(std::time::SystemTime::now())),
             ..Default::default()
         };
         self.tracker.record(&m);

@@ -9,6 +9,7 @@ package machinedriverv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -105,8 +106,13 @@ type Machine struct {
 	NodeName string `protobuf:"bytes,6,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
 	// status.lastKnownState, an opaque string the driver returned earlier.
 	LastKnownState string `protobuf:"bytes,7,opt,name=last_known_state,json=lastKnownState,proto3" json:"last_known_state,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// metadata.creationTimestamp. A machine created less than 10 minutes ago
+	// whose provider_id names a VM the cloud does not show yet is reported as
+	// not visible yet (GetMachineStatus), also when the driver restarted since
+	// its CreateMachine and remembers nothing of it.
+	CreationTime  *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=creation_time,json=creationTime,proto3" json:"creation_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Machine) Reset() {
@@ -186,6 +192,13 @@ func (x *Machine) GetLastKnownState() string {
 		return x.LastKnownState
 	}
 	return ""
+}
+
+func (x *Machine) GetCreationTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreationTime
+	}
+	return nil
 }
 
 // The MachineClass the machine was created from.
@@ -571,7 +584,7 @@ var File_machinedriver_v1_types_proto protoreflect.FileDescriptor
 
 const file_machinedriver_v1_types_proto_rawDesc = "" +
 	"\n" +
-	"\x1cmachinedriver/v1/types.proto\x12\x10machinedriver.v1\x1a\x1emachinedriver/v1/options.proto\"\xaf\x02\n" +
+	"\x1cmachinedriver/v1/types.proto\x12\x10machinedriver.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1emachinedriver/v1/options.proto\"\xf0\x02\n" +
 	"\aMachine\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x10\n" +
@@ -580,7 +593,8 @@ const file_machinedriver_v1_types_proto_rawDesc = "" +
 	"\vprovider_id\x18\x05 \x01(\tR\n" +
 	"providerId\x12\x1b\n" +
 	"\tnode_name\x18\x06 \x01(\tR\bnodeName\x12(\n" +
-	"\x10last_known_state\x18\a \x01(\tR\x0elastKnownState\x1a9\n" +
+	"\x10last_known_state\x18\a \x01(\tR\x0elastKnownState\x12?\n" +
+	"\rcreation_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\fcreationTime\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf3\x01\n" +
@@ -641,32 +655,34 @@ func file_machinedriver_v1_types_proto_rawDescGZIP() []byte {
 var file_machinedriver_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_machinedriver_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_machinedriver_v1_types_proto_goTypes = []any{
-	(AddressType)(0),         // 0: machinedriver.v1.AddressType
-	(*Machine)(nil),          // 1: machinedriver.v1.Machine
-	(*MachineClass)(nil),     // 2: machinedriver.v1.MachineClass
-	(*NodeTemplate)(nil),     // 3: machinedriver.v1.NodeTemplate
-	(*SecretData)(nil),       // 4: machinedriver.v1.SecretData
-	(*RegistryConfig)(nil),   // 5: machinedriver.v1.RegistryConfig
-	(*RegistryEndpoint)(nil), // 6: machinedriver.v1.RegistryEndpoint
-	(*Address)(nil),          // 7: machinedriver.v1.Address
-	nil,                      // 8: machinedriver.v1.Machine.LabelsEntry
-	nil,                      // 9: machinedriver.v1.NodeTemplate.CapacityEntry
-	nil,                      // 10: machinedriver.v1.SecretData.DataEntry
+	(AddressType)(0),              // 0: machinedriver.v1.AddressType
+	(*Machine)(nil),               // 1: machinedriver.v1.Machine
+	(*MachineClass)(nil),          // 2: machinedriver.v1.MachineClass
+	(*NodeTemplate)(nil),          // 3: machinedriver.v1.NodeTemplate
+	(*SecretData)(nil),            // 4: machinedriver.v1.SecretData
+	(*RegistryConfig)(nil),        // 5: machinedriver.v1.RegistryConfig
+	(*RegistryEndpoint)(nil),      // 6: machinedriver.v1.RegistryEndpoint
+	(*Address)(nil),               // 7: machinedriver.v1.Address
+	nil,                           // 8: machinedriver.v1.Machine.LabelsEntry
+	nil,                           // 9: machinedriver.v1.NodeTemplate.CapacityEntry
+	nil,                           // 10: machinedriver.v1.SecretData.DataEntry
+	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
 }
 var file_machinedriver_v1_types_proto_depIdxs = []int32{
 	8,  // 0: machinedriver.v1.Machine.labels:type_name -> machinedriver.v1.Machine.LabelsEntry
-	3,  // 1: machinedriver.v1.MachineClass.node_template:type_name -> machinedriver.v1.NodeTemplate
-	5,  // 2: machinedriver.v1.MachineClass.registry_config:type_name -> machinedriver.v1.RegistryConfig
-	9,  // 3: machinedriver.v1.NodeTemplate.capacity:type_name -> machinedriver.v1.NodeTemplate.CapacityEntry
-	10, // 4: machinedriver.v1.SecretData.data:type_name -> machinedriver.v1.SecretData.DataEntry
-	6,  // 5: machinedriver.v1.RegistryConfig.mirror:type_name -> machinedriver.v1.RegistryEndpoint
-	6,  // 6: machinedriver.v1.RegistryConfig.registries:type_name -> machinedriver.v1.RegistryEndpoint
-	0,  // 7: machinedriver.v1.Address.type:type_name -> machinedriver.v1.AddressType
-	8,  // [8:8] is the sub-list for method output_type
-	8,  // [8:8] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	11, // 1: machinedriver.v1.Machine.creation_time:type_name -> google.protobuf.Timestamp
+	3,  // 2: machinedriver.v1.MachineClass.node_template:type_name -> machinedriver.v1.NodeTemplate
+	5,  // 3: machinedriver.v1.MachineClass.registry_config:type_name -> machinedriver.v1.RegistryConfig
+	9,  // 4: machinedriver.v1.NodeTemplate.capacity:type_name -> machinedriver.v1.NodeTemplate.CapacityEntry
+	10, // 5: machinedriver.v1.SecretData.data:type_name -> machinedriver.v1.SecretData.DataEntry
+	6,  // 6: machinedriver.v1.RegistryConfig.mirror:type_name -> machinedriver.v1.RegistryEndpoint
+	6,  // 7: machinedriver.v1.RegistryConfig.registries:type_name -> machinedriver.v1.RegistryEndpoint
+	0,  // 8: machinedriver.v1.Address.type:type_name -> machinedriver.v1.AddressType
+	9,  // [9:9] is the sub-list for method output_type
+	9,  // [9:9] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_machinedriver_v1_types_proto_init() }

@@ -6,8 +6,10 @@ use tonic::Code;
 use crate::context::{Ctx, is_retryable};
 use crate::fake_admin::Fault;
 use crate::outcome::{StepResult, Stop};
+use crate::restart::NO_RESTART;
+use crate::spawn::StopMode;
 use crate::status_details::describe;
-use crate::{ensure, fail};
+use crate::{ensure, fail, skip};
 
 async fn inject(ctx: &Ctx, fault: Fault<'_>) -> StepResult {
     ctx.fake()?.add_fault(fault).await.map_err(Stop::Fail)
@@ -89,6 +91,40 @@ pub(crate) fn eventual_consistency(ctx: Ctx) -> BoxFuture<'static, StepResult> {
                 again.provider_id,
                 created.provider_id
             );
+        }
+        ctx.wait_initialized(&mut m).await?;
+        ctx.expect_one_live(&m).await
+    })
+}
+
+/// The driver restarts (SIGKILL) between create and the VM becoming visible, and MCM polls
+/// the status of the machine as it stores it (providerID, creation time, no lastKnownState,
+/// which MCM keeps only after a failed create): the answer is OK, not initialized, never
+/// NOT_FOUND (MCM would neither create nor initialize the machine then).
+pub(crate) fn not_visible_after_restart(ctx: Ctx) -> BoxFuture<'static, StepResult> {
+    Box::pin(async move {
+        let mut ctx = ctx;
+        if ctx.restarter.is_none() {
+            skip!("{NO_RESTART}");
+        }
+        ctx.fake()?.set_invisible_ms(5000).await.map_err(Stop::Fail)?;
+        let mut m = ctx.new_machine();
+        let created = ctx.must_create(&mut m).await?;
+        m.last_known_state.clear();
+        ctx.restart_driver(StopMode::Crash).await?;
+        match ctx.status(&m).await {
+            Err(s) => fail!(
+                "GetMachineStatus of a machine created a moment ago, after a driver restart, while the cloud \
+                 does not show its VM yet: expected OK, not initialized; got {}",
+                describe(&s)
+            ),
+            Ok(r) => ensure!(
+                r.initialization.as_ref().is_some_and(|i| !i.initialized) && r.provider_id == created.provider_id,
+                "expected not initialized with the create's providerID {:?}, got {:?} {:?}",
+                created.provider_id,
+                r.provider_id,
+                r.initialization
+            ),
         }
         ctx.wait_initialized(&mut m).await?;
         ctx.expect_one_live(&m).await

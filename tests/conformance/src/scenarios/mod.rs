@@ -71,6 +71,7 @@ pub fn all() -> Vec<Scenario> {
         scenario("fake/throttle-on-create-unavailable", "thr", &[], true, faults::throttle),
         scenario("fake/capacity-on-create-resource-exhausted", "cap", &[], true, faults::capacity),
         scenario("fake/eventual-consistency", "evc", &[], true, faults::eventual_consistency),
+        scenario("fake/not-visible-after-restart", "nvrst", &[], true, faults::not_visible_after_restart),
         scenario("fake/lost-create-response-retried", "lost", &[], true, faults::lost_response),
         scenario("fake/create-fails-after-effect-repeatedly", "lostall", &[], true, faults::lost_every_response),
         scenario(LEAK_CHECK, "leak", &[], true, leak::leak_check),
