@@ -4,14 +4,18 @@
 
 mod clients;
 mod config;
+mod create;
 mod credentials;
+mod delete;
 mod driver;
 mod errors;
 mod instance;
+mod list;
 mod lookup;
 mod naming;
 mod share_image;
 mod spec;
+mod status;
 mod timestamps;
 mod volumes;
 

@@ -1,0 +1,247 @@
+//! CreateMachine on Compute Engine: instances.insert with a requestId derived
+//! from the machine uid, then the insert operation waited for within the
+//! call's deadline, so that a capacity or quota failure reported by the
+//! operation reaches the machine-controller with its code.
+//!
+//! When the deadline comes first, the operation is remembered: the next
+//! GetMachineStatus of an instance Compute does not show reads it once and
+//! answers its failure ([`GcpDriver::insert_outcome`]).
+
+use std::time::Duration;
+
+use google_cloud_compute_v1::model::{Instance, Operation, operation};
+use machine_driver_api::{CallContext, CreateMachine, CreatedMachine, DriverError, ErrorKind};
+
+use crate::clients::Api;
+use crate::credentials::ServiceAccountKey;
+use crate::driver::GcpDriver;
+use crate::errors::{GceFailure, RETRY_SOON};
+use crate::instance::{InstanceTarget, addresses, build_instance};
+use crate::naming::{InstanceRef, MACHINE_UID_LABEL, insert_request_id, is_gce_name, uid_label_value};
+use crate::spec::GcpProviderSpec;
+use crate::timestamps;
+
+/// Time kept free before the RPC deadline when waiting for an operation.
+const DEADLINE_MARGIN: Duration = Duration::from_secs(1);
+
+/// A failed insert operation at least this old is a replay of an earlier
+/// attempt (GCE answers a repeated `requestId` with the original operation):
+/// the next attempt then uses the next `requestId` generation.
+const REPLAY_AGE: Duration = Duration::from_secs(60);
+
+/// Most `requestId` generations one CreateMachine walks through.
+const MAX_INSERT_GENERATIONS: usize = 6;
+
+impl GcpDriver {
+    /// CreateMachine: instances.insert with a requestId derived from the machine uid.
+    pub(crate) async fn create(&self, ctx: &CallContext, req: CreateMachine) -> Result<CreatedMachine, DriverError> {
+        let spec = GcpProviderSpec::parse(&req.class.provider_spec)?;
+        let key = ServiceAccountKey::from_secret(&req.secret, "secret")?;
+        let name = req.machine.name.as_str();
+        if !is_gce_name(name) {
+            return Err(DriverError::invalid_argument(
+                "machine.name",
+                format!("{name:?} is not a valid GCE instance name (lowercase letters, digits and '-', at most 63)"),
+            ));
+        }
+        let uid = req.machine.uid.as_str();
+        let target = InstanceRef { project: key.project_id.clone(), zone: spec.zone.clone(), name: name.to_string() };
+        let body = build_instance(&spec, InstanceTarget { project: &target.project, name, uid }, &req.user_data.0)?;
+        let api = self.pool.api(&key, ctx).await?;
+
+        let mut after: Option<String> = None;
+        for generation in 0..MAX_INSERT_GENERATIONS {
+            let request_id = insert_request_id(uid, after.as_deref());
+            let inserted = api
+                .call("instances.insert", || {
+                    api.clients
+                        .instances
+                        .insert()
+                        .set_project(&target.project)
+                        .set_zone(&target.zone)
+                        .set_request_id(request_id.clone())
+                        .set_body(body.clone())
+                        .send()
+                })
+                .await;
+            let op = match inserted {
+                Ok(op) => op,
+                Err(f) if f.cloud().is_some_and(GceFailure::is_already_exists) => {
+                    return self.adopt(&api, &target, uid).await;
+                }
+                Err(f) => return Err(f.into_driver_error()),
+            };
+            self.recent.record(target.clone(), ());
+            self.deleted.forget(&target);
+            self.failed_inserts.forget(&target);
+            if !is_done(&op) {
+                return self.wait_for_insert(&api, &target, &op, uid).await;
+            }
+            let Some(failure) = GceFailure::from_operation(&op) else {
+                return Ok(created(&target, &Instance::new()));
+            };
+            if failure.is_already_exists() {
+                return self.adopt(&api, &target, uid).await;
+            }
+            self.recent.forget(&target);
+            let replayed = op.insert_time.as_deref().and_then(timestamps::age).is_some_and(|age| age >= REPLAY_AGE);
+            if !replayed || generation + 1 == MAX_INSERT_GENERATIONS {
+                return Err(failure.driver_error("instances.insert"));
+            }
+            tracing::info!(
+                provider_id = %target.provider_id(),
+                generation = generation + 1,
+                "the requestId answered with an earlier failed insert; retrying with the next requestId"
+            );
+            after = Some(op.name.clone().unwrap_or_else(|| format!("generation-{generation}")));
+        }
+        Err(DriverError::internal("instances.insert: no requestId generation left"))
+    }
+
+    /// Handles "already exists": adopts the instance when it carries this machine's uid label.
+    async fn adopt(&self, api: &Api<'_>, target: &InstanceRef, uid: &str) -> Result<CreatedMachine, DriverError> {
+        let got = api
+            .call("instances.get", || {
+                api.clients
+                    .instances
+                    .get()
+                    .set_project(&target.project)
+                    .set_zone(&target.zone)
+                    .set_instance(&target.name)
+                    .send()
+            })
+            .await;
+        let instance = match got {
+            Ok(i) => i,
+            Err(f) if f.cloud().is_some_and(GceFailure::is_not_found) => {
+                return Err(DriverError::unavailable(
+                    "NOT_VISIBLE_YET",
+                    format!("instance {} was reported as existing but is not visible yet", target.provider_id()),
+                    RETRY_SOON,
+                ));
+            }
+            Err(f) => return Err(f.into_driver_error()),
+        };
+        if instance.labels.get(MACHINE_UID_LABEL).map(String::as_str) != Some(uid_label_value(uid).as_str()) {
+            return Err(DriverError::new(
+                ErrorKind::AlreadyExists,
+                "INSTANCE_NAME_TAKEN",
+                format!("instance {} exists but was not created for this machine", target.provider_id()),
+            ));
+        }
+        tracing::info!(provider_id = %target.provider_id(), "instance already exists for this machine: adopted");
+        Ok(created(target, &instance))
+    }
+
+    /// Waits for a running insert operation within the call's deadline
+    /// (`zoneOperations.wait` answers when the operation is done or after a
+    /// while; each answer is a counted call). A failed operation answers with
+    /// its classified error; when the deadline comes first the operation is
+    /// remembered for the next status poll and the create answers OK.
+    async fn wait_for_insert(
+        &self,
+        api: &Api<'_>,
+        target: &InstanceRef,
+        op: &Operation,
+        uid: &str,
+    ) -> Result<CreatedMachine, DriverError> {
+        let Some(op_name) = op.name.clone() else {
+            return Ok(created(target, &Instance::new()));
+        };
+        loop {
+            let bound = api.remaining().saturating_sub(DEADLINE_MARGIN);
+            if bound.is_zero() {
+                return Ok(self.still_running(target, op_name));
+            }
+            let wait = api.call("zoneOperations.wait", || {
+                api.clients
+                    .operations
+                    .wait()
+                    .set_project(&target.project)
+                    .set_zone(&target.zone)
+                    .set_operation(&op_name)
+                    .send()
+            });
+            match tokio::time::timeout(bound, wait).await {
+                Ok(Ok(done)) if is_done(&done) => return self.insert_done(api, target, &done, uid).await,
+                Ok(Ok(_)) => continue,
+                Err(_) => return Ok(self.still_running(target, op_name)),
+                Ok(Err(f)) => {
+                    // The insert was accepted; GetMachineStatus will tell how it ends.
+                    tracing::debug!(provider_id = %target.provider_id(), error = %f.into_driver_error(), "waiting for the insert operation failed");
+                    return Ok(self.still_running(target, op_name));
+                }
+            }
+        }
+    }
+
+    /// The answer for a DONE insert operation.
+    async fn insert_done(
+        &self,
+        api: &Api<'_>,
+        target: &InstanceRef,
+        done: &Operation,
+        uid: &str,
+    ) -> Result<CreatedMachine, DriverError> {
+        match GceFailure::from_operation(done) {
+            None => Ok(created(target, &Instance::new())),
+            Some(f) if f.is_already_exists() => self.adopt(api, target, uid).await,
+            Some(f) => {
+                self.recent.forget(target);
+                Err(f.driver_error("instances.insert"))
+            }
+        }
+    }
+
+    /// Remembers a still running insert for the status polls that follow; OK.
+    fn still_running(&self, target: &InstanceRef, op_name: String) -> CreatedMachine {
+        tracing::debug!(provider_id = %target.provider_id(), "insert operation still running at the deadline; answering now");
+        self.pending_inserts.record(target.clone(), op_name);
+        created(target, &Instance::new())
+    }
+
+    /// For a status poll of an instance Compute does not show: the failure of
+    /// its remembered insert operation, read once (`zoneOperations.get`) and
+    /// kept, so that every later poll answers it without a call. `None` while
+    /// the operation runs, succeeded, or is not known.
+    pub(crate) async fn insert_outcome(&self, api: &Api<'_>, target: &InstanceRef) -> Option<DriverError> {
+        if let Some(failure) = self.failed_inserts.get(target) {
+            return Some(failure.driver_error("instances.insert"));
+        }
+        let op_name = self.pending_inserts.get(target)?;
+        let got = api
+            .call("zoneOperations.get", || {
+                api.clients
+                    .operations
+                    .get()
+                    .set_project(&target.project)
+                    .set_zone(&target.zone)
+                    .set_operation(&op_name)
+                    .send()
+            })
+            .await;
+        let op = match got {
+            Ok(op) if is_done(&op) => op,
+            Ok(_) => return None,
+            Err(f) => return Some(f.into_driver_error()),
+        };
+        self.pending_inserts.forget(target);
+        let failure = GceFailure::from_operation(&op).filter(|f| !f.is_already_exists())?;
+        self.recent.forget(target);
+        self.failed_inserts.record(target.clone(), failure.clone());
+        Some(failure.driver_error("instances.insert"))
+    }
+}
+
+fn is_done(op: &Operation) -> bool {
+    matches!(op.status, Some(operation::Status::Done))
+}
+
+fn created(target: &InstanceRef, instance: &Instance) -> CreatedMachine {
+    CreatedMachine {
+        provider_id: target.provider_id(),
+        node_name: target.name.clone(),
+        last_known_state: String::new(),
+        addresses: addresses(instance),
+    }
+}
