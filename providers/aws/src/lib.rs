@@ -15,7 +15,7 @@ mod list;
 mod lookup;
 pub mod provider_id;
 pub mod recent;
-mod share;
+mod share_image;
 pub mod spec;
 pub mod spec_validation;
 mod status;
