@@ -34,7 +34,8 @@ import (
 // provider's real sidecar on its embedded fake cloud through the adapter: the
 // machine is created and initialized (phase Available: without a target
 // cluster there is no Node to wait for), its VM live in the fake's inventory;
-// then deleted, its VM gone and its finalizer removed.
+// an orphan VM is collected while the machine's own stays; then the machine is
+// deleted, its VM gone and its finalizer removed.
 func TestMCMControllerDrivesTheSidecarOfEveryProvider(t *testing.T) {
 	binDir := os.Getenv("MACHINE_DRIVER_BIN_DIR")
 	if binDir == "" {
@@ -108,7 +109,7 @@ func controllerFlow(t *testing.T, binary, examples string) {
 		MachineCreationTimeout:                   metav1.Duration{Duration: 20 * time.Minute},
 		MachineHealthTimeout:                     metav1.Duration{Duration: 10 * time.Minute},
 		MachineDrainTimeout:                      metav1.Duration{Duration: 5 * time.Minute},
-		MachineSafetyOrphanVMsPeriod:             metav1.Duration{Duration: 30 * time.Minute},
+		MachineSafetyOrphanVMsPeriod:             metav1.Duration{Duration: 2 * time.Second},
 		MachineSafetyAPIServerStatusCheckPeriod:  metav1.Duration{Duration: time.Minute},
 		MachineSafetyAPIServerStatusCheckTimeout: metav1.Duration{Duration: 30 * time.Second},
 	}
@@ -165,6 +166,21 @@ func controllerFlow(t *testing.T, binary, examples string) {
 		_, err := d.GetMachineStatus(context.Background(), &mcmdriver.GetMachineStatusRequest{Machine: m, MachineClass: class, Secret: secret})
 		return err == nil, fmt.Sprint(err)
 	})
+
+	// A VM of the cluster that no Machine owns (created through the sidecar for a
+	// machine MCM does not know) is removed by MCM's orphan collection, through
+	// ListMachines and DeleteMachine; the machine's own VM stays.
+	orphan := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: name + "-orphan", Namespace: e2eNamespace, UID: types.UID("uid-orphan-" + name)}}
+	if _, err := d.CreateMachine(context.Background(), &mcmdriver.CreateMachineRequest{Machine: orphan, MachineClass: class, Secret: secret}); err != nil {
+		t.Fatalf("creating the orphan VM: %v", err)
+	}
+	eventually(t, 60*time.Second, "orphan VM collected", func() (bool, string) {
+		left := liveInFake(t, admin, orphan.Name)
+		return left == 0, fmt.Sprintf("%d live orphan VMs", left)
+	})
+	if live := liveInFake(t, admin, name); live != 1 {
+		t.Fatalf("orphan collection left %d live VMs for the machine that exists", live)
+	}
 
 	// Deletion as the API server does it: a deletion timestamp, the finalizer kept.
 	now := metav1.Now()
