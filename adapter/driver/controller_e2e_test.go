@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,7 +34,8 @@ import (
 // informers as MCM's controller tests use, no target cluster) drives every
 // provider's real sidecar on its embedded fake cloud through the adapter: the
 // machine is created and initialized (phase Available: without a target
-// cluster there is no Node to wait for), its VM live in the fake's inventory;
+// cluster there is no Node to wait for) after MCM retried a throttled create,
+// with exactly one VM live in the fake's inventory;
 // an orphan VM is collected while the machine's own stays; then the machine is
 // deleted, its VM gone and its finalizer removed.
 func TestMCMControllerDrivesTheSidecarOfEveryProvider(t *testing.T) {
@@ -120,6 +122,11 @@ func controllerFlow(t *testing.T, binary, examples string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The cloud throttles the first create and the sidecar's one resend: MCM gets
+	// Unavailable and retries after its short period; exactly one VM results.
+	adminPost(t, admin, "faults", `{"operation": "create", "kind": "throttle", "times": 2}`)
+	adminPost(t, admin, "calls/reset", `{}`)
+
 	stop := make(chan struct{})
 	machineFactory.Start(stop)
 	coreFactory.Start(stop)
@@ -160,6 +167,9 @@ func controllerFlow(t *testing.T, binary, examples string) {
 	}
 	if live := liveInFake(t, admin, name); live != 1 {
 		t.Fatalf("%d live VMs for the machine in the fake", live)
+	}
+	if creates := createCalls(t, admin); creates != 3 {
+		t.Errorf("%d create calls reached the cloud, want 3 (two throttled, then one)", creates)
 	}
 	// MCM initialized it: the sidecar reports no pending step any more.
 	eventually(t, 30*time.Second, "machine initialized", func() (bool, string) {
@@ -238,6 +248,31 @@ func liveInFake(t *testing.T, admin, name string) int {
 		}
 	}
 	return n
+}
+
+// adminPost posts body to the fake's admin API.
+func adminPost(t *testing.T, admin, path, body string) {
+	resp, err := http.Post("http://"+admin+"/_admin/"+path, "application/json", strings.NewReader(body))
+	if err != nil || resp.StatusCode/100 != 2 {
+		t.Fatalf("fake admin %s: %v %v", path, err, resp)
+	}
+	_ = resp.Body.Close()
+}
+
+// createCalls is the number of create-class cloud calls since the last reset.
+func createCalls(t *testing.T, admin string) int {
+	resp, err := http.Get("http://" + admin + "/_admin/calls")
+	if err != nil {
+		t.Fatalf("fake calls: %v", err)
+	}
+	defer resp.Body.Close()
+	var calls struct {
+		Classes map[string]int `json:"classes"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&calls); err != nil {
+		t.Fatalf("fake calls: %v", err)
+	}
+	return calls.Classes["create"]
 }
 
 func freeAddr(t *testing.T) string {
