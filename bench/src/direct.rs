@@ -46,6 +46,14 @@ fn segments<'a>(provider_id: &'a str, prefix: &str) -> Result<Vec<&'a str>, Stri
 impl DirectClient {
     /// A client reading the instance behind `provider_id` (`aws:///<region>/<id>` or
     /// `gce:///<project>/<zone>/<name>`) from the fake at `cloud_url`.
+    /// Whether this build has a direct client for the provider behind
+    /// `provider_id`. A cloud without one is benchmarked without phase 1's
+    /// direct comparison (adding a cloud needs no change here).
+    pub(crate) fn available_for(provider_id: &str) -> bool {
+        (cfg!(feature = "aws") && provider_id.starts_with("aws://"))
+            || (cfg!(feature = "gcp") && provider_id.starts_with("gce://"))
+    }
+
     pub(crate) async fn new(
         provider_id: &str,
         cloud_url: &str,

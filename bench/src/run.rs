@@ -86,13 +86,13 @@ async fn unlimited_phases(args: &Args, sizes: &Sizes, report: &mut Report) -> Re
         Err(e) => report.errors.push(format!("lifecycle: {e}")),
     }
     match overhead::run(&s.sidecar, &s.admin, &s.inputs, s.driver.cloud_url(), sizes.iterations, sizes.warmup).await {
-        Ok(o) => report.overhead = Some(o),
+        Ok(o) => report.overhead = o,
         Err(e) => report.errors.push(format!("overhead: {e}")),
     }
     if args.cloud_latency_ms > 0 {
         report.cloud_latency_ms = args.cloud_latency_ms;
         match overhead_with_latency(&s, sizes, args.cloud_latency_ms).await {
-            Ok(o) => report.overhead_with_latency = Some(o),
+            Ok(o) => report.overhead_with_latency = o,
             Err(e) => report.errors.push(format!("overhead with {} ms cloud latency: {e}", args.cloud_latency_ms)),
         }
     }
@@ -114,7 +114,7 @@ async fn unlimited_phases(args: &Args, sizes: &Sizes, report: &mut Report) -> Re
 const MAX_LATENCY_ITERATIONS: usize = 200;
 
 /// Phase 1 again while the fake delays every answer by `ms`; the delay is removed afterwards.
-async fn overhead_with_latency(s: &Session, sizes: &Sizes, ms: u64) -> Result<overhead::Overhead, String> {
+async fn overhead_with_latency(s: &Session, sizes: &Sizes, ms: u64) -> Result<Option<overhead::Overhead>, String> {
     s.admin.set_latency(ms).await?;
     let iterations = sizes.iterations.min(MAX_LATENCY_ITERATIONS);
     let warmup = sizes.warmup.min(iterations);

@@ -36,7 +36,8 @@ pub(crate) struct Overhead {
     pub(crate) sidecar_cloud_calls_per_poll: f64,
 }
 
-/// Runs phase 1 on one freshly created, running machine.
+/// Runs phase 1 on one freshly created, running machine; `None` when this
+/// build has no direct SDK client for the provider (nothing to compare with).
 pub(crate) async fn run(
     sidecar: &Sidecar,
     admin: &Admin,
@@ -44,10 +45,13 @@ pub(crate) async fn run(
     cloud_url: &str,
     iterations: usize,
     warmup: usize,
-) -> Result<Overhead, String> {
+) -> Result<Option<Overhead>, String> {
     let mut m = new_machine("overhead", 0);
     sidecar.create_retrying(&mut m, Duration::from_secs(60)).await?;
     sidecar.wait_running(&m, Duration::from_secs(60)).await?;
+    if !DirectClient::available_for(&m.provider_id) {
+        return Ok(None);
+    }
     let direct = DirectClient::new(&m.provider_id, cloud_url, &inputs.secret_values).await?;
     let direct_call = direct.call_name();
 
@@ -97,7 +101,7 @@ pub(crate) async fn run(
     let sidecar_calls = counts.total.saturating_sub(iterations as u64);
 
     let (s, d) = (Latency::of(&side), Latency::of(&dir));
-    Ok(Overhead {
+    Ok(Some(Overhead {
         direct_call,
         iterations,
         warmup,
@@ -108,7 +112,7 @@ pub(crate) async fn run(
         ratio_p99: ratio(s.p99_ms, d.p99_ms),
         added_p50_ms: s.p50_ms - d.p50_ms,
         sidecar_cloud_calls_per_poll: sidecar_calls as f64 / iterations as f64,
-    })
+    }))
 }
 
 fn ratio(a: f64, b: f64) -> f64 {
