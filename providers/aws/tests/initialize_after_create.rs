@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use fake_cloud_support::AdminClient;
 use machine_driver_api::{
     CallContext, CreateMachine, Driver, ErrorKind, Machine, MachineClass, MachineRef, SecretData,
 };
@@ -15,8 +16,8 @@ use machine_driver_aws::{AwsConfig, AwsDriver};
 use serde_json::{Value, json};
 
 struct Setup {
-    fake: fake_ec2::FakeHandle,
-    http: reqwest::Client,
+    _fake: fake_ec2::FakeHandle,
+    admin: AdminClient,
     driver: AwsDriver,
     class: MachineClass,
     secret: SecretData,
@@ -34,23 +35,21 @@ impl Setup {
             provider_spec: include_bytes!("../examples/machine-class.json").to_vec(),
             node_template: None,
         };
-        let setup = Self { fake, http: reqwest::Client::new(), driver, class, secret: secret.into_iter().collect() };
+        let admin = AdminClient::for_cloud_url(&fake.url()).unwrap();
+        let setup = Self { _fake: fake, admin, driver, class, secret: secret.into_iter().collect() };
         setup.admin("timing", json!({"boot_ms": boot_ms, "stop_ms": 100})).await;
         setup
     }
 
     async fn admin(&self, path: &str, body: Value) {
-        let resp = self.http.post(format!("{}/{path}", self.fake.admin_url())).json(&body).send().await.unwrap();
-        assert!(resp.status().is_success(), "admin {path}");
+        self.admin.post(path, body).await.unwrap();
     }
 
     /// EC2 requests by operation since the last reset, then resets the counters.
     async fn take_calls(&self) -> BTreeMap<String, u64> {
-        let url = format!("{}/calls", self.fake.admin_url());
-        let calls: Value = self.http.get(&url).send().await.unwrap().json().await.unwrap();
-        let reset = self.http.post(format!("{url}/reset")).send().await.unwrap();
-        assert!(reset.status().is_success());
-        serde_json::from_value(calls["calls"].clone()).unwrap()
+        let calls = self.admin.calls().await.unwrap();
+        self.admin.reset_calls().await.unwrap();
+        calls.calls
     }
 
     fn machine_ref(&self, machine: &Machine) -> MachineRef {
@@ -118,8 +117,7 @@ async fn a_retry_after_a_lost_answer_reads_and_never_assigns_twice() {
     assert!(retried.applied_steps.is_empty(), "{:?}", retried.applied_steps);
     let calls = s.take_calls().await;
     assert_eq!((calls.get("DescribeInstances"), calls.values().sum::<u64>()), (Some(&1), 1), "{calls:?}");
-    let inventory: Value =
-        s.http.get(format!("{}/inventory", s.fake.admin_url())).send().await.unwrap().json().await.unwrap();
-    let prefixes = &inventory["instances"][0]["network_interfaces"][0]["ipv6_prefixes"];
+    let inventory = s.admin.instances().await.unwrap();
+    let prefixes = &inventory[0].extra["network_interfaces"][0]["ipv6_prefixes"];
     assert_eq!(prefixes.as_array().map(Vec::len), Some(1), "{prefixes}");
 }

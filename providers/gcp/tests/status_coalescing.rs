@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use machine_driver_api::{CallContext, Driver, DriverError, ErrorKind, MachineStatus};
 use machine_driver_gcp::GcpDriver;
-use serde_json::{Value, json};
+use serde_json::json;
 use support::FakeCloud;
 
 const FLEET: usize = 50;
@@ -41,9 +41,8 @@ impl Setup {
 
     /// Instance API calls since the last reset: (instances.get, instances.list).
     async fn reads(&self) -> (u64, u64) {
-        let calls: Value = self.admin_get("calls").await;
-        let n = |op: &str| calls["calls"][op].as_u64().unwrap_or(0);
-        (n("instances.get"), n("instances.list"))
+        let calls = self.calls().await;
+        (calls.of("instances.get"), calls.of("instances.list"))
     }
 
     async fn create(&self, name: &str) {

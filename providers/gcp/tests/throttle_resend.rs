@@ -41,19 +41,12 @@ impl Setup {
 
     /// `instances.insert` requests the fake received since the last reset.
     async fn inserts(&self) -> u64 {
-        self.admin_get("calls").await["calls"]["instances.insert"].as_u64().unwrap_or(0)
+        self.calls().await.of("instances.insert")
     }
 
     /// Names of the live instances the fake holds.
     async fn live_instances(&self) -> Vec<String> {
-        let inventory = self.admin_get("inventory").await;
-        inventory["instances"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|i| i["live"].as_bool() == Some(true))
-            .map(|i| i["name"].as_str().unwrap().to_string())
-            .collect()
+        self.inventory().await.into_iter().filter(|i| i.live).map(|i| i.name).collect()
     }
 
     /// Injects `times` faults of `kind` into `instances.insert`, zeroes the counters.

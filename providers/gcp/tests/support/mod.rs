@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use fake_cloud_support::{AdminClient, CallCounts, InventoryInstance};
 use machine_driver_api::CloudOptions;
 use machine_driver_api::{CreateMachine, Machine, MachineClass, MachineRef, SecretData};
 use machine_driver_gcp::{GcpConfig, GcpDriver};
@@ -13,7 +14,8 @@ use serde_json::Value;
 /// A running fake Compute Engine with the example class and secret.
 pub struct FakeCloud {
     pub fake: fake_gce::FakeHandle,
-    pub http: reqwest::Client,
+    /// The fake's admin API, through the shared typed client.
+    pub admin: AdminClient,
     pub class: MachineClass,
     pub secret: SecretData,
 }
@@ -30,7 +32,8 @@ impl FakeCloud {
             provider_spec: include_bytes!("../../examples/machine-class.json").to_vec(),
             node_template: None,
         };
-        Self { fake, http: reqwest::Client::new(), class, secret: secret.into_iter().collect() }
+        let admin = AdminClient::for_cloud_url(&fake.url()).unwrap();
+        Self { fake, admin, class, secret: secret.into_iter().collect() }
     }
 
     /// A driver on this fake with a client-side limit of `rate_limit`/s (0 = off) and `burst`.
@@ -39,15 +42,18 @@ impl FakeCloud {
     }
 
     /// `POST /_admin/<path>`; fails the test unless it succeeds.
-    pub async fn admin(&self, path: &str, body: Value) -> Value {
-        let resp = self.http.post(format!("{}/{path}", self.fake.admin_url())).json(&body).send().await.unwrap();
-        assert!(resp.status().is_success(), "admin {path}");
-        resp.json().await.unwrap()
+    pub async fn admin(&self, path: &str, body: Value) {
+        self.admin.post(path, body).await.unwrap();
     }
 
-    /// `GET /_admin/<path>`.
-    pub async fn admin_get(&self, path: &str) -> Value {
-        self.http.get(format!("{}/{path}", self.fake.admin_url())).send().await.unwrap().json().await.unwrap()
+    /// Cloud API calls since the last reset, by operation and class.
+    pub async fn calls(&self) -> CallCounts {
+        self.admin.calls().await.unwrap()
+    }
+
+    /// Every instance the fake holds, live or not.
+    pub async fn inventory(&self) -> Vec<InventoryInstance> {
+        self.admin.instances().await.unwrap()
     }
 
     /// A machine named `name` with uid `uid-<name>`.
