@@ -174,10 +174,3 @@ pub(crate) struct Snapshot {
     pub(crate) create_volume_users: BTreeSet<String>,
     pub(crate) tags: Tags,
 }
-
-/// Identity of a RunInstances call under one client token.
-#[derive(Debug, Clone)]
-pub(crate) struct ClientTokenEntry {
-    pub(crate) fingerprint: String,
-    pub(crate) instance_ids: Vec<String>,
-}

@@ -5,12 +5,12 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 use axum::response::Response;
-use fake_cloud_support::{CloudHooks, FaultKind, Inventory, InventoryInstance, OpClass};
+use fake_cloud_support::{CloudHooks, FaultKind, IdempotencyTokens, Inventory, InventoryInstance, OpClass};
 use serde_json::json;
 
 use crate::caller::{AMAZON_ACCOUNT, OWNER_ACCOUNT};
 use crate::errors::{Ec2Error, StsError};
-use crate::model::{ClientTokenEntry, Image, Instance, InstanceState, Snapshot};
+use crate::model::{Image, Instance, InstanceState, Snapshot};
 
 /// The public Amazon Linux image every account can launch.
 pub const PUBLIC_IMAGE: &str = "ami-0123456789abcdef0";
@@ -29,7 +29,8 @@ pub(crate) struct World {
     pub(crate) instances: Vec<Instance>,
     pub(crate) images: Vec<Image>,
     pub(crate) snapshots: Vec<Snapshot>,
-    pub(crate) client_tokens: HashMap<(String, String), ClientTokenEntry>,
+    /// RunInstances client tokens by (account, token): the instance ids launched.
+    pub(crate) client_tokens: IdempotencyTokens<(String, String), Vec<String>>,
     pub(crate) subnet_hosts: HashMap<String, u32>,
     pub(crate) ipv6_prefixes_handed_out: u32,
 }

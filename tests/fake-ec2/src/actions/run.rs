@@ -9,7 +9,9 @@ use base64::engine::general_purpose::STANDARD;
 use crate::actions::Ctx;
 use crate::errors::Ec2Error;
 use crate::ids::{new_id, well_formed};
-use crate::model::{ClientTokenEntry, Image, Instance, NetworkInterface, Tags, Volume};
+use fake_cloud_support::Replay;
+
+use crate::model::{Image, Instance, NetworkInterface, Tags, Volume};
 use crate::query::Params;
 use crate::render;
 use crate::store::{DEFAULT_SUBNET, DEFAULT_VPC, World};
@@ -405,16 +407,19 @@ pub(crate) fn run_instances(world: &mut World, ctx: &Ctx<'_>, params: &Params) -
             ));
         }
         let fingerprint = params.fingerprint(&["ClientToken"]);
-        if let Some(entry) = world.client_tokens.get(&(ctx.caller.account.clone(), token.clone())) {
-            if entry.fingerprint != fingerprint {
+        match world.client_tokens.check(&(ctx.caller.account.clone(), token.clone()), &fingerprint, ctx.now) {
+            Replay::New => {}
+            Replay::Same(ids) => {
+                let ids = ids.clone();
+                return Ok(render_reservation(world, ctx, &ids));
+            }
+            Replay::Mismatch => {
                 return Err(Ec2Error::client(
                     "IdempotentParameterMismatch",
                     "The request uses the same client token as a previous, but non-identical request. \
                      Do not reuse a client token with different requests, unless the requests are identical.",
                 ));
             }
-            let ids = entry.instance_ids.clone();
-            return Ok(render_reservation(world, ctx, &ids));
         }
     }
 
@@ -549,8 +554,12 @@ pub(crate) fn run_instances(world: &mut World, ctx: &Ctx<'_>, params: &Params) -
     }
     world.instances.extend(created);
     if let Some(token) = token {
-        let entry = ClientTokenEntry { fingerprint: params.fingerprint(&["ClientToken"]), instance_ids: ids.clone() };
-        world.client_tokens.insert((ctx.caller.account.clone(), token), entry);
+        world.client_tokens.record(
+            (ctx.caller.account.clone(), token),
+            params.fingerprint(&["ClientToken"]),
+            ids.clone(),
+            ctx.now,
+        );
     }
     Ok(render_reservation(world, ctx, &ids))
 }

@@ -7,7 +7,7 @@ use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use fake_cloud_support::FaultKind;
+use fake_cloud_support::{FaultKind, Replay};
 use serde_json::{Value, json};
 
 use super::{Ctx, Params, begin, parse_body, request_id, respond};
@@ -32,7 +32,9 @@ fn replay(
     now: Instant,
 ) -> Option<Operation> {
     let key = (project.to_string(), zone.to_string(), request_id?.clone());
-    let (name, _) = state.request_ids.get(&key)?;
+    let Replay::Same(name) = state.request_ids.check(&key, "", now) else {
+        return None;
+    };
     let op = state.operations.get(&(project.to_string(), zone.to_string(), name.clone()))?;
     Some(op.render(now))
 }
@@ -42,7 +44,8 @@ fn record_operation(state: &mut CloudState, record: OperationRecord, now: Instan
     let rendered = record.render(now);
     let key = (record.project.clone(), record.zone.clone(), record.name.clone());
     if let Some(id) = &record.request_id {
-        state.request_ids.insert((record.project.clone(), record.zone.clone(), id.clone()), (record.name.clone(), now));
+        let key = (record.project.clone(), record.zone.clone(), id.clone());
+        state.request_ids.record(key, String::new(), record.name.clone(), now);
     }
     state.operations.insert(key, record);
     rendered

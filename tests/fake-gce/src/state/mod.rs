@@ -10,7 +10,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use fake_cloud_support::InventoryInstance;
+use fake_cloud_support::{IdempotencyTokens, InventoryInstance};
 use sha2::{Digest, Sha256};
 
 use crate::model::image::Image;
@@ -82,8 +82,9 @@ pub(crate) struct State {
     pub(crate) deleted: Vec<InventoryInstance>,
     /// Zone operations by `(project, zone, name)`.
     pub(crate) operations: HashMap<ZonalKey, OperationRecord>,
-    /// `(project, zone, requestId)` → operation name and when it was first seen.
-    pub(crate) request_ids: HashMap<ZonalKey, (String, Instant)>,
+    /// `(project, zone, requestId)` → the operation name (GCE does not compare
+    /// the requests: a repeated `requestId` answers with the first operation).
+    pub(crate) request_ids: IdempotencyTokens<ZonalKey, String>,
     /// Images by `(project, name)`.
     pub(crate) images: BTreeMap<(String, String), ImageRecord>,
     /// Principal assumed for requests without an `sa:`/`user:` bearer token.
@@ -95,10 +96,10 @@ pub(crate) struct State {
 impl State {
     /// The initial state: no instances, seeded images.
     pub(crate) fn initial() -> Self {
-        Self { images: seed::images(), ..Self::default() }
+        Self { images: seed::images(), request_ids: IdempotencyTokens::new(REQUEST_ID_RETENTION), ..Self::default() }
     }
 
-    /// Moves instances that no longer exist at `now` to `deleted` and forgets old request ids.
+    /// Moves instances that no longer exist at `now` to `deleted`.
     pub(crate) fn sweep(&mut self, now: Instant) {
         let gone: Vec<ZonalKey> = self
             .instances
@@ -111,7 +112,6 @@ impl State {
                 self.deleted.push(inventory_entry(&record.resource, "DELETED", false));
             }
         }
-        self.request_ids.retain(|_, (_, seen)| now.saturating_duration_since(*seen) < REQUEST_ID_RETENTION);
     }
 
     /// The next internal IP (`10.128.x.y`) and external NAT IP (`34.x.y.z`).
