@@ -10,7 +10,7 @@ use aws_sdk_ec2::error::{ProvideErrorMetadata, SdkError};
 use machine_driver_api::{CloudCall, CloudFailure, DriverError, ErrorKind};
 
 /// Delay the caller should wait after throttling or a transient AWS failure.
-pub const RETRY_AFTER: Duration = Duration::from_secs(5);
+pub(crate) const RETRY_AFTER: Duration = Duration::from_secs(5);
 
 /// Longest part of AWS's own message kept in ours.
 const MAX_AWS_MESSAGE: usize = 300;
@@ -84,7 +84,7 @@ const PERMISSION_DENIED: &[&str] =
     &["UnauthorizedOperation", "AccessDenied", "AccessDeniedException", "OptInRequired", "Blocked"];
 
 /// Classifies one AWS error code (with its HTTP status) into a driver error kind.
-pub fn kind_for(code: &str, http_status: u16) -> ErrorKind {
+pub(crate) fn kind_for(code: &str, http_status: u16) -> ErrorKind {
     if code == "Unsupported" {
         // "The requested configuration is currently not supported" (an instance type
         // not offered in the zone): not here, try elsewhere, as the Go provider answers,
@@ -123,7 +123,7 @@ pub fn kind_for(code: &str, http_status: u16) -> ErrorKind {
 }
 
 /// The driver error for a service error answered by AWS.
-pub fn service_error(
+pub(crate) fn service_error(
     service: &str,
     operation: &str,
     code: &str,

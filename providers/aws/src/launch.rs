@@ -15,7 +15,7 @@ use crate::tags;
 
 /// What a launch needs besides the spec.
 #[derive(Debug)]
-pub struct LaunchParams<'a> {
+pub(crate) struct LaunchParams<'a> {
     /// Machine name (Name tag).
     pub machine_name: &'a str,
     /// Machine uid (uid tag).
@@ -29,7 +29,7 @@ pub struct LaunchParams<'a> {
 }
 
 /// Fills `b` (a `client.run_instances()` builder) from the spec.
-pub fn run_instances(
+pub(crate) fn run_instances(
     b: RunInstancesFluentBuilder,
     spec: &AwsProviderSpec,
     p: &LaunchParams<'_>,

@@ -3,14 +3,14 @@
 use machine_driver_api::{DriverError, Result};
 
 /// Formats the providerID of an instance.
-pub fn encode(region: &str, instance_id: &str) -> String {
+pub(crate) fn encode(region: &str, instance_id: &str) -> String {
     format!("aws:///{region}/{instance_id}")
 }
 
 /// Splits a providerID into (region, instance id). Accepts the forms the Go
 /// provider produced (`aws:///<region>/<id>`) and, like it, takes the last
 /// path segment as the instance id.
-pub fn decode(provider_id: &str) -> Result<(String, String)> {
+pub(crate) fn decode(provider_id: &str) -> Result<(String, String)> {
     let bad = || DriverError::invalid_argument("machine.providerID", "expected aws:///<region>/<instance-id>");
     let rest = provider_id.strip_prefix("aws://").ok_or_else(bad)?;
     let mut parts = rest.trim_start_matches('/').split('/').filter(|s| !s.is_empty());

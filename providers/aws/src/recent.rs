@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 /// What CreateMachine remembers about a launch (also its `lastKnownState` JSON).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Launch {
+pub(crate) struct Launch {
     /// The instance id.
     pub instance_id: String,
     /// Region of the instance.
@@ -28,23 +28,23 @@ pub struct Launch {
 
 impl Launch {
     /// A launch happening now.
-    pub fn now(instance_id: &str, region: &str, node_name: &str) -> Self {
+    pub(crate) fn now(instance_id: &str, region: &str, node_name: &str) -> Self {
         let launched_at = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
         Self { instance_id: instance_id.into(), region: region.into(), node_name: node_name.into(), launched_at }
     }
 
     /// As `lastKnownState`.
-    pub fn to_state(&self) -> String {
+    pub(crate) fn to_state(&self) -> String {
         serde_json::to_string(self).unwrap_or_default()
     }
 
     /// From `lastKnownState` (None for anything else, e.g. the Go provider's state).
-    pub fn from_state(state: &str) -> Option<Self> {
+    pub(crate) fn from_state(state: &str) -> Option<Self> {
         serde_json::from_str(state).ok()
     }
 
     /// True while within [`VISIBILITY_GRACE`] of the launch.
-    pub fn is_recent(&self) -> bool {
+    pub(crate) fn is_recent(&self) -> bool {
         let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
         now.saturating_sub(self.launched_at) < VISIBILITY_GRACE.as_secs()
     }

@@ -10,16 +10,16 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 /// Tag key prefix identifying the cluster of a VM.
-pub const CLUSTER_TAG_PREFIX: &str = "kubernetes.io/cluster/";
+pub(crate) const CLUSTER_TAG_PREFIX: &str = "kubernetes.io/cluster/";
 /// Tag key prefix identifying the node role of a VM.
-pub const ROLE_TAG_PREFIX: &str = "kubernetes.io/role/";
+pub(crate) const ROLE_TAG_PREFIX: &str = "kubernetes.io/role/";
 /// Block device name standing for "the AMI's root device".
-pub const ROOT_DEVICE_NAME: &str = "/root";
+pub(crate) const ROOT_DEVICE_NAME: &str = "/root";
 
 /// The typed AWS provider spec.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct AwsProviderSpec {
+pub(crate) struct AwsProviderSpec {
     /// API version of the spec (informational, e.g. `mcm.gardener.cloud/v1alpha1`).
     #[serde(default)]
     pub api_version: Option<String>,
@@ -79,7 +79,7 @@ pub struct AwsProviderSpec {
 /// IAM instance profile: exactly one of name and ARN.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Iam {
+pub(crate) struct Iam {
     /// Profile name.
     #[serde(default)]
     pub name: String,
@@ -91,7 +91,7 @@ pub struct Iam {
 /// One network interface created at launch.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct NetworkInterface {
+pub(crate) struct NetworkInterface {
     /// Public IPv4 address on this interface.
     #[serde(default, rename = "associatePublicIPAddress")]
     pub associate_public_ip_address: Option<bool>,
@@ -129,20 +129,20 @@ pub struct NetworkInterface {
 
 impl NetworkInterface {
     /// EFA interfaces keep source/dest checks (EC2 refuses to change them).
-    pub fn is_efa(&self) -> bool {
+    pub(crate) fn is_efa(&self) -> bool {
         is_efa_type(self.interface_type.as_deref())
     }
 }
 
 /// True for EC2 interface types `efa` and `efa-only`.
-pub fn is_efa_type(t: Option<&str>) -> bool {
+pub(crate) fn is_efa_type(t: Option<&str>) -> bool {
     matches!(t, Some("efa" | "efa-only"))
 }
 
 /// One block device mapping.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct BlockDevice {
+pub(crate) struct BlockDevice {
     /// `/root` (the AMI's root device) or `/dev/sdX`, `/dev/xvdX`.
     #[serde(default)]
     pub device_name: String,
@@ -160,7 +160,7 @@ pub struct BlockDevice {
 /// An EBS volume created at launch.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct Ebs {
+pub(crate) struct Ebs {
     /// Delete with the instance (default true).
     #[serde(default)]
     pub delete_on_termination: Option<bool>,
@@ -190,7 +190,7 @@ pub struct Ebs {
 /// Capacity reservation targeting.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct CapacityReservation {
+pub(crate) struct CapacityReservation {
     /// `open` or `none`.
     #[serde(default)]
     pub capacity_reservation_preference: Option<String>,
@@ -208,7 +208,7 @@ pub struct CapacityReservation {
 /// Instance metadata service options.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct InstanceMetadataOptions {
+pub(crate) struct InstanceMetadataOptions {
     /// `enabled` or `disabled`.
     #[serde(default, rename = "httpEndpoint")]
     pub http_endpoint: Option<String>,
@@ -226,7 +226,7 @@ pub struct InstanceMetadataOptions {
 /// CPU options.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct CpuOptions {
+pub(crate) struct CpuOptions {
     /// Cores.
     #[serde(default)]
     pub core_count: Option<i32>,
@@ -241,7 +241,7 @@ pub struct CpuOptions {
 /// Placement.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct Placement {
+pub(crate) struct Placement {
     /// Placement group id.
     #[serde(default, rename = "groupId")]
     pub group_id: Option<String>,
@@ -268,7 +268,7 @@ pub struct Placement {
 /// Market options.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct InstanceMarketOptions {
+pub(crate) struct InstanceMarketOptions {
     /// `spot` or `capacity-block`.
     #[serde(default)]
     pub market_type: Option<String>,
@@ -280,7 +280,7 @@ pub struct InstanceMarketOptions {
 /// Spot market options.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct SpotOptions {
+pub(crate) struct SpotOptions {
     /// Maximum hourly price.
     #[serde(default)]
     pub max_price: Option<String>,
@@ -294,23 +294,23 @@ pub struct SpotOptions {
 
 impl AwsProviderSpec {
     /// The cluster tag key (`kubernetes.io/cluster/...`), when present.
-    pub fn cluster_tag_key(&self) -> Option<&str> {
+    pub(crate) fn cluster_tag_key(&self) -> Option<&str> {
         self.tags.keys().map(String::as_str).find(|k| k.contains(CLUSTER_TAG_PREFIX))
     }
 
     /// The role tag key (`kubernetes.io/role/...`), when present.
-    pub fn role_tag_key(&self) -> Option<&str> {
+    pub(crate) fn role_tag_key(&self) -> Option<&str> {
         self.tags.keys().map(String::as_str).find(|k| k.contains(ROLE_TAG_PREFIX) && !k.contains(CLUSTER_TAG_PREFIX))
     }
 
     /// The device index interface `i` gets: its `deviceIndex`, else its position.
-    pub fn device_index(&self, i: usize) -> i32 {
+    pub(crate) fn device_index(&self, i: usize) -> i32 {
         self.network_interfaces.get(i).and_then(|n| n.device_index).unwrap_or(i32::try_from(i).unwrap_or(i32::MAX))
     }
 
     /// True when a block device stands for the AMI's root device (so its real
     /// name must be looked up): named `/root`, or the single unnamed device.
-    pub fn needs_root_device_name(&self) -> bool {
+    pub(crate) fn needs_root_device_name(&self) -> bool {
         self.block_devices.iter().any(|d| d.device_name == ROOT_DEVICE_NAME) || self.block_devices.len() == 1
     }
 }

@@ -7,10 +7,10 @@ use machine_driver_api::{DriverError, Result, parse_provider_spec};
 use crate::spec::{AwsProviderSpec, ROOT_DEVICE_NAME};
 
 /// EBS volume types EC2 accepts.
-pub const VOLUME_TYPES: &[&str] = &["standard", "gp2", "gp3", "io1", "io2", "st1", "sc1"];
+pub(crate) const VOLUME_TYPES: &[&str] = &["standard", "gp2", "gp3", "io1", "io2", "st1", "sc1"];
 
 /// Parses raw providerSpec JSON and validates it.
-pub fn parse_and_validate(raw: &[u8]) -> Result<AwsProviderSpec> {
+pub(crate) fn parse_and_validate(raw: &[u8]) -> Result<AwsProviderSpec> {
     let spec: AwsProviderSpec = parse_provider_spec(raw)?;
     validate(&spec)?;
     Ok(spec)
@@ -21,7 +21,7 @@ fn invalid(field: impl Into<String>, problem: impl std::fmt::Display) -> DriverE
 }
 
 /// Checks `spec` against the Go provider's validation rules.
-pub fn validate(spec: &AwsProviderSpec) -> Result<()> {
+pub(crate) fn validate(spec: &AwsProviderSpec) -> Result<()> {
     if spec.ami.trim().is_empty() {
         return Err(invalid("ami", "is required"));
     }

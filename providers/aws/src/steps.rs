@@ -11,13 +11,13 @@ use machine_driver_api::{Address, AddressType};
 use crate::spec::{AwsProviderSpec, NetworkInterface, is_efa_type};
 
 /// Step: turn off source/destination checks (`srcAndDstChecksEnabled: false`).
-pub const DISABLE_SOURCE_DEST_CHECK: &str = "disable-source-dest-check";
+pub(crate) const DISABLE_SOURCE_DEST_CHECK: &str = "disable-source-dest-check";
 /// Step: assign the IPv6 prefixes of `ipv6PrefixCount`.
-pub const ASSIGN_IPV6_PREFIXES: &str = "assign-ipv6-prefixes";
+pub(crate) const ASSIGN_IPV6_PREFIXES: &str = "assign-ipv6-prefixes";
 
 /// The work left on one network interface.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InterfaceWork {
+pub(crate) struct InterfaceWork {
     /// The ENI id.
     pub network_interface_id: String,
     /// Source/dest check is on but must be off.
@@ -37,7 +37,7 @@ fn spec_interface<'a>(spec: &'a AwsProviderSpec, eni: &InstanceNetworkInterface)
 }
 
 /// The interfaces of `instance` with work left, in instance order.
-pub fn interface_work(spec: &AwsProviderSpec, instance: &Instance) -> Vec<InterfaceWork> {
+pub(crate) fn interface_work(spec: &AwsProviderSpec, instance: &Instance) -> Vec<InterfaceWork> {
     let disable_checks = spec.src_and_dst_checks_enabled == Some(false);
     instance
         .network_interfaces()
@@ -59,7 +59,7 @@ pub fn interface_work(spec: &AwsProviderSpec, instance: &Instance) -> Vec<Interf
 }
 
 /// Step names for the work left (empty = initialized).
-pub fn pending_steps(work: &[InterfaceWork]) -> Vec<String> {
+pub(crate) fn pending_steps(work: &[InterfaceWork]) -> Vec<String> {
     let mut steps = Vec::new();
     if work.iter().any(|w| w.disable_source_dest_check) {
         steps.push(DISABLE_SOURCE_DEST_CHECK.to_string());
@@ -71,7 +71,7 @@ pub fn pending_steps(work: &[InterfaceWork]) -> Vec<String> {
 }
 
 /// The node addresses of an instance.
-pub fn addresses(instance: &Instance) -> Vec<Address> {
+pub(crate) fn addresses(instance: &Instance) -> Vec<Address> {
     let mut out = Vec::new();
     let mut push = |kind, v: Option<&str>| {
         if let Some(v) = v.filter(|v| !v.is_empty()) {

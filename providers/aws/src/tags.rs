@@ -7,16 +7,16 @@ use aws_sdk_ec2::types::{Filter, Instance, ResourceType, Tag, TagSpecification};
 use crate::spec::AwsProviderSpec;
 
 /// Tag holding the machine name (EC2 console name; ListMachines reads it).
-pub const NAME_TAG: &str = "Name";
+pub(crate) const NAME_TAG: &str = "Name";
 /// Tag holding the Machine object's uid: the identity of "this machine's VM".
-pub const MACHINE_UID_TAG: &str = "mcm.gardener.cloud/machine-uid";
+pub(crate) const MACHINE_UID_TAG: &str = "mcm.gardener.cloud/machine-uid";
 
 /// Instance states that count as a live VM (shutting-down and terminated do not).
-pub const LIVE_STATES: &[&str] = &["pending", "running", "stopping", "stopped"];
+pub(crate) const LIVE_STATES: &[&str] = &["pending", "running", "stopping", "stopped"];
 
 /// The tags of a machine's instance, volumes and interfaces: the class's tags,
 /// then `Name` = machine name and the machine uid tag (these two win).
-pub fn machine_tags(spec: &AwsProviderSpec, machine_name: &str, machine_uid: &str) -> BTreeMap<String, String> {
+pub(crate) fn machine_tags(spec: &AwsProviderSpec, machine_name: &str, machine_uid: &str) -> BTreeMap<String, String> {
     let mut tags = spec.tags.clone();
     tags.insert(NAME_TAG.to_string(), machine_name.to_string());
     tags.insert(MACHINE_UID_TAG.to_string(), machine_uid.to_string());
@@ -24,7 +24,7 @@ pub fn machine_tags(spec: &AwsProviderSpec, machine_name: &str, machine_uid: &st
 }
 
 /// One TagSpecification per resource type created at launch.
-pub fn tag_specifications(tags: &BTreeMap<String, String>) -> Vec<TagSpecification> {
+pub(crate) fn tag_specifications(tags: &BTreeMap<String, String>) -> Vec<TagSpecification> {
     [ResourceType::Instance, ResourceType::Volume, ResourceType::NetworkInterface]
         .into_iter()
         .map(|rt| {
@@ -41,7 +41,7 @@ fn filter(name: &str, values: &[&str]) -> Filter {
 /// Filters finding a machine's live instances: its `Name` tag within the
 /// cluster (this also finds instances the Go provider launched, which carry no
 /// uid tag). Results are narrowed by [`belongs_to_machine`].
-pub fn machine_filters(spec: &AwsProviderSpec, machine_name: &str) -> Vec<Filter> {
+pub(crate) fn machine_filters(spec: &AwsProviderSpec, machine_name: &str) -> Vec<Filter> {
     let mut f = vec![filter(&format!("tag:{NAME_TAG}"), &[machine_name]), filter("instance-state-name", LIVE_STATES)];
     if let Some(cluster) = spec.cluster_tag_key() {
         f.push(filter("tag-key", &[cluster]));
@@ -50,12 +50,12 @@ pub fn machine_filters(spec: &AwsProviderSpec, machine_name: &str) -> Vec<Filter
 }
 
 /// Filters of ListMachines: the class's cluster and role tags, live states.
-pub fn list_filters(cluster_tag: &str, role_tag: &str) -> Vec<Filter> {
+pub(crate) fn list_filters(cluster_tag: &str, role_tag: &str) -> Vec<Filter> {
     vec![filter("tag-key", &[cluster_tag]), filter("tag-key", &[role_tag]), filter("instance-state-name", LIVE_STATES)]
 }
 
 /// The value of tag `key` on an instance.
-pub fn tag_value<'a>(instance: &'a Instance, key: &str) -> Option<&'a str> {
+pub(crate) fn tag_value<'a>(instance: &'a Instance, key: &str) -> Option<&'a str> {
     instance.tags().iter().find(|t| t.key() == Some(key)).and_then(|t| t.value())
 }
 
@@ -63,7 +63,7 @@ pub fn tag_value<'a>(instance: &'a Instance, key: &str) -> Option<&'a str> {
 /// machine's uid, or no uid tag at all (launched by the Go provider). An
 /// instance tagged with another uid belongs to an earlier machine of the same
 /// name and is left to orphan collection.
-pub fn belongs_to_machine(instance: &Instance, machine_uid: &str) -> bool {
+pub(crate) fn belongs_to_machine(instance: &Instance, machine_uid: &str) -> bool {
     match tag_value(instance, MACHINE_UID_TAG) {
         Some(uid) => machine_uid.is_empty() || uid == machine_uid,
         None => true,
@@ -71,6 +71,6 @@ pub fn belongs_to_machine(instance: &Instance, machine_uid: &str) -> bool {
 }
 
 /// True when the instance is live (not shutting-down or terminated).
-pub fn is_live(instance: &Instance) -> bool {
+pub(crate) fn is_live(instance: &Instance) -> bool {
     instance.state().and_then(|s| s.name()).is_some_and(|n| LIVE_STATES.contains(&n.as_str()))
 }

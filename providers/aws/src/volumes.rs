@@ -3,7 +3,7 @@
 use serde_json::Value;
 
 /// The CSI driver name of EBS.
-pub const EBS_CSI_DRIVER: &str = "ebs.csi.aws.com";
+pub(crate) const EBS_CSI_DRIVER: &str = "ebs.csi.aws.com";
 
 /// `vol-...` from an in-tree volume id (`aws://<zone>/vol-...` or `vol-...`).
 fn ebs_volume_id(raw: &str) -> Option<String> {
@@ -16,7 +16,7 @@ fn ebs_volume_id(raw: &str) -> Option<String> {
 
 /// The EBS volume ids among `pv_specs`: in-tree `awsElasticBlockStore.volumeID`
 /// and CSI `ebs.csi.aws.com` volume handles; other volumes are skipped.
-pub fn volume_ids(pv_specs: &[Value]) -> Vec<String> {
+pub(crate) fn volume_ids(pv_specs: &[Value]) -> Vec<String> {
     pv_specs
         .iter()
         .filter_map(|spec| {
