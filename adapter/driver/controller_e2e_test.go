@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -39,52 +36,16 @@ import (
 // an orphan VM is collected while the machine's own stays; then the machine is
 // deleted, its VM gone and its finalizer removed.
 func TestMCMControllerDrivesTheSidecarOfEveryProvider(t *testing.T) {
-	binDir := os.Getenv("MACHINE_DRIVER_BIN_DIR")
-	if binDir == "" {
-		t.Skip("MACHINE_DRIVER_BIN_DIR not set (scripts/test.sh sets it)")
-	}
-	examples, err := filepath.Glob("../../providers/*/examples/machine-class.json")
-	if err != nil || len(examples) == 0 {
-		t.Fatalf("no provider examples found: %v", err)
-	}
-	for _, class := range examples {
-		cloud := filepath.Base(filepath.Dir(filepath.Dir(class)))
-		t.Run(cloud, func(t *testing.T) {
-			controllerFlow(t, filepath.Join(binDir, "machine-driver-"+cloud), filepath.Dir(class))
-		})
-	}
+	eachProvider(t, controllerFlow)
 }
 
 const e2eNamespace = "shoot--e2e--cluster"
 
 func controllerFlow(t *testing.T, binary, examples string) {
 	admin := freeAddr(t)
-	socket := filepath.Join(t.TempDir(), "driver.sock")
-	cmd := exec.Command(binary, "--embedded-fake", "--embedded-fake-listen", admin, "--endpoint", "unix://"+socket)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", binary, err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	d, err := Dial(context.Background(), socket, 30*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Close() })
-
-	spec, err := os.ReadFile(filepath.Join(examples, "machine-class.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var secretData map[string]string
-	raw, err := os.ReadFile(filepath.Join(examples, "secret.json"))
-	if err != nil || json.Unmarshal(raw, &secretData) != nil {
-		t.Fatalf("secret.json: %v", err)
-	}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "cloudprovider", Namespace: e2eNamespace}, Data: map[string][]byte{}}
-	for k, v := range secretData {
-		secret.Data[k] = []byte(v)
-	}
+	d := startSidecar(t, binary, "--embedded-fake-listen", admin)
+	spec, secretData := exampleClass(t, examples)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "cloudprovider", Namespace: e2eNamespace}, Data: secretData}
 	if _, ok := secret.Data["userData"]; !ok {
 		secret.Data["userData"] = []byte("#!/bin/sh\necho hello\n")
 	}

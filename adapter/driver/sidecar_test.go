@@ -2,11 +2,7 @@ package driver
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -28,49 +24,14 @@ import (
 // directory of the binaries built with `--features embedded-fake`
 // (scripts/test.sh sets it); providers are discovered from ../providers/*/examples.
 func TestLifecycleThroughTheSidecarOfEveryProvider(t *testing.T) {
-	binDir := os.Getenv("MACHINE_DRIVER_BIN_DIR")
-	if binDir == "" {
-		t.Skip("MACHINE_DRIVER_BIN_DIR not set (scripts/test.sh sets it)")
-	}
-	examples, err := filepath.Glob("../../providers/*/examples/machine-class.json")
-	if err != nil || len(examples) == 0 {
-		t.Fatalf("no provider examples found: %v", err)
-	}
-	for _, class := range examples {
-		cloud := filepath.Base(filepath.Dir(filepath.Dir(class)))
-		t.Run(cloud, func(t *testing.T) { lifecycle(t, filepath.Join(binDir, "machine-driver-"+cloud), filepath.Dir(class)) })
-	}
+	eachProvider(t, lifecycle)
 }
 
 func lifecycle(t *testing.T, binary, examples string) {
-	socket := filepath.Join(t.TempDir(), "driver.sock")
-	cmd := exec.Command(binary, "--embedded-fake", "--endpoint", "unix://"+socket)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", binary, err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-
 	ctx := context.Background()
-	d, err := Dial(ctx, socket, 30*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Close() })
-
-	spec, err := os.ReadFile(filepath.Join(examples, "machine-class.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var secretData map[string]string
-	raw, err := os.ReadFile(filepath.Join(examples, "secret.json"))
-	if err != nil || json.Unmarshal(raw, &secretData) != nil {
-		t.Fatalf("secret.json: %v", err)
-	}
-	secret := &corev1.Secret{Data: map[string][]byte{}}
-	for k, v := range secretData {
-		secret.Data[k] = []byte(v)
-	}
+	d := startSidecar(t, binary)
+	spec, secretData := exampleClass(t, examples)
+	secret := &corev1.Secret{Data: secretData}
 	class := &v1alpha1.MachineClass{
 		ObjectMeta:   metav1.ObjectMeta{Name: "class", Namespace: "shoot--demo--cluster"},
 		Provider:     d.Provider,
