@@ -42,4 +42,5 @@ done
 
 echo "==> Go adapter (adapter/): translation tests and the lifecycle through every provider's sidecar"
 bin_dir="$(cd "$TARGET/debug" && pwd)"
-(cd adapter && MACHINE_DRIVER_BIN_DIR="$bin_dir" go test ./...)
+# -count=1: the tests run the Rust binaries, which Go's test cache does not track.
+(cd adapter && MACHINE_DRIVER_BIN_DIR="$bin_dir" go test -count=1 ./...)
