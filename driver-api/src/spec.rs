@@ -122,32 +122,52 @@ impl<'u> Lenient<'u> {
     /// The object's entries with nulls dropped and keys matched to `fields` as Go does.
     fn struct_entries(&self, object: Map<String, Value>, fields: &'static [&'static str]) -> Vec<(String, Value)> {
         let mut out: Vec<(String, Value)> = Vec::with_capacity(object.len());
-        let exact: HashSet<&str> = object.keys().map(String::as_str).filter(|k| fields.contains(k)).collect();
+        let exact: HashSet<&'static str> = fields.iter().copied().filter(|f| object.contains_key(*f)).collect();
         let mut taken: HashSet<&'static str> = HashSet::new();
-        for (key, value) in &object {
+        for (key, value) in object {
             if value.is_null() {
                 continue;
             }
-            let name = if fields.contains(&key.as_str()) {
-                Some(key.clone())
+            let name = if exact.contains(key.as_str()) {
+                Some(key)
             } else {
                 // Go: an exact match wins; otherwise the first case-insensitive one.
-                fields.iter().find(|f| f.eq_ignore_ascii_case(key) && !exact.contains(**f) && !taken.contains(**f)).map(
-                    |f| {
+                match fields
+                    .iter()
+                    .find(|f| f.eq_ignore_ascii_case(&key) && !exact.contains(**f) && !taken.contains(**f))
+                {
+                    Some(f) => {
                         taken.insert(f);
-                        f.to_string()
-                    },
-                )
-            };
-            match name {
-                Some(name) => out.push((name, value.clone())),
-                None => {
-                    let path = if self.path.is_empty() { key.clone() } else { format!("{}.{key}", self.path) };
-                    self.unknown.borrow_mut().push(path);
+                        Some(f.to_string())
+                    }
+                    None => {
+                        let path = if self.path.is_empty() { key } else { format!("{}.{key}", self.path) };
+                        self.unknown.borrow_mut().push(path);
+                        None
+                    }
                 }
+            };
+            if let Some(name) = name {
+                out.push((name, value));
             }
         }
         out
+    }
+
+    /// Visits `pairs` as a map whose values are read leniently too.
+    fn visit_entries<'de, V: Visitor<'de>>(
+        &self,
+        pairs: Vec<(String, Value)>,
+        visitor: V,
+    ) -> Result<V::Value, serde_json::Error> {
+        let entries: Vec<(String, Lenient<'u>)> = pairs
+            .into_iter()
+            .map(|(k, v)| {
+                let child = self.child(v, &k);
+                (k, child)
+            })
+            .collect();
+        visitor.visit_map(Entries { entries: entries.into_iter(), next: None })
     }
 }
 
@@ -166,8 +186,8 @@ impl<'de, 'u> de::Deserializer<'de> for Lenient<'u> {
         if self.value.is_null() { visitor.visit_none() } else { visitor.visit_some(self) }
     }
 
-    fn deserialize_seq<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
-        match self.value {
+    fn deserialize_seq<V: Visitor<'de>>(mut self, visitor: V) -> Result<V::Value, Self::Error> {
+        match std::mem::take(&mut self.value) {
             Value::Array(items) => {
                 let items: Vec<Lenient<'u>> = items
                     .into_iter()
@@ -180,38 +200,23 @@ impl<'de, 'u> de::Deserializer<'de> for Lenient<'u> {
         }
     }
 
-    fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
-        match self.value {
-            Value::Object(object) => {
-                let parent = Lenient { value: Value::Null, path: self.path.clone(), unknown: self.unknown };
-                let entries = object.into_iter().map(|(k, v)| {
-                    let child = parent.child(v, &k);
-                    (k, child)
-                });
-                visitor.visit_map(Entries { entries: entries.collect::<Vec<_>>().into_iter(), next: None })
-            }
+    fn deserialize_map<V: Visitor<'de>>(mut self, visitor: V) -> Result<V::Value, Self::Error> {
+        match std::mem::take(&mut self.value) {
+            Value::Object(object) => self.visit_entries(object.into_iter().collect(), visitor),
             other => other.deserialize_map(visitor),
         }
     }
 
     fn deserialize_struct<V: Visitor<'de>>(
-        self,
+        mut self,
         name: &'static str,
         fields: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value, Self::Error> {
-        match self.value {
+        match std::mem::take(&mut self.value) {
             Value::Object(object) => {
-                let parent = Lenient { value: Value::Null, path: self.path.clone(), unknown: self.unknown };
-                let entries: Vec<(String, Lenient<'u>)> = parent
-                    .struct_entries(object, fields)
-                    .into_iter()
-                    .map(|(k, v)| {
-                        let child = parent.child(v, &k);
-                        (k, child)
-                    })
-                    .collect();
-                visitor.visit_map(Entries { entries: entries.into_iter(), next: None })
+                let pairs = self.struct_entries(object, fields);
+                self.visit_entries(pairs, visitor)
             }
             other => other.deserialize_struct(name, fields, visitor),
         }
