@@ -223,6 +223,11 @@ impl GcpDriver {
         let op = match got {
             Ok(op) if is_done(&op) => op,
             Ok(_) => return None,
+            // Compute no longer knows the operation (expired): nothing left to report.
+            Err(f) if f.cloud().is_some_and(GceFailure::is_not_found) => {
+                self.pending_inserts.forget(target);
+                return None;
+            }
             Err(f) => return Some(f.into_driver_error()),
         };
         self.pending_inserts.forget(target);
