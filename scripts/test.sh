@@ -2,7 +2,9 @@
 # The project's test command (see README):
 #   1. unit and integration tests of every crate (all features, so the
 #      embedded fakes are compiled in);
-#   2. the benchmark harness with tiny numbers, so that it keeps working;
+#   2. each fake cloud that has one runs its cross-check with the cloud's own
+#      client (tests/fake-*/crosscheck/run.sh, e.g. Azure's Python SDK);
+#      the benchmark harness with tiny numbers, so that it keeps working;
 #   3. the conformance suite against each provider binary on its fake cloud;
 #   4. the Go adapter's tests, its lifecycle run through each provider's sidecar.
 # Providers are discovered: every providers/<cloud>/examples/conformance.json
@@ -16,6 +18,13 @@ cargo test --workspace --all-features
 
 echo "==> building the driver binaries with their embedded fakes"
 cargo build --workspace --all-features --bins
+
+for check in tests/fake-*/crosscheck/run.sh; do
+    [[ -e "$check" ]] || continue
+    fake="$(basename "$(dirname "$(dirname "$check")")")"
+    echo "==> $fake cross-checked with the cloud's own client ($check)"
+    "$check" "$TARGET/debug/$fake"
+done
 
 clouds=()
 for conf in providers/*/examples/conformance.json; do

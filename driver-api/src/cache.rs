@@ -73,6 +73,21 @@ impl<K: Hash + Eq + Clone, V> KeyedCache<K, V> {
         value
     }
 
+    /// Drops `key`'s value (the next use builds it again); answers it.
+    pub fn remove<Q>(&self, key: &Q) -> Option<Arc<V>>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner).map.remove(key).map(|(v, _)| v)
+    }
+
+    /// Caches `value` under `key`, replacing what was there.
+    pub fn insert(&self, key: K, value: Arc<V>) {
+        self.remove(&key);
+        self.insert_if_absent(key, value);
+    }
+
     /// Number of cached entries.
     pub fn len(&self) -> usize {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner).map.len()
@@ -96,6 +111,10 @@ mod tests {
         assert!(Arc::ptr_eq(&a, &again));
         assert_eq!(cache.get("a").as_deref(), Some(&1));
         assert_eq!(cache.get("b"), None);
+        cache.insert("a".to_string(), Arc::new(2));
+        assert_eq!(cache.get("a").as_deref(), Some(&2));
+        assert_eq!(cache.remove("a").as_deref(), Some(&2));
+        assert_eq!(cache.get("a"), None);
     }
 
     #[test]

@@ -49,6 +49,11 @@ impl Suite {
         if let Some(fake) = &self.fake {
             // A previous, interrupted run may have left settings behind.
             let _ = fake.clean_settings().await;
+            for call in &self.settings.provider.fake_setup {
+                if let Err(e) = fake.post(&call.path, call.body.clone()).await {
+                    eprintln!("fakeSetup {}: {e}", call.path);
+                }
+            }
         }
         let mut reports = Vec::new();
         for s in scenarios.iter().filter(|s| selected(filter, s.name)) {

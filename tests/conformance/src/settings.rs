@@ -42,6 +42,22 @@ pub struct ProviderConformance {
     /// Most cloud API calls each lifecycle step may make (`lifecycle/cloud-call-budget`).
     #[serde(default)]
     pub call_budget: Option<CallBudget>,
+    /// Admin calls made to the fake before the first scenario: cloud-realistic
+    /// timings scaled down so the suite's wait bound covers them (Azure's
+    /// 180 s NIC reservation).
+    #[serde(default)]
+    pub fake_setup: Vec<FakeSetupCall>,
+}
+
+/// One `POST /_admin<path>` with its JSON body.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FakeSetupCall {
+    /// Path below `/_admin` (`/azure/nic-reservation`).
+    pub path: String,
+    /// The JSON body.
+    #[serde(default)]
+    pub body: Value,
 }
 
 /// Cloud API calls allowed per lifecycle step, counted by the fake.

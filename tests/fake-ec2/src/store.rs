@@ -234,7 +234,11 @@ impl CloudHooks for Store {
                 })
             })
             .collect();
-        Inventory { instances: world.instances.iter().map(|i| instance_inventory(i, now)).collect(), images }
+        Inventory {
+            instances: world.instances.iter().map(|i| instance_inventory(i, now)).collect(),
+            images,
+            dependents: Vec::new(),
+        }
     }
 
     fn reset(&self) {

@@ -77,7 +77,7 @@ impl CloudHooks for GceHooks {
                 })
             })
             .collect();
-        Inventory { instances, images }
+        Inventory { instances, images, dependents: Vec::new() }
     }
 
     fn reset(&self) {

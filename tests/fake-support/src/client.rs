@@ -104,11 +104,15 @@ impl AdminClient {
         self.post("/latency", json!({"operation": "*", "ms": ms})).await
     }
 
+    /// `GET /inventory`: instances (live or not), images and dependents.
+    pub async fn inventory(&self) -> Result<Inventory, String> {
+        let resp = self.send(self.http.get(format!("{}/inventory", self.base)), "/inventory").await?;
+        resp.json().await.map_err(|e| format!("fake admin /inventory: {e}"))
+    }
+
     /// `GET /inventory`: every instance, live or not.
     pub async fn instances(&self) -> Result<Vec<InventoryInstance>, String> {
-        let resp = self.send(self.http.get(format!("{}/inventory", self.base)), "/inventory").await?;
-        let inv: Inventory = resp.json().await.map_err(|e| format!("fake admin /inventory: {e}"))?;
-        Ok(inv.instances)
+        Ok(self.inventory().await?.instances)
     }
 
     /// Live instances named `name`.

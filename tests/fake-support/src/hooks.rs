@@ -34,6 +34,11 @@ pub struct Inventory {
     /// Images with their cloud-specific details (owner, permissions).
     #[serde(default)]
     pub images: Vec<serde_json::Value>,
+    /// Resources that belong to a machine but are not its VM: Azure NICs and disks;
+    /// empty for other clouds. Same shape as `instances` (`live` is true while the
+    /// resource exists; cloud details such as `kind` are flattened in).
+    #[serde(default)]
+    pub dependents: Vec<InventoryInstance>,
 }
 
 /// One instance in the inventory.

@@ -110,6 +110,7 @@ mod tests {
                     extra: serde_json::Map::new(),
                 }],
                 images: vec![],
+                dependents: vec![],
             }
         }
         fn reset(&self) {}

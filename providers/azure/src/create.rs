@@ -1,0 +1,276 @@
+//! CreateMachine on Azure: NIC, then VM, each with a deterministic name, the
+//! VM's operation polled within the RPC's deadline.
+//!
+//! 1. GET the VM (`$expand=instanceView`). A VM of this machine that is
+//!    running or on its way is adopted (never re-PUT: its `customData` cannot
+//!    change); a `Failed` one is deleted, with its NIC and disks, and its
+//!    failure answered (the next retry starts clean); one being deleted is
+//!    UNAVAILABLE. A VM of the name tagged with another machine's uid is ALREADY_EXISTS.
+//! 2. PUT the NIC `<vm>-nic` (idempotent: the same body again is no change).
+//! 3. Data disks made from an image are PUT (the VM attaches them).
+//! 4. PUT the VM with `deleteOption: Delete` on NIC and disks.
+//!    `NicReservedForAnotherVm` (the NIC of a failed attempt stays reserved
+//!    for 180 s) moves on to the next NIC name, `<vm>-nic-1`, then `-2`.
+//! 5. Poll the operation. Failed: the VM is deleted (its NIC and disks go
+//!    with it) and the failure answered. Still running at the deadline: OK,
+//!    GetMachineStatus reports the rest.
+//!
+//! When the VM PUT itself is refused for good (capacity, bad input), the NIC
+//! it would have used is deleted before the error is returned (or, when Azure
+//! keeps it reserved, removed by DeleteMachine or the orphan collector, which
+//! lists NICs too); after a transient refusal (throttle, 5xx) the retry uses it.
+
+use std::time::Duration;
+
+use machine_driver_api::{
+    Address, AddressType, CallContext, CallFailure, CreateMachine, CreatedMachine, DriverError, ErrorKind,
+};
+
+use crate::addresses::private_ip;
+use crate::clients::Api;
+use crate::credentials::AzureCredentials;
+use crate::driver::AzureDriver;
+use crate::errors::ArmFailure;
+use crate::lro::{self, Outcome, Tracker};
+use crate::naming::{NIC_GENERATIONS, VmRef, data_disk_name};
+use crate::spec::AzureProviderSpec;
+use crate::vm::{self, Provisioning, VirtualMachine};
+
+/// Time kept back from the deadline for answering after the last poll.
+const ANSWER_MARGIN: Duration = Duration::from_secs(2);
+
+/// Retry delay while an earlier VM of the machine is being deleted.
+const RETRY_WHILE_DELETING: Duration = Duration::from_secs(10);
+
+impl AzureDriver {
+    /// CreateMachine (see the module docs).
+    pub(crate) async fn create(&self, ctx: &CallContext, req: CreateMachine) -> Result<CreatedMachine, DriverError> {
+        let creds = AzureCredentials::from_secret(&req.secret, "secret")?;
+        let spec = AzureProviderSpec::parse(&req.class.provider_spec)?;
+        let target = VmRef {
+            subscription: creds.subscription_id.clone(),
+            resource_group: spec.resource_group.clone(),
+            location: spec.location.clone(),
+            name: req.machine.name.clone(),
+        };
+        let api = self.pool.api(&creds, spec.cloud(), ctx)?;
+        let created = |addresses: Vec<Address>| CreatedMachine {
+            provider_id: target.provider_id(),
+            node_name: target.name.clone(),
+            last_known_state: String::new(),
+            addresses,
+        };
+
+        if let Some(existing) = get_vm(&api, &target, true).await? {
+            return match vm::provisioning(&existing) {
+                _ if vm::uid_tag(&existing).is_some_and(|uid| uid != req.machine.uid) => Err(DriverError::new(
+                    ErrorKind::AlreadyExists,
+                    "VM_OF_ANOTHER_MACHINE",
+                    format!("VM {} exists and is tagged with another machine's uid", target.name),
+                )),
+                Provisioning::Failed => Err(self.remove_failed(&api, &target, &existing).await),
+                Provisioning::Deleting => Err(DriverError::unavailable(
+                    "VM_DELETING",
+                    format!("an earlier VM {} of this machine is being deleted", target.name),
+                    RETRY_WHILE_DELETING,
+                )),
+                Provisioning::InProgress | Provisioning::Succeeded => {
+                    self.recent.record(target.clone(), ());
+                    Ok(created(self.addresses_of(&api, &target, &existing).await))
+                }
+            };
+        }
+
+        for disk in spec.properties.storage_profile.data_disks.iter().filter(|d| d.image_ref.is_some()) {
+            self.put_image_disk(&api, &spec, &target, disk, &req.machine.uid).await?;
+        }
+
+        let mut generation = 0;
+        let (tracker, address) = loop {
+            let nic_name = target.nic_name(generation);
+            let nic = vm::nic_body(&spec, &target, &nic_name, &req.machine.uid)?;
+            let nic_answer = api
+                .call("network", "networkInterfaces.createOrUpdate", || {
+                    api.network()
+                        .network_interfaces_client()
+                        .create_or_update(&target.resource_group, &nic_name, nic.clone(), &target.subscription)
+                        .send()
+                })
+                .await?;
+            let nic_id = target.resource_id("Microsoft.Network/networkInterfaces", &nic_name);
+            let address = nic_answer.into_body().await.ok().and_then(|n| private_ip(&n));
+            let body = vm::vm_body(&spec, &target, &nic_id, &req.machine.uid, &req.user_data)?;
+            let put = api
+                .call("compute", "virtualMachines.createOrUpdate", || {
+                    api.compute()
+                        .virtual_machines_client()
+                        .create_or_update(&target.resource_group, &target.name, body.clone(), &target.subscription)
+                        .send()
+                })
+                .await;
+            match put {
+                Ok(answer) => break (Tracker::from_headers(answer.as_raw_response().headers()), address),
+                Err(CallFailure::Cloud(_, f)) if f.is_nic_reserved() && generation + 1 < NIC_GENERATIONS => {
+                    tracing::info!(vm = %target.name, nic = %nic_name, "NIC reserved after a failed VM; using the next NIC name");
+                    generation += 1;
+                }
+                Err(failure) => {
+                    let err = DriverError::from(failure);
+                    // A refusal the retry will not repeat (capacity, bad input): the NIC goes, so nothing
+                    // is left behind (Azure may keep it reserved; then DeleteMachine removes it). After a
+                    // transient failure the retry uses it.
+                    if err.kind() != ErrorKind::Unavailable && err.kind() != ErrorKind::DeadlineExceeded {
+                        let _ = delete_nic(&api, &target, &nic_name).await;
+                    }
+                    return Err(err);
+                }
+            }
+        };
+        self.recent.record(target.clone(), ());
+        let addresses: Vec<Address> = address.into_iter().map(|ip| Address::new(AddressType::InternalIp, ip)).collect();
+        self.remember_addresses(&target, &addresses);
+
+        let Some(tracker) = tracker else { return Ok(created(addresses)) };
+        match lro::wait(&api, "compute", &tracker, ANSWER_MARGIN).await {
+            Ok(Outcome::Succeeded | Outcome::Running) => Ok(created(addresses)),
+            Ok(Outcome::Failed(failure)) => {
+                self.recent.forget(&target);
+                self.forget_addresses(&target);
+                let _ = delete_vm(&api, &target).await;
+                Err(failure.driver_error("compute virtualMachines.createOrUpdate"))
+            }
+            // The VM exists: the operation's fate is read by GetMachineStatus.
+            Err(CallFailure::Deadline(_)) => Ok(created(addresses)),
+            Err(e) => {
+                tracing::warn!(vm = %target.name, error = %DriverError::from(e), "polling the VM's creation failed; GetMachineStatus will report it");
+                Ok(created(addresses))
+            }
+        }
+    }
+
+    /// A `Failed` VM of this machine: deleted with its NIC and disks (the
+    /// next retry starts clean), its failure answered.
+    async fn remove_failed(&self, api: &Api<'_>, target: &VmRef, existing: &VirtualMachine) -> DriverError {
+        self.recent.forget(target);
+        self.forget_addresses(target);
+        let failure = failed_vm_error(existing);
+        if let Err(e) = delete_vm(api, target).await {
+            return e;
+        }
+        failure
+    }
+
+    /// PUTs a data disk made from an image, and waits for it within the deadline.
+    async fn put_image_disk(
+        &self,
+        api: &Api<'_>,
+        spec: &AzureProviderSpec,
+        target: &VmRef,
+        disk: &crate::spec::DataDisk,
+        uid: &str,
+    ) -> Result<(), DriverError> {
+        let name = data_disk_name(&target.name, disk);
+        let Some(image) = &disk.image_ref else { return Ok(()) };
+        let image = vm::image_reference(image);
+        let creation = if image.get("id").is_some() {
+            serde_json::json!({"createOption": "FromImage", "galleryImageReference": image})
+        } else {
+            serde_json::json!({"createOption": "FromImage", "imageReference": image})
+        };
+        let body: azure_mgmt_compute::package_2024_07_01::models::Disk = serde_json::from_value(serde_json::json!({
+            "location": spec.location,
+            "tags": vm::machine_tags(spec, uid),
+            "zones": match spec.placement() { crate::spec::Placement::Zone(z) => vec![z], _ => Vec::new() },
+            "sku": {"name": disk.storage_account_type},
+            "properties": {"creationData": creation, "diskSizeGB": disk.disk_size_gb}
+        }))
+        .map_err(|e| DriverError::internal(format!("building the disk request failed: {e}")))?;
+        let answer = api
+            .call("compute", "disks.createOrUpdate", || {
+                api.compute()
+                    .disks_client()
+                    .create_or_update(&target.subscription, &target.resource_group, &name, body.clone())
+                    .send()
+            })
+            .await?;
+        if let Some(tracker) = Tracker::from_headers(answer.as_raw_response().headers()) {
+            match lro::wait(api, "compute", &tracker, ANSWER_MARGIN).await? {
+                Outcome::Succeeded => {}
+                Outcome::Failed(f) => return Err(f.driver_error("compute disks.createOrUpdate")),
+                Outcome::Running => {
+                    return Err(DriverError::unavailable(
+                        "DISK_PROVISIONING",
+                        format!("data disk {name} is still being made from its image"),
+                        Duration::from_secs(5),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// GETs the VM; `None` when ARM does not show it.
+pub(crate) async fn get_vm(
+    api: &Api<'_>,
+    target: &VmRef,
+    instance_view: bool,
+) -> Result<Option<VirtualMachine>, DriverError> {
+    let answer = api
+        .call("compute", "virtualMachines.get", || {
+            let get =
+                api.compute().virtual_machines_client().get(&target.resource_group, &target.name, &target.subscription);
+            let get = if instance_view { get.expand("instanceView") } else { get };
+            get.send()
+        })
+        .await;
+    match answer {
+        Ok(a) => a
+            .into_body()
+            .await
+            .map(Some)
+            .map_err(|_| DriverError::internal("compute virtualMachines.get answered a body that is not a VM")),
+        Err(CallFailure::Cloud(_, f)) if f.is_not_found() => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The error a `Failed` VM's instance view records.
+pub(crate) fn failed_vm_error(vm: &VirtualMachine) -> DriverError {
+    let (code, message) = vm::failure_of(vm).unwrap_or_else(|| ("VMProvisioningFailed".into(), String::new()));
+    ArmFailure::operation(Some(code), message).driver_error("compute virtualMachines.createOrUpdate")
+}
+
+/// DELETEs the VM (its NIC and disks cascade); true when it existed.
+pub(crate) async fn delete_vm(api: &Api<'_>, target: &VmRef) -> Result<bool, DriverError> {
+    let answer = api
+        .call("compute", "virtualMachines.delete", || {
+            api.compute()
+                .virtual_machines_client()
+                .delete(&target.resource_group, &target.name, &target.subscription)
+                .send()
+        })
+        .await;
+    match answer {
+        Ok(a) => Ok(u16::from(a.as_raw_response().status()) != 204),
+        Err(CallFailure::Cloud(_, f)) if f.is_not_found() => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// DELETEs a NIC; OK when it is gone or was never there.
+pub(crate) async fn delete_nic(api: &Api<'_>, target: &VmRef, nic_name: &str) -> Result<(), DriverError> {
+    let answer = api
+        .call("network", "networkInterfaces.delete", || {
+            api.network()
+                .network_interfaces_client()
+                .delete(&target.resource_group, nic_name, &target.subscription)
+                .send()
+        })
+        .await;
+    match answer {
+        Ok(_) => Ok(()),
+        Err(CallFailure::Cloud(_, f)) if f.is_not_found() => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}

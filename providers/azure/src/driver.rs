@@ -1,0 +1,127 @@
+//! [`AzureDriver`]: the driver's state, its `Provider` and `Driver` impls; each
+//! RPC lives in its own module (`create`, `status`, `delete`, `list`,
+//! `share_image`, `volumes`).
+
+use machine_driver_api::{
+    Address, CallContext, Capabilities, CloudOptions, CreateMachine, CreatedMachine, DeletedMachine, Driver,
+    DriverError, DriverInfo, KeyedCache, ListMachines, MachineRef, MachineStatus, Provider, RecentCreates, ShareImage,
+    SharedImage,
+};
+
+use crate::clients::ClientPool;
+use crate::config::AzureConfig;
+use crate::credentials::{AzureCredentials, CLIENT_ID_KEYS, SUBSCRIPTION_ID_KEYS, TENANT_ID_KEYS};
+use crate::lookup::VmLookups;
+use crate::naming::{VmRef, parse_provider_id};
+use crate::spec::AzureProviderSpec;
+use crate::vm::MAX_USER_DATA_BYTES;
+
+/// The Azure machine driver.
+#[derive(Debug)]
+pub struct AzureDriver {
+    pub(crate) pool: ClientPool,
+    /// VM creates of the last moments, for status polls ARM cannot answer yet.
+    pub(crate) recent: RecentCreates<VmRef>,
+    /// Deletes of the last moments: a young machine's VM that is gone after
+    /// this process deleted it is NOT_FOUND, not "not visible yet".
+    pub(crate) deleted: RecentCreates<VmRef>,
+    pub(crate) lookups: VmLookups,
+    /// The private IP of each VM's primary NIC ([`crate::addresses`]).
+    pub(crate) addresses: KeyedCache<VmRef, Vec<Address>>,
+}
+
+impl AzureDriver {
+    /// A driver with `config`; builds no client until the first call.
+    pub fn new(config: AzureConfig) -> Self {
+        if let Some(url) = &config.endpoint {
+            tracing::info!(url = %url, "ARM and token endpoint override");
+        }
+        Self {
+            pool: ClientPool::new(config.endpoint, config.rate_limit, config.burst),
+            recent: RecentCreates::default(),
+            deleted: RecentCreates::default(),
+            lookups: VmLookups::default(),
+            addresses: KeyedCache::new(crate::addresses::MAX_REMEMBERED),
+        }
+    }
+
+    /// The VM a machine RPC addresses (location and name from the providerID
+    /// when set, else the spec's location and the machine name; resource
+    /// group from the spec, subscription from the secret), and the spec.
+    pub(crate) fn locate(
+        &self,
+        req: &MachineRef,
+        creds: &AzureCredentials,
+    ) -> Result<(VmRef, AzureProviderSpec), DriverError> {
+        let spec = AzureProviderSpec::parse(&req.class.provider_spec)?;
+        let (location, name) = match req.machine.provider_id.as_deref().map(str::trim).filter(|p| !p.is_empty()) {
+            Some(pid) => parse_provider_id(pid)?,
+            None if req.machine.name.is_empty() => {
+                return Err(DriverError::invalid_argument(
+                    "machine.name",
+                    "is required when machine.providerID is not set",
+                ));
+            }
+            None => (spec.location.clone(), req.machine.name.clone()),
+        };
+        let target = VmRef {
+            subscription: creds.subscription_id.clone(),
+            resource_group: spec.resource_group.clone(),
+            location,
+            name,
+        };
+        Ok((target, spec))
+    }
+}
+
+impl Provider for AzureDriver {
+    const BINARY: &'static str = "machine-driver-azure";
+    const ABOUT: &'static str = "Machine driver sidecar for Azure (gRPC over a Unix socket).";
+
+    async fn connect(options: CloudOptions) -> Result<Self, DriverError> {
+        Ok(Self::new(AzureConfig::from_options(&options)?))
+    }
+}
+
+impl Driver for AzureDriver {
+    fn info(&self) -> DriverInfo {
+        DriverInfo {
+            name: "azure.machine-driver.gardener.cloud".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            provider: "azure",
+            capabilities: Capabilities {
+                initialize_machine: false,
+                list_machines: true,
+                get_volume_ids: true,
+                share_image: true,
+            },
+            max_user_data_bytes: MAX_USER_DATA_BYTES,
+            // The client secret or the workload identity token file is checked by the provider (either one).
+            required_secret_keys: vec![CLIENT_ID_KEYS.to_vec(), TENANT_ID_KEYS.to_vec(), SUBSCRIPTION_ID_KEYS.to_vec()],
+        }
+    }
+
+    async fn create_machine(&self, ctx: &CallContext, req: CreateMachine) -> Result<CreatedMachine, DriverError> {
+        self.create(ctx, req).await
+    }
+
+    async fn get_machine_status(&self, ctx: &CallContext, req: MachineRef) -> Result<MachineStatus, DriverError> {
+        self.status(ctx, req).await
+    }
+
+    async fn delete_machine(&self, ctx: &CallContext, req: MachineRef) -> Result<DeletedMachine, DriverError> {
+        self.delete(ctx, req).await
+    }
+
+    async fn list_machines(&self, ctx: &CallContext, req: ListMachines) -> Result<Vec<(String, String)>, DriverError> {
+        self.list(ctx, req).await
+    }
+
+    fn get_volume_ids(&self, pv_specs: &[serde_json::Value]) -> Result<Vec<String>, DriverError> {
+        Ok(crate::volumes::volume_ids(pv_specs))
+    }
+
+    async fn share_image(&self, ctx: &CallContext, req: ShareImage) -> Result<SharedImage, DriverError> {
+        crate::share_image::share_image(&self.pool, ctx, req).await
+    }
+}

@@ -1,0 +1,282 @@
+//! Classification of Azure Resource Manager failures (HTTP errors with ARM's
+//! `{"error":{"code","message"}}` body, failed long-running operations,
+//! transport and token failures) into the driver's [`ErrorKind`]s.
+//!
+//! The `reason` of a classified error is ARM's own error code when there is one
+//! (`AllocationFailed`, `NicReservedForAnotherVm`, ...), otherwise the HTTP
+//! status class. Messages name the ARM call and carry ARM's message, never
+//! request ids or credentials, so they stay deterministic.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use machine_driver_api::{CloudCall, CloudFailure, DriverError, ErrorKind};
+
+use crate::transport::ResponseMeta;
+
+/// Retry delay suggested for throttling, 5xx and transport failures without a `Retry-After`.
+pub(crate) const RETRY_SOON: Duration = Duration::from_secs(5);
+
+/// How long Azure keeps a NIC reserved for the VM whose creation failed or
+/// which was deleted (`NicReservedForAnotherVm`).
+pub(crate) const NIC_RESERVATION: Duration = Duration::from_secs(180);
+
+/// Longest piece of a cloud message copied into a driver error.
+const MAX_CLOUD_MESSAGE: usize = 300;
+
+/// ARM codes that mean throttling: the request had no effect.
+const THROTTLING_CODES: &[&str] = &["TooManyRequests", "SubscriptionRequestsThrottled", "OperationThrottled"];
+
+/// ARM codes that mean capacity or quota is exhausted (the Go provider's list).
+const EXHAUSTED_CODES: &[&str] = &[
+    "AllocationFailed",
+    "ZonalAllocationFailed",
+    "SkuNotAvailable",
+    "ResourceQuotaExceeded",
+    "QuotaExceeded",
+    "OverconstrainedAllocationRequest",
+    "OverconstrainedZonalAllocationRequest",
+];
+
+/// A failed ARM call or operation, reduced to what classification needs.
+#[derive(Debug, Clone)]
+pub(crate) struct ArmFailure {
+    /// HTTP status of the answer, when there was one.
+    pub(crate) http_status: Option<u16>,
+    /// ARM's error code.
+    pub(crate) code: Option<String>,
+    /// ARM's message (never carries credentials).
+    pub(crate) message: String,
+    /// The `Retry-After` the answer carried.
+    pub(crate) retry_after: Option<Duration>,
+    /// What went wrong below HTTP.
+    pub(crate) transport: Option<TransportProblem>,
+    /// The SDK's error, kept as the driver error's source (for logs).
+    source: Option<Arc<azure_core::Error>>,
+}
+
+/// Failures that happened before an HTTP answer arrived.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TransportProblem {
+    /// Connect or I/O: transient.
+    Network,
+    /// No access token could be obtained for the credentials.
+    Credentials,
+    /// The answer could not be decoded: a bug or an incompatible endpoint.
+    Decode,
+}
+
+impl ArmFailure {
+    /// A failure with an HTTP status and ARM's code and message.
+    pub(crate) fn http(status: u16, code: Option<String>, message: impl Into<String>) -> Self {
+        Self {
+            http_status: Some(status),
+            code,
+            message: message.into(),
+            retry_after: None,
+            transport: None,
+            source: None,
+        }
+    }
+
+    /// A failure before any answer.
+    pub(crate) fn transport(problem: TransportProblem, message: impl Into<String>) -> Self {
+        Self {
+            http_status: None,
+            code: None,
+            message: message.into(),
+            retry_after: None,
+            transport: Some(problem),
+            source: None,
+        }
+    }
+
+    /// The failure a long-running operation ended with (`error{code,message}`).
+    pub(crate) fn operation(code: Option<String>, message: impl Into<String>) -> Self {
+        Self { http_status: None, code, message: message.into(), retry_after: None, transport: None, source: None }
+    }
+
+    /// Classifies an `azure_core` error, with the `Retry-After` of the answer it came from.
+    pub(crate) fn classify(err: azure_core::Error, meta: ResponseMeta) -> Self {
+        let mut failure = if let Some(http) = err.as_http_error() {
+            Self::http(
+                http.status() as u16,
+                http.error_code().map(str::to_string),
+                http.error_message().unwrap_or_default().to_string(),
+            )
+        } else {
+            let problem = match err.kind() {
+                azure_core::error::ErrorKind::Credential => TransportProblem::Credentials,
+                azure_core::error::ErrorKind::DataConversion => TransportProblem::Decode,
+                _ => TransportProblem::Network,
+            };
+            Self::transport(problem, String::new())
+        };
+        failure.retry_after = meta.retry_after;
+        tracing::debug!(
+            http_status = ?failure.http_status,
+            code = ?failure.code,
+            request_id = meta.request_id.as_deref().unwrap_or(""),
+            "ARM call failed"
+        );
+        failure.source = Some(Arc::new(err));
+        failure
+    }
+
+    fn code(&self) -> &str {
+        self.code.as_deref().unwrap_or("")
+    }
+
+    /// True for HTTP 404 (resource, or its resource group, not there).
+    pub(crate) fn is_not_found(&self) -> bool {
+        self.http_status == Some(404)
+    }
+
+    /// The NIC is reserved for another VM for up to 180 s after that VM failed or was deleted.
+    pub(crate) fn is_nic_reserved(&self) -> bool {
+        self.code() == "NicReservedForAnotherVm"
+    }
+
+    /// Quota or capacity exhausted (the Go provider's list, plus
+    /// `OperationNotAllowed` about a quota).
+    pub(crate) fn is_exhausted(&self) -> bool {
+        let code = self.code();
+        EXHAUSTED_CODES.contains(&code)
+            || (code == "OperationNotAllowed" && self.message.to_ascii_lowercase().contains("quota"))
+    }
+
+    /// The driver error kind this failure belongs to.
+    pub(crate) fn kind(&self) -> ErrorKind {
+        if let Some(t) = self.transport {
+            return match t {
+                TransportProblem::Network => ErrorKind::Unavailable,
+                TransportProblem::Credentials => ErrorKind::Unauthenticated,
+                TransportProblem::Decode => ErrorKind::Internal,
+            };
+        }
+        if self.is_throttling() || self.is_nic_reserved() || self.code() == "AnotherOperationInProgress" {
+            return ErrorKind::Unavailable;
+        }
+        if self.is_exhausted() {
+            return ErrorKind::ResourceExhausted;
+        }
+        match self.http_status {
+            Some(408 | 429) => ErrorKind::Unavailable,
+            Some(s) if s >= 500 => ErrorKind::Unavailable,
+            Some(401) => ErrorKind::Unauthenticated,
+            Some(403) => ErrorKind::PermissionDenied,
+            Some(400) => ErrorKind::InvalidArgument,
+            Some(404) => ErrorKind::NotFound,
+            Some(409) => ErrorKind::FailedPrecondition,
+            Some(412) => ErrorKind::FailedPrecondition,
+            // A failed operation without an HTTP status: Azure's internal failures.
+            _ => ErrorKind::Internal,
+        }
+    }
+
+    /// True when ARM throttled the request (429 or a throttling code).
+    fn is_throttling(&self) -> bool {
+        self.transport.is_none() && (self.http_status == Some(429) || THROTTLING_CODES.contains(&self.code()))
+    }
+
+    /// The stable reason reported with the driver error.
+    fn reason_word(&self) -> String {
+        if let Some(c) = self.code.as_ref().filter(|c| !c.is_empty()) {
+            return c.clone();
+        }
+        match (self.transport, self.http_status) {
+            (Some(TransportProblem::Network), _) => "TRANSPORT".into(),
+            (Some(TransportProblem::Credentials), _) => "CREDENTIALS".into(),
+            (Some(TransportProblem::Decode), _) => "UNDECODABLE_RESPONSE".into(),
+            (None, Some(s)) => format!("HTTP_{s}"),
+            (None, None) => "OPERATION_FAILED".into(),
+        }
+    }
+
+    /// The classified driver error for the ARM call or operation `what`
+    /// (`compute virtualMachines.createOrUpdate`).
+    pub(crate) fn driver_error(self, what: &str) -> DriverError {
+        let kind = self.kind();
+        let reason = self.reason_word();
+        let mut message = format!("{what} failed: {reason}");
+        if let Some(s) = self.http_status {
+            message.push_str(&format!(" (HTTP {s})"));
+        }
+        let cloud_message = self.message.trim();
+        if !cloud_message.is_empty() {
+            let cut: String = cloud_message.chars().take(MAX_CLOUD_MESSAGE).collect();
+            message.push_str(": ");
+            message.push_str(&cut);
+        }
+        let mut err = DriverError::new(kind, reason, message);
+        if kind == ErrorKind::Unavailable {
+            let delay = if self.is_nic_reserved() { NIC_RESERVATION } else { self.retry_after.unwrap_or(RETRY_SOON) };
+            err = err.with_retry_after(delay);
+        }
+        match self.source {
+            Some(source) => err.with_source(SharedSource(source)),
+            None => err,
+        }
+    }
+}
+
+impl CloudFailure for ArmFailure {
+    fn is_throttled(&self) -> bool {
+        self.is_throttling()
+    }
+
+    fn into_driver_error(self, call: CloudCall) -> DriverError {
+        self.driver_error(&call.to_string())
+    }
+}
+
+/// The SDK error as a driver error's source (shared: a failure may be cloned).
+#[derive(Debug)]
+struct SharedSource(Arc<azure_core::Error>);
+
+impl std::fmt::Display for SharedSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The SDK's Display prints the whole answer (body and headers): the kind is enough here.
+        write!(f, "azure_core error: {:?}", self.0.kind())
+    }
+}
+
+impl std::error::Error for SharedSource {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arm_codes_map_to_the_kinds_mcm_expects() {
+        let kind = |status: u16, code: &str, msg: &str| ArmFailure::http(status, Some(code.into()), msg).kind();
+        assert_eq!(kind(429, "TooManyRequests", ""), ErrorKind::Unavailable);
+        assert_eq!(kind(503, "ServiceUnavailable", ""), ErrorKind::Unavailable);
+        assert_eq!(kind(409, "SkuNotAvailable", ""), ErrorKind::ResourceExhausted);
+        assert_eq!(
+            kind(409, "OperationNotAllowed", "results in exceeding approved standardDSv3Family Cores quota"),
+            ErrorKind::ResourceExhausted
+        );
+        assert_eq!(kind(409, "OperationNotAllowed", "Disk is attached"), ErrorKind::FailedPrecondition);
+        assert_eq!(kind(401, "InvalidAuthenticationToken", ""), ErrorKind::Unauthenticated);
+        assert_eq!(kind(403, "AuthorizationFailed", ""), ErrorKind::PermissionDenied);
+        assert_eq!(kind(400, "InvalidParameter", ""), ErrorKind::InvalidArgument);
+        assert_eq!(kind(404, "ResourceNotFound", ""), ErrorKind::NotFound);
+        assert_eq!(kind(400, "NicReservedForAnotherVm", ""), ErrorKind::Unavailable);
+        assert_eq!(kind(409, "AnotherOperationInProgress", ""), ErrorKind::Unavailable);
+        assert_eq!(ArmFailure::operation(Some("AllocationFailed".into()), "x").kind(), ErrorKind::ResourceExhausted);
+        assert_eq!(ArmFailure::operation(Some("InternalExecutionError".into()), "x").kind(), ErrorKind::Internal);
+    }
+
+    #[test]
+    fn retry_after_and_reservation_delay_travel_with_unavailable() {
+        let mut throttled = ArmFailure::http(429, Some("TooManyRequests".into()), "slow down");
+        throttled.retry_after = Some(Duration::from_secs(17));
+        assert!(throttled.is_throttled());
+        let err = throttled.driver_error("compute virtualMachines.get");
+        assert_eq!(err.retry_after(), Some(Duration::from_secs(17)));
+        assert!(err.message().starts_with("compute virtualMachines.get failed: TooManyRequests (HTTP 429)"));
+        let reserved = ArmFailure::http(400, Some("NicReservedForAnotherVm".into()), "reserved").driver_error("x");
+        assert_eq!(reserved.retry_after(), Some(NIC_RESERVATION));
+    }
+}

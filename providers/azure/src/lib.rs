@@ -1,0 +1,26 @@
+#![doc = include_str!("../README.md")]
+#![warn(missing_docs)]
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+mod addresses;
+mod clients;
+mod config;
+mod create;
+mod credentials;
+mod delete;
+mod driver;
+mod errors;
+mod list;
+mod lookup;
+mod lro;
+mod naming;
+mod share_image;
+mod spec;
+mod status;
+mod transport;
+mod vm;
+mod volumes;
+
+pub use config::AzureConfig;
+pub use driver::AzureDriver;
+pub use vm::MAX_USER_DATA_BYTES;

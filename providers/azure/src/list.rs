@@ -1,0 +1,95 @@
+//! ListMachines on Azure: one generic resource list of the resource group by
+//! the cluster tag (every page), VMs and the NICs and disks that outlived
+//! theirs, mapped back to machine names.
+//!
+//! The Go provider asks Resource Graph, which lags behind ARM and has to be
+//! paged by `$skipToken`; ARM's own list by tag is strongly consistent. A NIC
+//! or disk whose VM is gone is listed under the VM's name, so that the orphan
+//! collector's DeleteMachine (which deletes leftovers too) removes it.
+
+use std::collections::BTreeMap;
+
+use machine_driver_api::{CallContext, CallFailure, DriverError, ListMachines};
+use serde::Deserialize;
+
+use crate::credentials::AzureCredentials;
+use crate::driver::AzureDriver;
+use crate::naming::{VmRef, data_disk_suffix, owner_vm};
+use crate::spec::AzureProviderSpec;
+
+/// API version of the generic resource list.
+const RESOURCES_API_VERSION: &str = "2021-04-01";
+/// Most pages one list follows.
+const MAX_PAGES: usize = 1000;
+
+#[derive(Deserialize)]
+struct ResourcePage {
+    #[serde(default)]
+    value: Vec<GenericResource>,
+    #[serde(default, rename = "nextLink")]
+    next_link: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct GenericResource {
+    #[serde(default)]
+    name: String,
+    #[serde(default, rename = "type")]
+    resource_type: String,
+    #[serde(default)]
+    tags: BTreeMap<String, String>,
+}
+
+impl AzureDriver {
+    /// ListMachines: providerID → machine name for every VM of the class's
+    /// cluster and role, and for every NIC or disk of such a machine.
+    pub(crate) async fn list(
+        &self,
+        ctx: &CallContext,
+        req: ListMachines,
+    ) -> Result<Vec<(String, String)>, DriverError> {
+        let spec = AzureProviderSpec::parse(&req.class.provider_spec)?;
+        let creds = AzureCredentials::from_secret(&req.secret, "secret")?;
+        let api = self.pool.api(&creds, spec.cloud(), ctx)?;
+        let (Some(cluster_tag), Some(role_tag)) = (spec.cluster_tag(), spec.role_tag()) else {
+            return Err(DriverError::invalid_argument("providerSpec.tags", "must contain the cluster and role keys"));
+        };
+        let suffixes: Vec<String> = spec.properties.storage_profile.data_disks.iter().map(data_disk_suffix).collect();
+        let mut url = api.arm_url(
+            &format!("/subscriptions/{}/resourceGroups/{}/resources", creds.subscription_id, spec.resource_group),
+            RESOURCES_API_VERSION,
+        );
+        url.query_pairs_mut().append_pair("$filter", &format!("tagName eq '{}'", cluster_tag.replace('\'', "''")));
+        let mut machines = BTreeMap::new();
+        for _ in 0..MAX_PAGES {
+            let page = match api.get_raw("resources", "resources.listByResourceGroup", &url).await {
+                Ok(p) => p,
+                Err(CallFailure::Cloud(_, f)) if f.is_not_found() => break,
+                Err(e) => return Err(e.into()),
+            };
+            let page: ResourcePage = serde_json::from_slice(&page.body).map_err(|_| {
+                DriverError::internal("resources.listByResourceGroup answered a body that is not a resource list")
+            })?;
+            for r in page.value {
+                let has_role = r.tags.keys().any(|k| k.eq_ignore_ascii_case(role_tag));
+                let Some(vm) = owner_vm(&r.resource_type, &r.name, &suffixes).filter(|_| has_role) else { continue };
+                let target = VmRef {
+                    subscription: creds.subscription_id.clone(),
+                    resource_group: spec.resource_group.clone(),
+                    location: spec.location.clone(),
+                    name: vm.clone(),
+                };
+                machines.insert(target.provider_id(), vm);
+            }
+            match page.next_link.filter(|l| !l.is_empty()) {
+                Some(next) => {
+                    url = azure_core::Url::parse(&next).map_err(|_| {
+                        DriverError::internal("resources.listByResourceGroup answered a nextLink that is not a URL")
+                    })?;
+                }
+                None => return Ok(machines.into_iter().collect()),
+            }
+        }
+        Ok(machines.into_iter().collect())
+    }
+}

@@ -1,0 +1,129 @@
+//! Reading one VM for GetMachineStatus, with concurrent reads of one
+//! subscription and resource group coalesced into one VM list.
+//!
+//! A lone read goes out at once as one `virtualMachines.get`; reads arriving
+//! while a call is in flight queue up in a [`Coalescer`] (one per
+//! credentials, subscription and resource group) and go out together as one
+//! `virtualMachines.list` of the resource group, every page: one call (per
+//! page) answers every poll of a worker pool, however many machines it has.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use machine_driver_api::{BatchFn, CallContext, CallFailure, Coalescer, DriverError, KeyedCache};
+
+use crate::clients::{Api, SharedApi};
+use crate::credentials::AzureCredentials;
+use crate::naming::VmRef;
+use crate::vm::VirtualMachine;
+
+/// Most names one coalesced batch reads (one list answers any number; the
+/// bound keeps a batch's answer map small).
+const MAX_BATCH_NAMES: usize = 500;
+/// Coalesced batches in flight at once per resource group.
+const BATCHES_IN_FLIGHT: usize = 2;
+/// Most coalescers (one per credentials, subscription and resource group).
+const MAX_COALESCERS: usize = 256;
+/// Most pages one list follows (500 VMs a page: far beyond any resource group's limit).
+const MAX_PAGES: usize = 100;
+/// API version of the VM list (the SDK's).
+const COMPUTE_API_VERSION: &str = "2024-07-01";
+
+/// Credentials (fingerprint), subscription, resource group.
+type GroupKey = ([u8; 32], String, String);
+
+/// The coalescers of one driver.
+#[derive(Debug)]
+pub(crate) struct VmLookups {
+    by_group: KeyedCache<GroupKey, Coalescer<String, VirtualMachine>>,
+}
+
+impl Default for VmLookups {
+    fn default() -> Self {
+        Self { by_group: KeyedCache::new(MAX_COALESCERS) }
+    }
+}
+
+impl VmLookups {
+    /// The VM `target` names, `None` when ARM does not show it.
+    pub(crate) async fn get(
+        &self,
+        api: &Api<'_>,
+        creds: &AzureCredentials,
+        target: &VmRef,
+    ) -> Result<Option<VirtualMachine>, DriverError> {
+        let key = (creds.fingerprint, target.subscription.clone(), target.resource_group.to_ascii_lowercase());
+        let coalescer = self.by_group.get_or_insert_with(&key, || {
+            let fetch = batch_fetch(api.shared(), target.subscription.clone(), target.resource_group.clone());
+            Coalescer::new(
+                "compute virtualMachines.get/virtualMachines.list",
+                fetch,
+                MAX_BATCH_NAMES,
+                BATCHES_IN_FLIGHT,
+            )
+        });
+        coalescer.get_within(api.context(), target.name.clone()).await
+    }
+}
+
+/// One name: `virtualMachines.get` (404 = absent); more: the group's VM list, every page.
+fn batch_fetch(shared: SharedApi, subscription: String, resource_group: String) -> BatchFn<String, VirtualMachine> {
+    Arc::new(move |names: Vec<String>, ctx: CallContext| {
+        let shared = shared.clone();
+        let subscription = subscription.clone();
+        let resource_group = resource_group.clone();
+        Box::pin(async move {
+            let api = shared.bind(&ctx);
+            if let [name] = names.as_slice() {
+                let target = VmRef { subscription, resource_group, location: String::new(), name: name.clone() };
+                let found = crate::create::get_vm(&api, &target, false).await?;
+                return Ok(found.into_iter().map(|vm| (name.clone(), vm)).collect());
+            }
+            let wanted: HashSet<String> = names.iter().map(|n| n.to_ascii_lowercase()).collect();
+            let by_lower: HashMap<String, String> = names.iter().map(|n| (n.to_ascii_lowercase(), n.clone())).collect();
+            let all = list_vms(&api, &subscription, &resource_group).await?;
+            Ok(all
+                .into_iter()
+                .filter_map(|vm| {
+                    let lower = vm.resource.name.as_deref()?.to_ascii_lowercase();
+                    wanted.contains(&lower).then(|| (by_lower[&lower].clone(), vm))
+                })
+                .collect())
+        })
+    })
+}
+
+/// Every VM of a resource group (every page); none when the group does not exist.
+pub(crate) async fn list_vms(
+    api: &Api<'_>,
+    subscription: &str,
+    resource_group: &str,
+) -> Result<Vec<VirtualMachine>, DriverError> {
+    type ListResult = azure_mgmt_compute::package_2024_07_01::models::VirtualMachineListResult;
+    let mut url = api.arm_url(
+        &format!(
+            "/subscriptions/{subscription}/resourceGroups/{resource_group}/providers/Microsoft.Compute/virtualMachines"
+        ),
+        COMPUTE_API_VERSION,
+    );
+    let mut vms = Vec::new();
+    for _ in 0..MAX_PAGES {
+        let page = match api.get_raw("compute", "virtualMachines.list", &url).await {
+            Ok(p) => p,
+            Err(CallFailure::Cloud(_, f)) if f.is_not_found() => return Ok(vms),
+            Err(e) => return Err(e.into()),
+        };
+        let page: ListResult = serde_json::from_slice(&page.body)
+            .map_err(|_| DriverError::internal("compute virtualMachines.list answered a body that is not a VM list"))?;
+        vms.extend(page.value);
+        match page.next_link.filter(|l| !l.is_empty()) {
+            Some(next) => {
+                url = azure_core::Url::parse(&next).map_err(|_| {
+                    DriverError::internal("compute virtualMachines.list answered a nextLink that is not a URL")
+                })?;
+            }
+            None => return Ok(vms),
+        }
+    }
+    Err(DriverError::internal(format!("compute virtualMachines.list: more than {MAX_PAGES} pages")))
+}

@@ -1,0 +1,187 @@
+//! ShareImage: make a gallery image version of an image-owner subscription
+//! usable by the cluster's subscription, with Compute Gallery direct sharing.
+//!
+//! The server has already checked the operator's allow-list. The input is the
+//! owner-side ARM id of a gallery image version
+//! (`/subscriptions/<owner>/resourceGroups/<rg>/providers/Microsoft.Compute/galleries/<g>/images/<def>/versions/<ver>`);
+//! the answer is the id the consumer's classes use as `sharedGalleryImageID`
+//! (`/SharedGalleries/<owner>-<G>/Images/<def>/Versions/<ver>`, the gallery's
+//! unique name being the owner subscription and the upper-cased gallery name).
+//!
+//! First a visibility check with the consumer's credentials (the shared image
+//! version as the consumer sees it, `sharedGalleryImageVersions.get`): an image
+//! already shared needs nothing and no owner credentials. Otherwise the
+//! owner's credentials add the consumer subscription to the gallery's sharing
+//! groups (`gallerySharingProfile.update`, operation `Add`, idempotent on
+//! ARM's side), and the operation is polled within the deadline.
+
+use std::time::Duration;
+
+use machine_driver_api::{CallContext, CallFailure, DriverError, ErrorKind, ShareImage, SharedImage};
+
+use crate::clients::ClientPool;
+use crate::credentials::AzureCredentials;
+use crate::lro::{self, Outcome, Tracker};
+
+/// Time kept back from the deadline for answering after the last poll.
+const ANSWER_MARGIN: Duration = Duration::from_secs(1);
+
+/// A gallery image version in the owner's subscription.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct GalleryImageVersion {
+    /// Owner subscription.
+    pub(crate) subscription: String,
+    /// Resource group of the gallery.
+    pub(crate) resource_group: String,
+    /// Gallery name.
+    pub(crate) gallery: String,
+    /// Image definition.
+    pub(crate) image: String,
+    /// Version.
+    pub(crate) version: String,
+}
+
+impl GalleryImageVersion {
+    /// Parses the owner-side ARM id (segment names matched case-insensitively, as ARM does).
+    pub(crate) fn parse(id: &str) -> Result<Self, DriverError> {
+        let bad = || {
+            DriverError::invalid_argument(
+                "image",
+                format!(
+                    "{id:?} is not of the form /subscriptions/<s>/resourceGroups/<rg>/providers/Microsoft.Compute/galleries/<g>/images/<def>/versions/<ver>"
+                ),
+            )
+        };
+        let parts: Vec<&str> = id.trim().trim_start_matches('/').split('/').collect();
+        let [s, sub, r, rg, p, ns, g, gallery, i, image, v, version] = parts.as_slice() else { return Err(bad()) };
+        let is = |a: &str, b: &str| a.eq_ignore_ascii_case(b);
+        let ok = is(s, "subscriptions")
+            && is(r, "resourceGroups")
+            && is(p, "providers")
+            && is(ns, "Microsoft.Compute")
+            && is(g, "galleries")
+            && is(i, "images")
+            && is(v, "versions")
+            && [sub, rg, gallery, image, version].iter().all(|x| !x.is_empty());
+        if !ok {
+            return Err(bad());
+        }
+        Ok(Self {
+            subscription: (*sub).to_string(),
+            resource_group: (*rg).to_string(),
+            gallery: (*gallery).to_string(),
+            image: (*image).to_string(),
+            version: (*version).to_string(),
+        })
+    }
+
+    /// The gallery's unique name for direct sharing: `<subscription>-<GALLERY>`.
+    pub(crate) fn unique_name(&self) -> String {
+        format!("{}-{}", self.subscription, self.gallery.to_ascii_uppercase())
+    }
+
+    /// The id consumers boot from (`sharedGalleryImageID`).
+    pub(crate) fn shared_id(&self) -> String {
+        format!("/SharedGalleries/{}/Images/{}/Versions/{}", self.unique_name(), self.image, self.version)
+    }
+}
+
+/// ShareImage (see the module docs).
+pub(crate) async fn share_image(
+    pool: &ClientPool,
+    ctx: &CallContext,
+    req: ShareImage,
+) -> Result<SharedImage, DriverError> {
+    let image = GalleryImageVersion::parse(&req.image)?;
+    let location = req.region.as_deref().map(str::trim).filter(|r| !r.is_empty()).ok_or_else(|| {
+        DriverError::invalid_argument("region", "is required: the location the consumer boots the image in")
+    })?;
+    let consumer = AzureCredentials::from_secret(&req.consumer_secret, "consumerSecret")?;
+    let consumer_sub = req
+        .consumer_account
+        .as_deref()
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+        .unwrap_or(&consumer.subscription_id)
+        .to_string();
+    let answer =
+        |granted_now| SharedImage { image_id: image.shared_id(), granted_now, consumer_account: consumer_sub.clone() };
+
+    let consumer_api = pool.api(&consumer, None, ctx)?;
+    let visible = consumer_api
+        .call("compute", "sharedGalleryImageVersions.get", || {
+            consumer_api
+                .compute()
+                .shared_gallery_image_versions_client()
+                .get(&consumer_sub, location, image.unique_name(), &image.image, &image.version)
+                .send()
+        })
+        .await;
+    match visible {
+        Ok(_) => return Ok(answer(false)),
+        Err(CallFailure::Cloud(_, f)) if f.is_not_found() => {}
+        Err(e) => return Err(e.into()),
+    }
+
+    let Some(owner_secret) = &req.owner_secret else {
+        return Err(DriverError::new(
+            ErrorKind::FailedPrecondition,
+            "OWNER_CREDENTIALS_REQUIRED",
+            format!(
+                "image {} is not shared with subscription {consumer_sub} and no owner credentials were given",
+                req.image.trim()
+            ),
+        ));
+    };
+    let owner = AzureCredentials::from_secret(owner_secret, "ownerSecret")?;
+    let owner_api = pool.api(&owner, None, ctx)?;
+    let update: azure_mgmt_compute::package_2024_07_01::models::SharingUpdate =
+        serde_json::from_value(serde_json::json!({
+            "operationType": "Add",
+            "groups": [{"type": "Subscriptions", "ids": [consumer_sub]}]
+        }))
+        .map_err(|e| DriverError::internal(format!("building the sharing update failed: {e}")))?;
+    let accepted = owner_api
+        .call("compute", "gallerySharingProfile.update", || {
+            owner_api
+                .compute()
+                .gallery_sharing_profile_client()
+                .update(&image.subscription, &image.resource_group, &image.gallery, update.clone())
+                .send()
+        })
+        .await?;
+    if let Some(tracker) = Tracker::from_headers(accepted.as_raw_response().headers()) {
+        match lro::wait(&owner_api, "compute", &tracker, ANSWER_MARGIN).await? {
+            Outcome::Succeeded => {}
+            Outcome::Failed(f) => return Err(f.driver_error("compute gallerySharingProfile.update")),
+            Outcome::Running => {
+                return Err(DriverError::unavailable(
+                    "SHARING_IN_PROGRESS",
+                    format!("sharing gallery {} with subscription {consumer_sub} is still in progress", image.gallery),
+                    Duration::from_secs(5),
+                ));
+            }
+        }
+    }
+    Ok(answer(true))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owner_ids_parse_and_map_to_the_shared_id() {
+        let v = GalleryImageVersion::parse(
+            "/subscriptions/o-1/resourceGroups/images/providers/Microsoft.Compute/galleries/gardenlinux/images/gl/versions/1.0.0",
+        )
+        .unwrap();
+        assert_eq!(v.shared_id(), "/SharedGalleries/o-1-GARDENLINUX/Images/gl/Versions/1.0.0");
+        let lower = GalleryImageVersion::parse(
+            "subscriptions/o-1/resourcegroups/images/providers/microsoft.compute/galleries/g/images/i/versions/v",
+        );
+        assert!(lower.is_ok());
+        assert!(GalleryImageVersion::parse("/subscriptions/o-1/resourceGroups/images").is_err());
+        assert_eq!(GalleryImageVersion::parse("m-123").unwrap_err().field(), Some("image"));
+    }
+}

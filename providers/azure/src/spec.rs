@@ -1,0 +1,623 @@
+//! The Azure machine class providerSpec, as the Go provider
+//! (gardener/machine-controller-manager-provider-azure, `AzureProviderSpec`)
+//! and the Gardener Azure extension write it, read as leniently as Go reads it
+//! ([`parse_provider_spec`]), with validation that names the offending field.
+//!
+//! Fields the Go provider parses but ignores (`osDisk.name`,
+//! `managedDisk.id`, `osProfile.computerName`/`adminPassword`/`customData`,
+//! `networkProfile.networkInterfaces`) are accepted and ignored here too.
+
+use std::collections::{BTreeMap, HashSet};
+
+use machine_driver_api::{DriverError, parse_provider_spec};
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+
+/// Tag key prefix naming the cluster (`kubernetes.io-cluster-<name>`).
+pub(crate) const CLUSTER_TAG_PREFIX: &str = "kubernetes.io-cluster-";
+/// Tag key prefix naming the role (`kubernetes.io-role-<role>`).
+pub(crate) const ROLE_TAG_PREFIX: &str = "kubernetes.io-role-";
+
+/// The providerSpec of an Azure machine class.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct AzureProviderSpec {
+    /// Azure region (`westeurope`).
+    #[serde(default)]
+    pub(crate) location: String,
+    /// Resource group of the VMs, NICs and disks.
+    #[serde(default)]
+    pub(crate) resource_group: String,
+    /// Tags of every resource; must hold the cluster and role keys.
+    #[serde(default)]
+    pub(crate) tags: BTreeMap<String, String>,
+    /// The Azure cloud (public, China, Government).
+    #[serde(default)]
+    pub(crate) cloud_configuration: Option<CloudConfiguration>,
+    /// The subnet of the machines' NICs.
+    #[serde(default)]
+    pub(crate) subnet_info: SubnetInfo,
+    /// The VM's properties.
+    #[serde(default)]
+    pub(crate) properties: Properties,
+}
+
+/// `cloudConfiguration`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct CloudConfiguration {
+    /// `AzurePublic`, `AzureChina` or `AzureGovernment`.
+    #[serde(default)]
+    pub(crate) name: String,
+}
+
+/// `subnetInfo`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct SubnetInfo {
+    /// Virtual network.
+    #[serde(default)]
+    pub(crate) vnet_name: String,
+    /// Subnet of the virtual network.
+    #[serde(default)]
+    pub(crate) subnet_name: String,
+    /// Resource group of the virtual network (default: the spec's).
+    #[serde(default)]
+    pub(crate) vnet_resource_group: Option<String>,
+}
+
+/// `properties`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct Properties {
+    /// `hardwareProfile`.
+    #[serde(default)]
+    pub(crate) hardware_profile: HardwareProfile,
+    /// `storageProfile`.
+    #[serde(default)]
+    pub(crate) storage_profile: StorageProfile,
+    /// `osProfile`.
+    #[serde(default)]
+    pub(crate) os_profile: OsProfile,
+    /// `networkProfile`.
+    #[serde(default)]
+    pub(crate) network_profile: NetworkProfile,
+    /// Availability set (at most one of zone, availability set, scale set).
+    #[serde(default)]
+    pub(crate) availability_set: Option<SubResource>,
+    /// Flexible scale set (VMO).
+    #[serde(default)]
+    pub(crate) virtual_machine_scale_set: Option<SubResource>,
+    /// Deprecated: mapped onto `availabilitySet` (kind `availabilityset`) or
+    /// `virtualMachineScaleSet` (kind `vmo`).
+    #[serde(default)]
+    pub(crate) machine_set: Option<MachineSet>,
+    /// Availability zone number.
+    #[serde(default)]
+    pub(crate) zone: Option<i64>,
+    /// User-assigned identity resource id.
+    #[serde(rename = "identityID", default)]
+    pub(crate) identity_id: Option<String>,
+    /// Boot diagnostics.
+    #[serde(default)]
+    pub(crate) diagnostics_profile: Option<DiagnosticsProfile>,
+    /// Trusted launch / confidential VM.
+    #[serde(default)]
+    pub(crate) security_profile: Option<SecurityProfile>,
+    /// Capacity reservation group.
+    #[serde(default)]
+    pub(crate) capacity_reservation: Option<CapacityReservation>,
+}
+
+/// `hardwareProfile`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct HardwareProfile {
+    /// VM size (`Standard_D2s_v3`).
+    #[serde(default)]
+    pub(crate) vm_size: String,
+}
+
+/// `storageProfile`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct StorageProfile {
+    /// The OS image.
+    #[serde(default)]
+    pub(crate) image_reference: ImageReference,
+    /// The OS disk.
+    #[serde(default)]
+    pub(crate) os_disk: OsDisk,
+    /// Data disks.
+    #[serde(default)]
+    pub(crate) data_disks: Vec<DataDisk>,
+    /// `SCSI` or `NVMe`.
+    #[serde(default)]
+    pub(crate) disk_controller_type: Option<String>,
+}
+
+/// An image: exactly one of `id`, `urn`, `communityGalleryImageID`, `sharedGalleryImageID`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct ImageReference {
+    /// ARM id of a custom image or gallery image version.
+    #[serde(default)]
+    pub(crate) id: Option<String>,
+    /// Marketplace image `publisher:offer:sku:version`.
+    #[serde(default)]
+    pub(crate) urn: Option<String>,
+    /// `/CommunityGalleries/<name>/Images/<def>/Versions/<ver>`.
+    #[serde(rename = "communityGalleryImageID", default)]
+    pub(crate) community_gallery_image_id: Option<String>,
+    /// `/SharedGalleries/<uniqueName>/Images/<def>/Versions/<ver>`.
+    #[serde(rename = "sharedGalleryImageID", default)]
+    pub(crate) shared_gallery_image_id: Option<String>,
+    /// The Go provider accepts marketplace terms unless this is set; this
+    /// driver never accepts terms (see the README).
+    #[serde(default, rename = "skipMarketplaceAgreement")]
+    pub(crate) _skip_marketplace_agreement: bool,
+}
+
+/// `osDisk`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct OsDisk {
+    /// Ignored (the disk is named `<vm>-os-disk`, as the Go provider names it).
+    #[serde(default, rename = "name")]
+    pub(crate) _name: Option<IgnoredAny>,
+    /// `None`, `ReadOnly`, `ReadWrite`.
+    #[serde(default)]
+    pub(crate) caching: Option<String>,
+    /// Managed disk options.
+    #[serde(default)]
+    pub(crate) managed_disk: ManagedDisk,
+    /// Size in GB (> 0).
+    #[serde(rename = "diskSizeGB", default)]
+    pub(crate) disk_size_gb: i64,
+    /// `FromImage`.
+    #[serde(default)]
+    pub(crate) create_option: String,
+}
+
+/// `osDisk.managedDisk`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct ManagedDisk {
+    /// Ignored by the Go provider.
+    #[serde(default, rename = "id")]
+    pub(crate) _id: Option<IgnoredAny>,
+    /// `Standard_LRS`, `Premium_LRS`, `StandardSSD_LRS`, ...
+    #[serde(default)]
+    pub(crate) storage_account_type: Option<String>,
+    /// Confidential VM disk encryption.
+    #[serde(default)]
+    pub(crate) security_profile: Option<DiskSecurityProfile>,
+}
+
+/// `managedDisk.securityProfile`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct DiskSecurityProfile {
+    /// `VMGuestStateOnly`, `DiskWithVMGuestState`.
+    #[serde(default)]
+    pub(crate) security_encryption_type: Option<String>,
+}
+
+/// One data disk.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct DataDisk {
+    /// Part of the disk's name (`<vm>-<name>-<lun>-data-disk`).
+    #[serde(default)]
+    pub(crate) name: Option<String>,
+    /// Logical unit, unique per VM.
+    #[serde(default)]
+    pub(crate) lun: Option<i64>,
+    /// Caching.
+    #[serde(default)]
+    pub(crate) caching: Option<String>,
+    /// Storage type (required).
+    #[serde(default)]
+    pub(crate) storage_account_type: String,
+    /// Size in GB (> 0).
+    #[serde(rename = "diskSizeGB", default)]
+    pub(crate) disk_size_gb: i64,
+    /// An image the disk is made from (created before the VM).
+    #[serde(default)]
+    pub(crate) image_ref: Option<ImageReference>,
+}
+
+/// `osProfile`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct OsProfile {
+    /// Admin user (required).
+    #[serde(default)]
+    pub(crate) admin_username: String,
+    /// Ignored (the VM's computer name is the machine name).
+    #[serde(default, rename = "computerName")]
+    pub(crate) _computer_name: Option<IgnoredAny>,
+    /// Ignored.
+    #[serde(default, rename = "adminPassword")]
+    pub(crate) _admin_password: Option<IgnoredAny>,
+    /// Ignored (the secret's user data is used).
+    #[serde(default, rename = "customData")]
+    pub(crate) _custom_data: Option<IgnoredAny>,
+    /// Linux options.
+    #[serde(default)]
+    pub(crate) linux_configuration: LinuxConfiguration,
+}
+
+/// `osProfile.linuxConfiguration`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct LinuxConfiguration {
+    /// Ignored: password login is always off (the Go provider sets it on every VM).
+    #[serde(default, rename = "disablePasswordAuthentication")]
+    pub(crate) _disable_password_authentication: bool,
+    /// SSH keys.
+    #[serde(default)]
+    pub(crate) ssh: SshConfiguration,
+}
+
+/// `linuxConfiguration.ssh`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct SshConfiguration {
+    /// One key (an object, not a list, in the Go spec).
+    #[serde(default)]
+    pub(crate) public_keys: SshPublicKey,
+}
+
+/// `ssh.publicKeys`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct SshPublicKey {
+    /// Where the key is installed.
+    #[serde(default)]
+    pub(crate) path: String,
+    /// The public key.
+    #[serde(default)]
+    pub(crate) key_data: String,
+}
+
+/// `networkProfile`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct NetworkProfile {
+    /// Ignored by the Go provider.
+    #[serde(default, rename = "networkInterfaces")]
+    pub(crate) _network_interfaces: Option<IgnoredAny>,
+    /// Accelerated networking on the NIC.
+    #[serde(default)]
+    pub(crate) accelerated_networking: Option<bool>,
+}
+
+/// A reference to another resource.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct SubResource {
+    /// Its ARM id.
+    #[serde(default)]
+    pub(crate) id: String,
+}
+
+/// Deprecated `machineSet`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct MachineSet {
+    /// ARM id.
+    #[serde(default)]
+    pub(crate) id: String,
+    /// `availabilityset` or `vmo`.
+    #[serde(default)]
+    pub(crate) kind: String,
+}
+
+/// `diagnosticsProfile`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct DiagnosticsProfile {
+    /// Boot diagnostics on.
+    #[serde(default)]
+    pub(crate) enabled: bool,
+    /// Storage account URI (managed storage when absent).
+    #[serde(rename = "storageURI", default)]
+    pub(crate) storage_uri: Option<String>,
+}
+
+/// `securityProfile`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct SecurityProfile {
+    /// `TrustedLaunch` or `ConfidentialVM`.
+    #[serde(default)]
+    pub(crate) security_type: Option<String>,
+    /// UEFI options.
+    #[serde(default)]
+    pub(crate) uefi_settings: Option<UefiSettings>,
+}
+
+/// `securityProfile.uefiSettings`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct UefiSettings {
+    /// Virtual TPM.
+    #[serde(rename = "vtpmEnabled", default)]
+    pub(crate) vtpm_enabled: Option<bool>,
+    /// Secure boot.
+    #[serde(default)]
+    pub(crate) secure_boot_enabled: Option<bool>,
+}
+
+/// `capacityReservation`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct CapacityReservation {
+    /// Capacity reservation group id.
+    #[serde(rename = "capacityReservationGroupID", default)]
+    pub(crate) capacity_reservation_group_id: Option<String>,
+}
+
+/// Where the VM is placed, after the deprecated `machineSet` is mapped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Placement {
+    /// No placement constraint.
+    Anywhere,
+    /// An availability zone (`"1"`).
+    Zone(String),
+    /// An availability set id.
+    AvailabilitySet(String),
+    /// A flexible scale set id.
+    ScaleSet(String),
+}
+
+impl AzureProviderSpec {
+    /// Parses and validates raw providerSpec JSON; errors name the field.
+    pub(crate) fn parse(raw: &[u8]) -> Result<Self, DriverError> {
+        let spec: Self = parse_provider_spec(raw)?;
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    /// The spec's `cloudConfiguration.name`.
+    pub(crate) fn cloud(&self) -> Option<&str> {
+        self.cloud_configuration.as_ref().map(|c| c.name.as_str())
+    }
+
+    /// The resource group of the virtual network.
+    pub(crate) fn vnet_resource_group(&self) -> &str {
+        self.subnet_info.vnet_resource_group.as_deref().filter(|g| !g.is_empty()).unwrap_or(&self.resource_group)
+    }
+
+    /// The cluster tag key (`kubernetes.io-cluster-<name>`).
+    pub(crate) fn cluster_tag(&self) -> Option<&str> {
+        self.tags.keys().map(String::as_str).find(|k| k.starts_with(CLUSTER_TAG_PREFIX))
+    }
+
+    /// The role tag key (`kubernetes.io-role-<role>`).
+    pub(crate) fn role_tag(&self) -> Option<&str> {
+        self.tags.keys().map(String::as_str).find(|k| k.starts_with(ROLE_TAG_PREFIX))
+    }
+
+    /// The VM's placement (validated: at most one).
+    pub(crate) fn placement(&self) -> Placement {
+        let p = &self.properties;
+        if let Some(z) = p.zone {
+            return Placement::Zone(z.to_string());
+        }
+        if let Some(a) = p.availability_set.as_ref().filter(|a| !a.id.is_empty()) {
+            return Placement::AvailabilitySet(a.id.clone());
+        }
+        if let Some(s) = p.virtual_machine_scale_set.as_ref().filter(|s| !s.id.is_empty()) {
+            return Placement::ScaleSet(s.id.clone());
+        }
+        match p.machine_set.as_ref().filter(|m| !m.id.is_empty()) {
+            Some(m) if m.kind.eq_ignore_ascii_case("vmo") => Placement::ScaleSet(m.id.clone()),
+            Some(m) => Placement::AvailabilitySet(m.id.clone()),
+            None => Placement::Anywhere,
+        }
+    }
+
+    fn validate(&self) -> Result<(), DriverError> {
+        let bad =
+            |field: &str, problem: &str| Err(DriverError::invalid_argument(format!("providerSpec.{field}"), problem));
+        if self.location.trim().is_empty() {
+            return bad("location", "is required");
+        }
+        if self.resource_group.trim().is_empty() {
+            return bad("resourceGroup", "is required");
+        }
+        if self.cluster_tag().is_none() || self.role_tag().is_none() {
+            return bad("tags", "must contain keys starting with kubernetes.io-cluster- and kubernetes.io-role-");
+        }
+        if let Some(key) = self.tags.keys().find(|k| k.contains(['<', '>', '%', '&', '\\', '?', '/'])) {
+            return bad("tags", &format!("key {key:?} contains a character Azure refuses in tag names"));
+        }
+        if self.subnet_info.vnet_name.trim().is_empty() {
+            return bad("subnetInfo.vnetName", "is required");
+        }
+        if self.subnet_info.subnet_name.trim().is_empty() {
+            return bad("subnetInfo.subnetName", "is required");
+        }
+        let p = &self.properties;
+        if p.hardware_profile.vm_size.trim().is_empty() {
+            return bad("properties.hardwareProfile.vmSize", "is required");
+        }
+        validate_image(&p.storage_profile.image_reference, "properties.storageProfile.imageReference")?;
+        let os = &p.storage_profile.os_disk;
+        if os.disk_size_gb <= 0 {
+            return bad("properties.storageProfile.osDisk.diskSizeGB", "must be greater than 0");
+        }
+        if os.create_option.trim().is_empty() {
+            return bad("properties.storageProfile.osDisk.createOption", "is required");
+        }
+        let mut luns = HashSet::new();
+        for (i, d) in p.storage_profile.data_disks.iter().enumerate() {
+            let field = format!("properties.storageProfile.dataDisks[{i}]");
+            let lun = d
+                .lun
+                .ok_or_else(|| DriverError::invalid_argument(format!("providerSpec.{field}.lun"), "is required"))?;
+            if lun < 0 {
+                return bad(&format!("{field}.lun"), "must not be negative");
+            }
+            if !luns.insert(lun) {
+                return bad(&format!("{field}.lun"), &format!("{lun} is used by another data disk"));
+            }
+            if d.disk_size_gb <= 0 {
+                return bad(&format!("{field}.diskSizeGB"), "must be greater than 0");
+            }
+            if d.storage_account_type.trim().is_empty() {
+                return bad(&format!("{field}.storageAccountType"), "is required");
+            }
+            if let Some(image) = &d.image_ref {
+                validate_image(image, &format!("{field}.imageRef"))?;
+            }
+        }
+        if p.os_profile.admin_username.trim().is_empty() {
+            return bad("properties.osProfile.adminUsername", "is required");
+        }
+        let placements = [
+            p.zone.is_some(),
+            p.availability_set.as_ref().is_some_and(|a| !a.id.is_empty()),
+            p.virtual_machine_scale_set.as_ref().is_some_and(|s| !s.id.is_empty()),
+        ];
+        if placements.iter().filter(|set| **set).count() > 1 {
+            return bad("properties.zone", "set at most one of zone, availabilitySet and virtualMachineScaleSet");
+        }
+        if let Some(m) = p.machine_set.as_ref().filter(|m| !m.id.is_empty()) {
+            if placements.iter().any(|set| *set) {
+                return bad(
+                    "properties.machineSet",
+                    "cannot be combined with zone, availabilitySet or virtualMachineScaleSet",
+                );
+            }
+            if !m.kind.eq_ignore_ascii_case("vmo") && !m.kind.eq_ignore_ascii_case("availabilityset") {
+                return bad("properties.machineSet.kind", "must be vmo or availabilityset");
+            }
+        }
+        if let Some(z) = p.zone
+            && z <= 0
+        {
+            return bad("properties.zone", "must be a zone number (1, 2, 3)");
+        }
+        Ok(())
+    }
+}
+
+fn validate_image(image: &ImageReference, field: &str) -> Result<(), DriverError> {
+    let set = |v: &Option<String>| v.as_deref().is_some_and(|s| !s.trim().is_empty());
+    let count = [&image.id, &image.urn, &image.community_gallery_image_id, &image.shared_gallery_image_id]
+        .into_iter()
+        .filter(|v| set(v))
+        .count();
+    if count != 1 {
+        return Err(DriverError::invalid_argument(
+            format!("providerSpec.{field}"),
+            "set exactly one of id, urn, communityGalleryImageID and sharedGalleryImageID",
+        ));
+    }
+    if let Some(urn) = image.urn.as_deref().filter(|u| !u.trim().is_empty())
+        && (urn.split(':').count() != 4 || urn.split(':').any(str::is_empty))
+    {
+        return Err(DriverError::invalid_argument(
+            format!("providerSpec.{field}.urn"),
+            format!("{urn:?} is not publisher:offer:sku:version"),
+        ));
+    }
+    Ok(())
+}
+
+/// A class as the Gardener extension writes it, for the crate's tests.
+#[cfg(test)]
+pub(crate) mod tests_support {
+    /// The example class of `examples/machine-class.json`, reduced.
+    pub(crate) fn example() -> serde_json::Value {
+        serde_json::json!({
+            "location": "westeurope",
+            "resourceGroup": "shoot--dev--conf",
+            "tags": {"kubernetes.io-cluster-shoot--dev--conf": "1", "kubernetes.io-role-node": "1", "Name": "shoot--dev--conf"},
+            "subnetInfo": {"vnetName": "shoot--dev--conf", "subnetName": "shoot--dev--conf-nodes"},
+            "properties": {
+                "hardwareProfile": {"vmSize": "Standard_D2s_v3"},
+                "storageProfile": {
+                    "imageReference": {"urn": "sap:gardenlinux:greatest:1443.3.0"},
+                    "osDisk": {"caching": "None", "diskSizeGB": 50, "createOption": "FromImage",
+                               "managedDisk": {"storageAccountType": "Premium_LRS"}}
+                },
+                "osProfile": {"adminUsername": "core", "linuxConfiguration": {"disablePasswordAuthentication": true,
+                    "ssh": {"publicKeys": {"path": "/home/core/.ssh/authorized_keys", "keyData": "ssh-rsa AAAA"}}}},
+                "zone": 1
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tests_support::example;
+    use super::*;
+
+    fn parse(v: &serde_json::Value) -> Result<AzureProviderSpec, DriverError> {
+        AzureProviderSpec::parse(&serde_json::to_vec(v).unwrap())
+    }
+
+    #[test]
+    fn a_gardener_class_parses() {
+        let s = parse(&example()).unwrap();
+        assert_eq!(s.placement(), Placement::Zone("1".into()));
+        assert_eq!(s.cluster_tag(), Some("kubernetes.io-cluster-shoot--dev--conf"));
+        assert_eq!(s.vnet_resource_group(), "shoot--dev--conf");
+    }
+
+    #[test]
+    fn go_json_nulls_empty_objects_and_ignored_fields_are_accepted() {
+        let mut v = example();
+        v["properties"]["osProfile"]["computerName"] = serde_json::json!("x");
+        v["properties"]["osProfile"]["customData"] = serde_json::Value::Null;
+        v["properties"]["networkProfile"] = serde_json::json!({"networkInterfaces": {}, "acceleratedNetworking": null});
+        v["properties"]["securityProfile"] = serde_json::json!({"securityType": null, "uefiSettings": {}});
+        v["properties"]["storageProfile"]["osDisk"]["name"] = serde_json::json!("ignored");
+        v["properties"]["availabilitySet"] = serde_json::Value::Null;
+        v["cloudConfiguration"] = serde_json::json!({"name": "AzurePublic"});
+        parse(&v).unwrap();
+    }
+
+    #[test]
+    fn bad_values_name_their_field() {
+        let field = |patch: &dyn Fn(&mut serde_json::Value)| {
+            let mut v = example();
+            patch(&mut v);
+            parse(&v).unwrap_err().field().map(str::to_string)
+        };
+        assert_eq!(field(&|v| v["location"] = "".into()).as_deref(), Some("providerSpec.location"));
+        assert_eq!(
+            field(&|v| v["properties"]["storageProfile"]["imageReference"]["id"] = "/x".into()).as_deref(),
+            Some("providerSpec.properties.storageProfile.imageReference")
+        );
+        assert_eq!(
+            field(&|v| v["properties"]["storageProfile"]["imageReference"]["urn"] = "a:b:c".into()).as_deref(),
+            Some("providerSpec.properties.storageProfile.imageReference.urn")
+        );
+        assert_eq!(
+            field(&|v| v["properties"]["availabilitySet"] = serde_json::json!({"id": "/as"})).as_deref(),
+            Some("providerSpec.properties.zone")
+        );
+        assert_eq!(
+            field(&|v| v["properties"]["storageProfile"]["dataDisks"] = serde_json::json!([
+                {"lun": 0, "diskSizeGB": 10, "storageAccountType": "Standard_LRS"},
+                {"lun": 0, "diskSizeGB": 10, "storageAccountType": "Standard_LRS"}]))
+            .as_deref(),
+            Some("providerSpec.properties.storageProfile.dataDisks[1].lun")
+        );
+        assert_eq!(field(&|v| v["tags"] = serde_json::json!({"a": "b"})).as_deref(), Some("providerSpec.tags"));
+    }
+
+    #[test]
+    fn machine_set_maps_onto_placement() {
+        let mut v = example();
+        v["properties"]["zone"] = serde_json::Value::Null;
+        v["properties"]["machineSet"] = serde_json::json!({"id": "/vmss", "kind": "vmo"});
+        assert_eq!(parse(&v).unwrap().placement(), Placement::ScaleSet("/vmss".into()));
+    }
+}

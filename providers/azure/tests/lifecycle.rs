@@ -1,0 +1,114 @@
+//! The driver's lifecycle against the fake ARM, with the ARM calls each step costs.
+
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use machine_driver_api::{Driver, ErrorKind};
+use support::{FakeCloud, ctx};
+
+#[tokio::test]
+async fn create_status_list_delete_with_their_call_counts() {
+    let cloud = FakeCloud::start().await;
+    let driver = cloud.driver();
+
+    let created = driver.create_machine(&ctx("create", 30), cloud.create_request("m-1")).await.unwrap();
+    assert_eq!(created.provider_id, "azure:///westeurope/m-1");
+    assert_eq!(created.node_name, "m-1");
+    assert!(created.addresses.iter().any(|a| a.address.starts_with("10.250.")), "{:?}", created.addresses);
+    let calls = cloud.calls().await;
+    assert_eq!(calls.of("virtualMachines.get"), 1, "{}", calls.breakdown());
+    assert_eq!(calls.of("networkInterfaces.createOrUpdate"), 1, "{}", calls.breakdown());
+    assert_eq!(calls.of("virtualMachines.createOrUpdate"), 1, "{}", calls.breakdown());
+    let mut live = cloud.live_resources("m-1").await;
+    live.sort();
+    assert_eq!(live, vec!["m-1", "m-1-containerd-0-data-disk", "m-1-nic", "m-1-os-disk"]);
+
+    cloud.admin.reset_calls().await.unwrap();
+    let mut req = cloud.machine_ref("m-1");
+    req.machine.provider_id = Some(created.provider_id.clone());
+    let status = driver.get_machine_status(&ctx("status", 10), req.clone()).await.unwrap();
+    assert_eq!(status.vm_state, "running");
+    assert_eq!(status.addresses, created.addresses, "the address CreateMachine learnt");
+    assert_eq!(cloud.calls().await.total, 1);
+
+    // A driver that did not create the VM (a restart) reads the NIC once for the address.
+    let restarted = cloud.driver();
+    cloud.admin.reset_calls().await.unwrap();
+    for _ in 0..2 {
+        let status = restarted.get_machine_status(&ctx("status", 10), req.clone()).await.unwrap();
+        assert_eq!(status.addresses, created.addresses);
+    }
+    assert_eq!(cloud.calls().await.breakdown(), "networkInterfaces.get×1, virtualMachines.get×2");
+
+    let listed = driver.list_machines(&ctx("list", 10), cloud.list_request()).await.unwrap();
+    assert_eq!(listed, vec![(created.provider_id.clone(), "m-1".to_string())]);
+
+    // A second create of the same machine adopts the VM: one read (the address is remembered), no PUT.
+    cloud.admin.reset_calls().await.unwrap();
+    let again = driver.create_machine(&ctx("create", 30), cloud.create_request("m-1")).await.unwrap();
+    assert_eq!(again.provider_id, created.provider_id);
+    assert_eq!(again.addresses, created.addresses);
+    assert_eq!(cloud.calls().await.breakdown(), "virtualMachines.get×1");
+
+    cloud.admin.reset_calls().await.unwrap();
+    let deleted = driver.delete_machine(&ctx("delete", 10), req.clone()).await.unwrap();
+    assert!(!deleted.already_gone);
+    assert_eq!(cloud.calls().await.breakdown(), "virtualMachines.delete×1");
+    // The NIC and disks go with the VM (deleteOption Delete).
+    let started = std::time::Instant::now();
+    while !cloud.live_resources("m-1").await.is_empty() {
+        assert!(started.elapsed().as_secs() < 10, "left behind: {:?}", cloud.live_resources("m-1").await);
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let gone = driver.get_machine_status(&ctx("status", 10), req.clone()).await.unwrap_err();
+    assert_eq!(gone.kind(), ErrorKind::NotFound);
+    let twice = driver.delete_machine(&ctx("delete", 10), req).await.unwrap();
+    assert!(twice.already_gone);
+}
+
+#[tokio::test]
+async fn one_token_serves_every_call_of_the_credentials() {
+    let cloud = FakeCloud::start().await;
+    let driver = cloud.driver();
+    for _ in 0..3 {
+        let _ = driver.get_machine_status(&ctx("status", 10), cloud.machine_ref("absent")).await;
+    }
+    let tokens: serde_json::Value = reqwest_free_get(&format!("{}/azure/tokens", cloud.admin.url())).await;
+    assert_eq!(tokens["issued"], 1, "{tokens}");
+}
+
+/// GET of an admin URL without a dev-dependency on an HTTP client: through tokio.
+async fn reqwest_free_get(url: &str) -> serde_json::Value {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let rest = url.strip_prefix("http://").unwrap();
+    let (host, path) = rest.split_once('/').unwrap();
+    let mut conn = tokio::net::TcpStream::connect(host).await.unwrap();
+    conn.write_all(format!("GET /{path} HTTP/1.0\r\nHost: {host}\r\n\r\n").as_bytes()).await.unwrap();
+    let mut raw = String::new();
+    conn.read_to_string(&mut raw).await.unwrap();
+    let body = raw.split_once("\r\n\r\n").unwrap().1;
+    serde_json::from_str(body).unwrap()
+}
+
+#[tokio::test]
+async fn concurrent_status_polls_share_one_list() {
+    let cloud = FakeCloud::start().await;
+    let driver = std::sync::Arc::new(cloud.driver());
+    let names: Vec<String> = (0..6).map(|i| format!("poll-{i}")).collect();
+    for n in &names {
+        driver.create_machine(&ctx("create", 30), cloud.create_request(n)).await.unwrap();
+    }
+    cloud.admin.reset_calls().await.unwrap();
+    let polls = names.iter().map(|n| {
+        let driver = std::sync::Arc::clone(&driver);
+        let req = cloud.machine_ref(n);
+        async move { driver.get_machine_status(&ctx("status", 10), req).await }
+    });
+    for answer in futures::future::join_all(polls).await {
+        assert_eq!(answer.unwrap().vm_state, "running");
+    }
+    let calls = cloud.calls().await;
+    assert!(calls.total < names.len() as u64, "6 polls should share reads: {}", calls.breakdown());
+    assert!(calls.of("virtualMachines.list") >= 1, "{}", calls.breakdown());
+}

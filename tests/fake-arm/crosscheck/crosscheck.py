@@ -1,0 +1,369 @@
+#!/usr/bin/env python3
+"""Cross-checks fake-arm against Azure's official Python SDK.
+
+Usage: crosscheck.py FAKE_URL   (e.g. http://127.0.0.1:8090)
+
+The SDK is the oracle for ARM's wire protocol: its long-running-operation poller
+follows `Azure-AsyncOperation`, its pager follows `nextLink`, and its error
+mapping reads the ARM error body. Every result is asserted; any mismatch exits
+non-zero.
+
+Credentials: azure-identity's ClientSecretCredential refuses a non-https
+authority ("The value must be a TLS protected (https) URL"), so a small
+TokenCredential (FakeAadCredential) fetches tokens from the fake's AAD endpoint
+with `requests` (client-credentials grant, the same form ClientSecretCredential
+sends). azure-core refuses bearer tokens over plain http; AllowHttpBearer (the
+clients' headers_policy, which runs before the authentication policy) sets the
+pipeline context's `enforce_https` to False for every request, including LRO
+polls and next pages.
+"""
+
+import base64
+import sys
+import time
+
+import requests
+from azure.core.credentials import AccessToken
+from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
+from azure.core.pipeline.policies import HeadersPolicy
+from azure.mgmt.compute import ComputeManagementClient
+from azure.mgmt.network import NetworkManagementClient
+from azure.mgmt.resource.resources import ResourceManagementClient
+
+TENANT_ID = "72f988bf-86f1-41af-91ab-2d7cd011db47"
+SUBSCRIPTION_ID = "00000000-0000-4000-8000-000000000001"
+CLIENT_ID = "11111111-0000-4000-8000-000000000001"
+CLIENT_SECRET = "fake-cluster-client-secret"
+OWNER_SUBSCRIPTION_ID = "00000000-0000-4000-8000-000000000002"
+OWNER_CLIENT_ID = "11111111-0000-4000-8000-000000000002"
+OWNER_CLIENT_SECRET = "fake-owner-client-secret"
+RG = "shoot--dev--conf"
+LOCATION = "westeurope"
+VNET = "shoot--dev--conf"
+SUBNET = "shoot--dev--conf-nodes"
+CLUSTER_TAG = "kubernetes.io-cluster-shoot--dev--conf"
+USER_DATA = base64.b64encode(b"#cloud-config\nruncmd: [echo, hi]\n").decode()
+
+CHECKS = 0
+
+
+def check(condition, what):
+    """Counts one assertion; exits non-zero on the first mismatch."""
+    global CHECKS
+    CHECKS += 1
+    if not condition:
+        print(f"FAIL: {what}", file=sys.stderr)
+        sys.exit(1)
+
+
+class FakeAadCredential:
+    """A TokenCredential that runs the client-credentials grant against the fake's AAD endpoint."""
+
+    def __init__(self, authority, tenant_id, client_id, client_secret):
+        self._url = f"{authority}/{tenant_id}/oauth2/v2.0/token"
+        self._client_id = client_id
+        self._secret = client_secret
+
+    def get_token(self, *scopes, **_kwargs):
+        resp = requests.post(
+            self._url,
+            data={
+                "grant_type": "client_credentials",
+                "client_id": self._client_id,
+                "client_secret": self._secret,
+                "scope": scopes[0] if scopes else "https://management.azure.com/.default",
+            },
+            timeout=10,
+        )
+        if resp.status_code != 200:
+            raise RuntimeError(f"token request failed: {resp.status_code} {resp.text}")
+        body = resp.json()
+        return AccessToken(body["access_token"], int(time.time()) + int(body["expires_in"]))
+
+
+class AllowHttpBearer(HeadersPolicy):
+    """Runs before the bearer-token policy and lets it send tokens to the plain-http fake."""
+
+    def on_request(self, request):
+        super().on_request(request)
+        request.context["enforce_https"] = False
+
+
+def client_kwargs(fake):
+    # No SDK retries (so a 429 surfaces), fast LRO polling (the fake sends no Retry-After on VM PUT).
+    return {"base_url": fake, "headers_policy": AllowHttpBearer(), "retry_total": 0, "polling_interval": 0.05}
+
+
+def wire(model):
+    """The wire-format dict of an SDK model."""
+    return model.as_dict()
+
+
+def admin(fake, path, body=None, method="POST"):
+    resp = requests.request(method, f"{fake}/_admin/{path}", json=body if body is not None else {}, timeout=10)
+    check(resp.status_code == 200, f"admin {path}: {resp.status_code} {resp.text}")
+    return resp.json()
+
+
+def subnet_id():
+    return (
+        f"/subscriptions/{SUBSCRIPTION_ID}/resourceGroups/{RG}/providers/Microsoft.Network/"
+        f"virtualNetworks/{VNET}/subnets/{SUBNET}"
+    )
+
+
+def nic_body(machine):
+    return {
+        "location": LOCATION,
+        "tags": {CLUSTER_TAG: "1", "machine": machine},
+        "properties": {
+            "enableIPForwarding": True,
+            "nicType": "Standard",
+            "ipConfigurations": [
+                {
+                    "name": f"{machine}-nic",
+                    "properties": {
+                        "subnet": {"id": subnet_id()},
+                        "privateIPAllocationMethod": "Dynamic",
+                        "primary": True,
+                    },
+                }
+            ],
+        },
+    }
+
+
+def vm_body(name, nic_id, image=None):
+    return {
+        "location": LOCATION,
+        "tags": {CLUSTER_TAG: "1", "machine": name},
+        "zones": ["1"],
+        "properties": {
+            "hardwareProfile": {"vmSize": "Standard_D2s_v3"},
+            "storageProfile": {
+                "imageReference": image
+                or {"publisher": "sap", "offer": "gardenlinux", "sku": "greatest", "version": "1443.3.0"},
+                "osDisk": {
+                    "name": f"{name}-os-disk",
+                    "createOption": "FromImage",
+                    "diskSizeGB": 50,
+                    "caching": "ReadWrite",
+                    "managedDisk": {"storageAccountType": "Premium_LRS"},
+                    "deleteOption": "Delete",
+                },
+                "dataDisks": [
+                    {
+                        "lun": 0,
+                        "name": f"{name}-data-0-data-disk",
+                        "createOption": "Empty",
+                        "diskSizeGB": 10,
+                        "managedDisk": {"storageAccountType": "StandardSSD_LRS"},
+                        "deleteOption": "Delete",
+                    }
+                ],
+            },
+            "osProfile": {
+                "computerName": name,
+                "adminUsername": "core",
+                "customData": USER_DATA,
+                "linuxConfiguration": {
+                    "disablePasswordAuthentication": True,
+                    "ssh": {
+                        "publicKeys": [
+                            {"path": "/home/core/.ssh/authorized_keys", "keyData": "ssh-rsa AAAAB3NzaC1yc2E fake"}
+                        ]
+                    },
+                },
+            },
+            "networkProfile": {
+                "networkInterfaces": [{"id": nic_id, "properties": {"primary": True, "deleteOption": "Delete"}}]
+            },
+        },
+    }
+
+
+def expect_error(call, status, code, what):
+    try:
+        call()
+    except HttpResponseError as err:
+        check(err.status_code == status, f"{what}: status {err.status_code} != {status} ({err})")
+        got = err.error.code if err.error is not None else None
+        check(got == code, f"{what}: error.code {got!r} != {code!r}")
+        return err
+    check(False, f"{what}: no error raised")
+    return None
+
+
+def main():
+    fake = (sys.argv[1] if len(sys.argv) > 1 else "http://127.0.0.1:8090").rstrip("/")
+    admin(fake, "reset")
+    admin(fake, "timing", {"boot_ms": 300, "stop_ms": 200})
+
+    # azure-identity's own credential refuses a plain-http authority (why FakeAadCredential exists).
+    try:
+        from azure.identity import ClientSecretCredential
+
+        ClientSecretCredential(TENANT_ID, CLIENT_ID, CLIENT_SECRET, authority=fake)
+        print("note: ClientSecretCredential accepted an http authority")
+    except ValueError as err:
+        print(f"note: ClientSecretCredential refuses http authority: {err}")
+
+    cred = FakeAadCredential(fake, TENANT_ID, CLIENT_ID, CLIENT_SECRET)
+    owner_cred = FakeAadCredential(fake, TENANT_ID, OWNER_CLIENT_ID, OWNER_CLIENT_SECRET)
+    try:
+        FakeAadCredential(fake, TENANT_ID, CLIENT_ID, "wrong").get_token("https://management.azure.com/.default")
+        check(False, "a wrong client secret must be refused")
+    except RuntimeError as err:
+        check("invalid_client" in str(err) and "AADSTS7000215" in str(err), f"bad secret answer: {err}")
+
+    kwargs = client_kwargs(fake)
+    compute = ComputeManagementClient(cred, SUBSCRIPTION_ID, **kwargs)
+    network = NetworkManagementClient(cred, SUBSCRIPTION_ID, **kwargs)
+    resources = ResourceManagementClient(cred, SUBSCRIPTION_ID, **kwargs)
+    owner_compute = ComputeManagementClient(owner_cred, OWNER_SUBSCRIPTION_ID, **kwargs)
+
+    # NICs (Microsoft.Network LRO, already Succeeded) and VMs (Microsoft.Compute LRO via Azure-AsyncOperation).
+    admin(fake, "azure/page-size", {"size": 2})
+    names = ["py-vm-0", "py-vm-1", "py-vm-2"]
+    nic_ids = {}
+    for i, name in enumerate(names):
+        nic = wire(network.network_interfaces.begin_create_or_update(RG, f"{name}-nic", nic_body(name)).result())
+        check(nic["properties"]["provisioningState"] == "Succeeded", f"nic state {nic}")
+        ip = nic["properties"]["ipConfigurations"][0]["properties"]["privateIPAddress"]
+        check(ip == f"10.250.0.{4 + i}", f"nic ip {ip}")
+        nic_ids[name] = nic["id"]
+    started = time.monotonic()
+    vm = wire(compute.virtual_machines.begin_create_or_update(RG, names[0], vm_body(names[0], nic_ids[names[0]])).result())
+    check(time.monotonic() - started >= 0.25, "the poller waited for the async operation (boot_ms)")
+    check(vm["properties"]["provisioningState"] == "Succeeded", f"vm state after LRO: {vm['properties']}")
+    check(vm["name"] == names[0] and vm["zones"] == ["1"], f"vm body {vm}")
+    check("customData" not in vm["properties"].get("osProfile", {}), "customData is never returned")
+    for name in names[1:]:
+        compute.virtual_machines.begin_create_or_update(RG, name, vm_body(name, nic_ids[name])).result()
+
+    got = wire(compute.virtual_machines.get(RG, names[0], expand="instanceView"))
+    codes = [s["code"] for s in got["properties"]["instanceView"]["statuses"]]
+    check(codes == ["ProvisioningState/succeeded", "PowerState/running"], f"instance view {codes}")
+    check(got["properties"]["vmId"] == vm["properties"]["vmId"], "vmId is stable")
+    nic = wire(network.network_interfaces.get(RG, f"{names[0]}-nic"))
+    check(nic["properties"]["virtualMachine"]["id"].lower() == vm["id"].lower(), f"nic attached: {nic['properties']}")
+
+    # List by resource group across pages (page size 2, 3 VMs).
+    listed = [wire(v)["name"] for v in compute.virtual_machines.list(RG)]
+    check(sorted(listed) == names, f"vm list across pages: {listed}")
+    admin(fake, "calls/reset")
+    calls = requests.get(f"{fake}/_admin/calls", timeout=10).json()
+    check(calls["total"] == 0, "counters reset")
+    listed = [wire(v)["name"] for v in compute.virtual_machines.list(RG)]
+    calls = requests.get(f"{fake}/_admin/calls", timeout=10).json()
+    check(calls["calls"].get("virtualMachines.list") == 2, f"two pages fetched: {calls}")
+
+    # Generic resource list with a tag filter (VMs, NICs, implicit disks are untagged).
+    found = [
+        wire(r)
+        for r in resources.resources.list_by_resource_group(RG, filter=f"tagName eq '{CLUSTER_TAG}' and tagValue eq '1'")
+    ]
+    kinds = sorted((r["type"], r["name"]) for r in found)
+    check(len(found) == 6, f"tag filter results: {kinds}")
+    check(("Microsoft.Network/networkInterfaces", "py-vm-1-nic") in kinds, f"nic listed: {kinds}")
+    only_name = list(resources.resources.list_by_resource_group(RG, filter="tagName eq 'machine'"))
+    check(len(only_name) == 6, f"tagName-only filter: {len(only_name)}")
+
+    # Missing VM: 404 ResourceNotFound through the SDK's error mapping.
+    err = expect_error(lambda: compute.virtual_machines.get(RG, "absent"), 404, "ResourceNotFound", "missing vm")
+    check(isinstance(err, ResourceNotFoundError), "404 maps to ResourceNotFoundError")
+
+    # Throttle fault: 429 TooManyRequests with Retry-After.
+    admin(fake, "faults", {"operation": "virtualMachines.get", "kind": "throttle", "times": 1})
+    err = expect_error(lambda: compute.virtual_machines.get(RG, names[0]), 429, "TooManyRequests", "throttle")
+    check(err.response.headers.get("Retry-After") == "1", "Retry-After on throttle")
+    check(compute.virtual_machines.get(RG, names[0]) is not None, "fault consumed after one call")
+
+    # Queued AllocationFailed: the LRO fails with the code; the VM stays in Failed.
+    admin(fake, "azure/vm-failures", {"code": "AllocationFailed", "times": 1})
+    nic = wire(network.network_interfaces.begin_create_or_update(RG, "py-fail-nic", nic_body("py-fail")).result())
+    poller = compute.virtual_machines.begin_create_or_update(RG, "py-fail", vm_body("py-fail", nic["id"]))
+    err = expect_error(poller.result, 200, "AllocationFailed", "allocation failure through the LRO")
+    failed = wire(compute.virtual_machines.get(RG, "py-fail"))
+    check(failed["properties"]["provisioningState"] == "Failed", f"failed vm stays: {failed['properties']}")
+
+    # Delete with cascade: the NIC and disks with deleteOption Delete go with the VM.
+    compute.virtual_machines.begin_delete(RG, names[2]).result()
+    expect_error(lambda: compute.virtual_machines.get(RG, names[2]), 404, "ResourceNotFound", "deleted vm")
+    expect_error(
+        lambda: network.network_interfaces.get(RG, f"{names[2]}-nic"), 404, "ResourceNotFound", "nic cascaded"
+    )
+    expect_error(lambda: compute.disks.get(RG, f"{names[2]}-os-disk"), 404, "ResourceNotFound", "os disk cascaded")
+    compute.virtual_machines.begin_delete(RG, "py-fail").result()
+
+    # Disks: create (202 + Location/Azure-AsyncOperation), get, list, refuse delete while attached, delete.
+    disk = wire(
+        compute.disks.begin_create_or_update(
+            RG,
+            "py-disk",
+            {
+                "location": LOCATION,
+                "sku": {"name": "Premium_LRS"},
+                "tags": {"machine": "py-disk"},
+                "properties": {"creationData": {"createOption": "Empty"}, "diskSizeGB": 20},
+            },
+        ).result()
+    )
+    check(disk["properties"]["provisioningState"] == "Succeeded", f"disk after LRO: {disk}")
+    check(disk["properties"]["diskSizeGB"] == 20 and disk["sku"]["name"] == "Premium_LRS", f"disk body {disk}")
+    disk_names = sorted(wire(d)["name"] for d in compute.disks.list_by_resource_group(RG))
+    check("py-disk" in disk_names and f"{names[0]}-os-disk" in disk_names, f"disk list {disk_names}")
+    expect_error(
+        lambda: compute.disks.begin_delete(RG, f"{names[0]}-os-disk").result(),
+        409,
+        "OperationNotAllowed",
+        "attached disk delete",
+    )
+    compute.disks.begin_delete(RG, "py-disk").result()
+    expect_error(lambda: compute.disks.get(RG, "py-disk"), 404, "ResourceNotFound", "deleted disk")
+
+    # Gallery direct sharing: owner Add (LRO), consumer sees the version; Remove hides it again.
+    unique = f"{OWNER_SUBSCRIPTION_ID}-GARDENLINUX"
+    expect_error(
+        lambda: compute.shared_gallery_image_versions.get(LOCATION, unique, "gardenlinux", "1.0.0"),
+        404,
+        "ResourceNotFound",
+        "not yet shared",
+    )
+    share = {"operationType": "Add", "groups": [{"type": "Subscriptions", "ids": [SUBSCRIPTION_ID]}]}
+    result = wire(owner_compute.gallery_sharing_profile.begin_update("images", "gardenlinux", share).result())
+    check(result["groups"][0]["ids"] == [SUBSCRIPTION_ID], f"share result {result}")
+    gallery = wire(owner_compute.galleries.get("images", "gardenlinux"))
+    groups = gallery["properties"]["sharingProfile"]["groups"]
+    check(groups == [{"type": "Subscriptions", "ids": [SUBSCRIPTION_ID]}], f"gallery groups {groups}")
+    shared = wire(compute.shared_gallery_image_versions.get(LOCATION, unique, "gardenlinux", "1.0.0"))
+    check(
+        shared["identifier"]["uniqueId"] == f"/SharedGalleries/{unique}/Images/gardenlinux/Versions/1.0.0",
+        f"shared version {shared}",
+    )
+    image = {"sharedGalleryImageId": f"/SharedGalleries/{unique}/Images/gardenlinux/Versions/1.0.0"}
+    nic = wire(network.network_interfaces.begin_create_or_update(RG, "py-shared-nic", nic_body("py-shared")).result())
+    shared_vm = wire(
+        compute.virtual_machines.begin_create_or_update(RG, "py-shared", vm_body("py-shared", nic["id"], image)).result()
+    )
+    check(shared_vm["properties"]["provisioningState"] == "Succeeded", "vm from the shared gallery image")
+    share["operationType"] = "Remove"
+    owner_compute.gallery_sharing_profile.begin_update("images", "gardenlinux", share).result()
+    expect_error(
+        lambda: compute.shared_gallery_image_versions.get(LOCATION, unique, "gardenlinux", "1.0.0"),
+        404,
+        "ResourceNotFound",
+        "unshared again",
+    )
+    # Cross-subscription access is refused.
+    expect_error(lambda: compute.galleries.get("images", "gardenlinux"), 404, "ResourceGroupNotFound", "no such rg")
+    cluster_on_owner = ComputeManagementClient(cred, OWNER_SUBSCRIPTION_ID, **kwargs)
+    expect_error(
+        lambda: cluster_on_owner.galleries.get("images", "gardenlinux"), 403, "AuthorizationFailed", "cross-sub"
+    )
+
+    print(f"crosscheck OK: {CHECKS} checks against {fake}")
+
+
+if __name__ == "__main__":
+    main()

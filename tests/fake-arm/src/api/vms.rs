@@ -1,0 +1,840 @@
+//! `virtualMachines.createOrUpdate`, `.update`, `.get`, `.list`, `.delete`, and the
+//! marketplace image read `virtualMachineImages.get`.
+
+use std::time::{Duration, Instant, SystemTime};
+
+use axum::http::StatusCode;
+use axum::response::Response;
+use base64::Engine as _;
+use serde_json::{Map, Value, json};
+
+use super::{Ctx, Req, ids, respond};
+use crate::error::ArmError;
+use crate::paging;
+use crate::state::seed::{VM_SIZES, marketplace};
+use crate::state::{Attachment, DiskPhase, DiskRecord, Failure, Key, State, VmPhase, VmRecord, key, render};
+use crate::wire::{field, path, path_str, timestamp};
+
+/// Azure's limit on `osProfile.customData` (base64 characters).
+const MAX_CUSTOM_DATA: usize = 87_380;
+
+fn vm_id(sub: &str, rg: &str, name: &str) -> String {
+    format!("/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachines/{name}")
+}
+
+fn disk_id(sub: &str, rg: &str, name: &str) -> String {
+    format!("/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Compute/disks/{name}")
+}
+
+fn not_found(name: &str, rg: &str) -> ArmError {
+    ArmError::resource_not_found(&format!("Microsoft.Compute/virtualMachines/{name}"), rg)
+}
+
+fn hex32() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
+fn delete_option(value: Option<&Value>) -> String {
+    match value.and_then(Value::as_str) {
+        Some(v) if v.eq_ignore_ascii_case("Delete") => "Delete".to_owned(),
+        _ => "Detach".to_owned(),
+    }
+}
+
+/// A data disk the request asks for.
+#[derive(Debug, Clone)]
+struct DataDiskPlan {
+    lun: i64,
+    /// Existing disk (Attach) or `None` (create).
+    attach: Option<(Key, String, String)>,
+    name: Option<String>,
+    size_gb: u64,
+    sku: String,
+    create_option: String,
+    delete_option: String,
+}
+
+/// A validated VM request.
+#[derive(Debug)]
+struct VmSpec {
+    location: String,
+    model: Value,
+    custom_data: Option<String>,
+    nics: Vec<Attachment>,
+    data_disks: Vec<DataDiskPlan>,
+    /// `creationData.imageReference`/`galleryImageReference` for the OS disk.
+    image: Option<(String, Value)>,
+}
+
+/// Removes read-only and secret fields from a request body before it is stored.
+fn normalize(mut body: Value) -> (Value, Option<String>) {
+    let mut custom_data = None;
+    if let Some(map) = body.as_object_mut() {
+        for k in ["id", "name", "type", "etag", "resources"] {
+            map.remove(k);
+        }
+        if let Some(props) = map.get_mut("properties").and_then(Value::as_object_mut) {
+            for k in ["provisioningState", "vmId", "timeCreated", "instanceView"] {
+                props.remove(k);
+            }
+            if let Some(os) = props.get_mut("osProfile").and_then(Value::as_object_mut) {
+                custom_data = os.remove("customData").and_then(|v| v.as_str().map(str::to_owned));
+                os.remove("adminPassword");
+            }
+        }
+    }
+    (body, custom_data)
+}
+
+/// The fields whose change makes a re-PUT an update (rather than a no-op).
+fn fingerprint(model: &Value) -> Value {
+    let nics: Vec<Value> = path(model, &["properties", "networkProfile", "networkInterfaces"])
+        .and_then(Value::as_array)
+        .map(|list| {
+            list.iter()
+                .map(|n| {
+                    json!([
+                        field(n, "id").and_then(Value::as_str).map(str::to_ascii_lowercase),
+                        delete_option(path(n, &["properties", "deleteOption"])),
+                    ])
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let disks: Vec<Value> = path(model, &["properties", "storageProfile", "dataDisks"])
+        .and_then(Value::as_array)
+        .map(|list| {
+            list.iter()
+                .map(|d| json!([field(d, "lun"), field(d, "diskSizeGB"), delete_option(field(d, "deleteOption"))]))
+                .collect()
+        })
+        .unwrap_or_default();
+    json!({
+        "size": path_str(model, &["properties", "hardwareProfile", "vmSize"]).map(str::to_ascii_lowercase),
+        "tags": field(model, "tags"),
+        "nics": nics,
+        "disks": disks,
+        "osDelete": delete_option(path(model, &["properties", "storageProfile", "osDisk", "deleteOption"])),
+    })
+}
+
+/// Checks the image reference against marketplace, galleries and sharing.
+fn check_image(
+    st: &State,
+    req: &Req,
+    sub: &str,
+    vm: &str,
+    location: &str,
+    image: &Value,
+) -> Result<(String, Value), ArmError> {
+    let not_available = |what: &str| {
+        ArmError::new(
+            StatusCode::NOT_FOUND,
+            "GalleryImageNotFound",
+            format!("The gallery image {what} is not available in {location} region. Please contact image owner to replicate to this region, or change your requested region."),
+        )
+        .with_target("imageReference")
+    };
+    if let Some(id) = field(image, "id").and_then(Value::as_str) {
+        let Some((isub, irg, g, i, v)) = ids::gallery_version(id) else {
+            return Err(ArmError::new(
+                StatusCode::NOT_FOUND,
+                "NotFound",
+                format!("The Image '{id}' cannot be found in '{location}' region."),
+            ));
+        };
+        if !isub.eq_ignore_ascii_case(sub) {
+            return Err(ArmError::linked_authorization_failed(
+                &req.caller.client_id,
+                "Microsoft.Compute/virtualMachines/write",
+                vm,
+                id,
+            ));
+        }
+        let gallery = st.galleries.get(&key(&isub, &irg, &g)).ok_or_else(|| not_available(id))?;
+        let ok = match &v {
+            Some(v) => gallery.version(&i, v).is_some(),
+            None => gallery.images.contains_key(&i.to_ascii_lowercase()),
+        };
+        if !ok {
+            return Err(not_available(id));
+        }
+        return Ok(("galleryImageReference".into(), json!({ "id": id })));
+    }
+    if let Some(id) = field(image, "sharedGalleryImageId").and_then(Value::as_str) {
+        let (unique, i, v) = ids::direct_gallery(id, "SharedGalleries").ok_or_else(|| not_available(id))?;
+        let visible = st.galleries.values().find(|g| g.unique_name.eq_ignore_ascii_case(&unique)).is_some_and(|g| {
+            (g.shared_with(sub) || g.sub.eq_ignore_ascii_case(sub))
+                && match &v {
+                    Some(v) => g.version(&i, v).is_some(),
+                    None => g.images.contains_key(&i.to_ascii_lowercase()),
+                }
+        });
+        if !visible {
+            return Err(not_available(id));
+        }
+        return Ok(("galleryImageReference".into(), json!({ "sharedGalleryImageId": id })));
+    }
+    if let Some(id) = field(image, "communityGalleryImageId").and_then(Value::as_str) {
+        let (public, i, v) = ids::direct_gallery(id, "CommunityGalleries").ok_or_else(|| not_available(id))?;
+        let visible = st
+            .galleries
+            .values()
+            .find(|g| g.community && render::community_name(g).eq_ignore_ascii_case(&public))
+            .is_some_and(|g| match &v {
+                Some(v) => g.version(&i, v).is_some(),
+                None => g.images.contains_key(&i.to_ascii_lowercase()),
+            });
+        if !visible {
+            return Err(not_available(id));
+        }
+        return Ok(("galleryImageReference".into(), json!({ "communityGalleryImageId": id })));
+    }
+    let part = |name: &str| field(image, name).and_then(Value::as_str);
+    match (part("publisher"), part("offer"), part("sku"), part("version")) {
+        (Some(p), Some(o), Some(s), v) => {
+            let v = v.unwrap_or("latest");
+            let Some(version) = marketplace(p, o, s, v) else {
+                return Err(ArmError::new(
+                    StatusCode::NOT_FOUND,
+                    "PlatformImageNotFound",
+                    format!("The platform image '{p}:{o}:{s}:{v}' is not available. Verify that all fields in the storage profile are correct. For more details about storage profile information, please refer to https://aka.ms/storageprofile"),
+                )
+                .with_target("imageReference"));
+            };
+            let id = format!(
+                "/Subscriptions/{sub}/Providers/Microsoft.Compute/Locations/{location}/Publishers/{p}/ArtifactTypes/VMImage/Offers/{o}/Skus/{s}/Versions/{version}"
+            );
+            Ok(("imageReference".into(), json!({ "id": id })))
+        }
+        _ => Err(ArmError::invalid_parameter(
+            "The value of parameter imageReference is invalid: set either id, sharedGalleryImageId, communityGalleryImageId or publisher, offer, sku and version.",
+            "imageReference",
+        )),
+    }
+}
+
+/// Validates a VM PUT body; `existing` is the VM being updated.
+#[allow(clippy::too_many_arguments)]
+fn validate(
+    st: &State,
+    req: &Req,
+    sub: &str,
+    rg: &str,
+    vm: &str,
+    body: Value,
+    existing: Option<&VmRecord>,
+    now: Instant,
+) -> Result<VmSpec, ArmError> {
+    let location = field(&body, "location")
+        .and_then(Value::as_str)
+        .filter(|l| !l.is_empty())
+        .ok_or_else(|| {
+            ArmError::new(
+                StatusCode::BAD_REQUEST,
+                "LocationRequired",
+                "The location property is required for this definition.",
+            )
+        })?
+        .to_owned();
+    if let Some(existing) = existing
+        && !existing.location.replace(' ', "").eq_ignore_ascii_case(&location.replace(' ', ""))
+    {
+        return Err(ArmError::property_change_not_allowed("location"));
+    }
+    let props = field(&body, "properties").filter(|p| p.is_object()).ok_or_else(|| ArmError::required("properties"))?;
+    let size = path_str(props, &["hardwareProfile", "vmSize"]).ok_or_else(|| ArmError::required("vmSize"))?;
+    if !VM_SIZES.iter().any(|(known, _)| known.eq_ignore_ascii_case(size)) {
+        return Err(ArmError::invalid_parameter(
+            format!(
+                "The value {size} provided for the VM size is not valid. The valid sizes in the current region are: {}.",
+                VM_SIZES.iter().map(|(s, _)| *s).collect::<Vec<_>>().join(",")
+            ),
+            "vmSize",
+        ));
+    }
+    // Image and OS disk (creation only: they cannot change afterwards).
+    let mut image = None;
+    if existing.is_none() {
+        let create = path_str(props, &["storageProfile", "osDisk", "createOption"]).unwrap_or("FromImage");
+        if !create.eq_ignore_ascii_case("FromImage") {
+            return Err(ArmError::invalid_parameter(
+                format!(
+                    "The value '{create}' of parameter 'osDisk.createOption' is not supported by this fake; use FromImage."
+                ),
+                "osDisk.createOption",
+            ));
+        }
+        let reference =
+            path(props, &["storageProfile", "imageReference"]).ok_or_else(|| ArmError::required("imageReference"))?;
+        image = Some(check_image(st, req, sub, &vm_id(sub, rg, vm), &location, reference)?);
+        if let Some(size) = path(props, &["storageProfile", "osDisk", "diskSizeGB"])
+            && size.as_u64().is_none_or(|s| s == 0 || s > 4095)
+        {
+            return Err(ArmError::invalid_parameter(
+                format!("The value {size} of parameter 'diskSizeGB' is invalid."),
+                "diskSizeGB",
+            ));
+        }
+        if let Some(name) = path_str(props, &["storageProfile", "osDisk", "name"])
+            && st.disks.contains_key(&key(sub, rg, name))
+        {
+            return Err(ArmError::new(
+                StatusCode::CONFLICT,
+                "ConflictingUserInput",
+                format!(
+                    "Disk {name} already exists in resource group {}. Only CreateOption.Attach is supported.",
+                    rg.to_ascii_uppercase()
+                ),
+            )
+            .with_target("/properties/storageProfile/osDisk/name"));
+        }
+    }
+    // OS profile.
+    let (_, custom_data) = normalize(body.clone());
+    let os_profile = field(props, "osProfile");
+    if existing.is_none() {
+        let os_profile = os_profile.ok_or_else(|| ArmError::required("osProfile"))?;
+        if field(os_profile, "adminUsername").and_then(Value::as_str).is_none_or(str::is_empty) {
+            return Err(ArmError::required("adminUsername"));
+        }
+        let keys = path(os_profile, &["linuxConfiguration", "ssh", "publicKeys"])
+            .and_then(Value::as_array)
+            .is_some_and(|k| !k.is_empty());
+        let no_password = path(os_profile, &["linuxConfiguration", "disablePasswordAuthentication"])
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let password = field(os_profile, "adminPassword").and_then(Value::as_str).is_some();
+        if !keys && (no_password || !password) {
+            return Err(ArmError::invalid_parameter(
+                "Authentication using either SSH or by user name and password must be enabled in Linux profile.",
+                "linuxConfiguration",
+            ));
+        }
+    }
+    if let Some(data) = &custom_data
+        && (data.len() > MAX_CUSTOM_DATA || base64::engine::general_purpose::STANDARD.decode(data).is_err())
+    {
+        return Err(ArmError::invalid_parameter(
+            "Custom data in OSProfile must be in Base64 encoding and with a maximum length of 87380 characters.",
+            "customData",
+        ));
+    }
+    if let Some(existing) = existing
+        && let Some(new) = &custom_data
+        && existing.custom_data.as_deref() != Some(new.as_str())
+    {
+        return Err(ArmError::property_change_not_allowed("customData"));
+    }
+    // Network interfaces.
+    let this_vm = vm_id(sub, rg, vm);
+    let list = path(props, &["networkProfile", "networkInterfaces"])
+        .and_then(Value::as_array)
+        .filter(|l| !l.is_empty())
+        .ok_or_else(|| ArmError::required("networkProfile"))?;
+    let mut nics: Vec<Attachment> = Vec::new();
+    for entry in list {
+        let id = field(entry, "id").and_then(Value::as_str).unwrap_or("");
+        let parsed =
+            ids::resource(id, "Microsoft.Network", "networkInterfaces").filter(|(s, _, _)| s.eq_ignore_ascii_case(sub));
+        let Some((s, r, n)) = parsed else {
+            return Err(ArmError::invalid_reference(id, &this_vm));
+        };
+        let nic_key = key(&s, &r, &n);
+        let Some(nic) = st.nics.get(&nic_key).filter(|nic| nic.deleting_until.is_none()) else {
+            return Err(ArmError::invalid_reference(id, &this_vm));
+        };
+        if let Some(other) = &nic.vm
+            && !other.eq_ignore_ascii_case(&this_vm)
+        {
+            return Err(ArmError::new(
+                StatusCode::BAD_REQUEST,
+                "NicInUse",
+                format!(
+                    "Network Interface {} is used by existing resource {other}. A network interface can be attached to one virtual machine only.",
+                    nic.id
+                ),
+            ));
+        }
+        if let Some(reservation) = &nic.reserved
+            && st.reservation_active(reservation, now)
+        {
+            return Err(ArmError::nic_reserved(&reservation.vm, st.reservation_seconds()));
+        }
+        if nics.iter().any(|a| a.key == nic_key) {
+            return Err(ArmError::invalid_parameter(
+                format!("Network interface {id} is referenced more than once."),
+                "networkInterfaces",
+            ));
+        }
+        nics.push(Attachment {
+            key: nic_key,
+            id: nic.id.clone(),
+            name: nic.name.clone(),
+            delete_option: delete_option(path(entry, &["properties", "deleteOption"])),
+            lun: None,
+        });
+    }
+    // Data disks.
+    let mut data_disks: Vec<DataDiskPlan> = Vec::new();
+    for disk in path(props, &["storageProfile", "dataDisks"]).and_then(Value::as_array).into_iter().flatten() {
+        let lun = field(disk, "lun")
+            .and_then(Value::as_i64)
+            .filter(|l| (0..64).contains(l))
+            .ok_or_else(|| ArmError::required("lun"))?;
+        if data_disks.iter().any(|d| d.lun == lun) {
+            return Err(ArmError::invalid_parameter(format!("A disk at LUN {lun} already exists."), "dataDisks"));
+        }
+        let create_option = field(disk, "createOption").and_then(Value::as_str).unwrap_or("Empty").to_owned();
+        let attached_here = existing.and_then(|vm| vm.data_disks.iter().find(|a| a.lun == Some(lun)));
+        let sku = path_str(disk, &["managedDisk", "storageAccountType"]).unwrap_or("Premium_LRS").to_owned();
+        let size_gb = field(disk, "diskSizeGB").and_then(Value::as_u64);
+        let mut plan = DataDiskPlan {
+            lun,
+            attach: None,
+            name: field(disk, "name").and_then(Value::as_str).map(str::to_owned),
+            size_gb: size_gb.unwrap_or(0),
+            sku,
+            create_option: create_option.clone(),
+            delete_option: delete_option(field(disk, "deleteOption")),
+        };
+        if let Some(att) = attached_here {
+            plan.attach = Some((att.key.clone(), att.id.clone(), att.name.clone()));
+        } else if create_option.eq_ignore_ascii_case("Attach") {
+            let id = path_str(disk, &["managedDisk", "id"]).ok_or_else(|| ArmError::required("managedDisk.id"))?;
+            let record = ids::resource(id, "Microsoft.Compute", "disks")
+                .filter(|(s, _, _)| s.eq_ignore_ascii_case(sub))
+                .and_then(|(s, r, n)| st.disks.get(&key(&s, &r, &n)))
+                .ok_or_else(|| ArmError::invalid_reference(id, &this_vm))?;
+            if let Some(owner) = &record.managed_by
+                && !owner.eq_ignore_ascii_case(&this_vm)
+            {
+                return Err(ArmError::operation_not_allowed(format!(
+                    "Disk {} is attached to VM {owner}.",
+                    record.name
+                )));
+            }
+            plan.attach = Some((key(&record.sub, &record.rg, &record.name), record.id.clone(), record.name.clone()));
+        } else if create_option.eq_ignore_ascii_case("Empty") {
+            if size_gb.is_none_or(|s| s == 0 || s > 32_767) {
+                return Err(ArmError::invalid_parameter(
+                    format!("Required parameter 'diskSizeGB' is missing or invalid for data disk at LUN {lun}."),
+                    "diskSizeGB",
+                ));
+            }
+            if let Some(name) = &plan.name
+                && st.disks.contains_key(&key(sub, rg, name))
+            {
+                return Err(ArmError::new(
+                    StatusCode::CONFLICT,
+                    "ConflictingUserInput",
+                    format!(
+                        "Disk {name} already exists in resource group {}. Only CreateOption.Attach is supported.",
+                        rg.to_ascii_uppercase()
+                    ),
+                ));
+            }
+        } else if create_option.eq_ignore_ascii_case("FromImage") {
+            plan.size_gb = size_gb.unwrap_or(30);
+        } else {
+            return Err(ArmError::invalid_parameter(
+                format!("The value '{create_option}' of parameter 'dataDisks.createOption' is not valid."),
+                "createOption",
+            ));
+        }
+        data_disks.push(plan);
+    }
+    let (model, _) = normalize(body);
+    Ok(VmSpec { location, model, custom_data, nics, data_disks, image })
+}
+
+/// Creates the disks of `plans` that do not exist yet and marks all as used by `vm`.
+fn realize_data_disks(
+    st: &mut State,
+    sub: &str,
+    rg: &str,
+    vm: &VmRecord,
+    plans: &[DataDiskPlan],
+    zones: Option<&Value>,
+) -> Vec<Attachment> {
+    let mut out = Vec::new();
+    for plan in plans {
+        let (disk_key, id, name) = match &plan.attach {
+            Some(existing) => existing.clone(),
+            None => {
+                let name = plan.name.clone().unwrap_or_else(|| format!("{}_disk{}_{}", vm.name, plan.lun + 1, hex32()));
+                let id = disk_id(sub, rg, &name);
+                st.disks.insert(
+                    key(sub, rg, &name),
+                    DiskRecord {
+                        sub: sub.to_owned(),
+                        rg: rg.to_owned(),
+                        name: name.clone(),
+                        id: id.clone(),
+                        location: vm.location.clone(),
+                        tags: None,
+                        zones: zones.cloned(),
+                        sku: plan.sku.clone(),
+                        size_gb: plan.size_gb,
+                        creation_data: json!({"createOption": plan.create_option}),
+                        os_type: None,
+                        managed_by: None,
+                        phase: DiskPhase::Succeeded,
+                        time_created: timestamp(SystemTime::now()),
+                        unique_id: uuid::Uuid::new_v4().to_string(),
+                    },
+                );
+                (key(sub, rg, &name), id, name)
+            }
+        };
+        if let Some(disk) = st.disks.get_mut(&disk_key) {
+            disk.managed_by = Some(vm.id.clone());
+        }
+        out.push(Attachment {
+            key: disk_key,
+            id,
+            name,
+            delete_option: plan.delete_option.clone(),
+            lun: Some(plan.lun),
+        });
+    }
+    out
+}
+
+/// `PUT .../virtualMachines/NAME`: create (201, `Creating`) or update (200).
+pub(crate) fn put(ctx: &Ctx, req: &Req, sub: &str, rg: &str, name: &str) -> Result<Response, ArmError> {
+    let body = req.json_body()?;
+    let now = Instant::now();
+    let boot = ctx.admin.timing().boot();
+    let invisible = ctx.admin.consistency().invisible();
+    let mut st = ctx.store.lock_at(now);
+    let rg_name = st.resource_group(sub, rg).ok_or_else(|| ArmError::resource_group_not_found(rg))?.name.clone();
+    let vm_key = key(sub, rg, name);
+    if st.vms.contains_key(&vm_key) {
+        return update(&mut st, req, sub, &rg_name, &vm_key, body, now, boot);
+    }
+    let spec = validate(&st, req, sub, &rg_name, name, body, None, now)?;
+    let id = vm_id(sub, &rg_name, name);
+    let zones = field(&spec.model, "zones").cloned();
+    // The OS disk.
+    let os = path(&spec.model, &["properties", "storageProfile", "osDisk"]).cloned().unwrap_or(json!({}));
+    let os_name = field(&os, "name")
+        .and_then(Value::as_str)
+        .map_or_else(|| format!("{name}_OsDisk_1_{}", hex32()), str::to_owned);
+    let (image_field, image_ref) = spec.image.clone().unwrap_or_else(|| ("imageReference".into(), json!({})));
+    let mut creation = Map::new();
+    creation.insert("createOption".into(), json!("FromImage"));
+    creation.insert(image_field, image_ref);
+    let os_key = key(sub, &rg_name, &os_name);
+    let os_id = disk_id(sub, &rg_name, &os_name);
+    st.disks.insert(
+        os_key.clone(),
+        DiskRecord {
+            sub: sub.to_owned(),
+            rg: rg_name.clone(),
+            name: os_name.clone(),
+            id: os_id.clone(),
+            location: spec.location.clone(),
+            tags: None,
+            zones: zones.clone(),
+            sku: path_str(&os, &["managedDisk", "storageAccountType"]).unwrap_or("Premium_LRS").to_owned(),
+            size_gb: field(&os, "diskSizeGB").and_then(Value::as_u64).unwrap_or(30),
+            creation_data: Value::Object(creation),
+            os_type: Some("Linux".into()),
+            managed_by: Some(id.clone()),
+            phase: DiskPhase::Succeeded,
+            time_created: timestamp(SystemTime::now()),
+            unique_id: uuid::Uuid::new_v4().to_string(),
+        },
+    );
+    for nic in &spec.nics {
+        if let Some(record) = st.nics.get_mut(&nic.key) {
+            record.vm = Some(id.clone());
+            record.reserved = None;
+            record.generation += 1;
+        }
+    }
+    let failure = st.vm_failures.pop_front().map(|code| Failure::for_code(&code));
+    let until = now + boot;
+    let op = st.new_operation(sub, now, until, failure.clone(), None);
+    let mut record = VmRecord {
+        sub: sub.to_owned(),
+        rg: rg_name.clone(),
+        name: name.to_owned(),
+        id: id.clone(),
+        location: spec.location.clone(),
+        model: spec.model,
+        custom_data: spec.custom_data,
+        vm_id: uuid::Uuid::new_v4().to_string(),
+        time_created: timestamp(SystemTime::now()),
+        phase: VmPhase::Provisioning { until, failure, updating: false, op: op.clone() },
+        visible_at: now + invisible,
+        nics: spec.nics,
+        os_disk: Attachment {
+            key: os_key,
+            id: os_id,
+            name: os_name,
+            delete_option: delete_option(field(&os, "deleteOption")),
+            lun: None,
+        },
+        data_disks: Vec::new(),
+    };
+    record.data_disks = realize_data_disks(&mut st, sub, &rg_name, &record, &spec.data_disks, zones.as_ref());
+    let body = render::vm(&record, false);
+    let location = record.location.clone();
+    st.vms.insert(vm_key, record);
+    drop(st);
+    let (async_url, _) = req.op_urls(sub, "Microsoft.Compute", &location, &op);
+    Ok(respond(StatusCode::CREATED, Some(body), &[("Azure-AsyncOperation", async_url)]))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn update(
+    st: &mut State,
+    req: &Req,
+    sub: &str,
+    rg: &str,
+    vm_key: &Key,
+    body: Value,
+    now: Instant,
+    boot: Duration,
+) -> Result<Response, ArmError> {
+    let Some(existing) = st.vms.get(vm_key).cloned() else {
+        return Err(not_found(&vm_key.2, rg));
+    };
+    if matches!(existing.phase, VmPhase::Deleting { .. }) {
+        return Err(ArmError::operation_not_allowed(format!(
+            "Operation 'PUT' is not allowed on VM '{}' since the VM is marked for deletion. You can only retry the Delete operation (or wait for an ongoing one to complete).",
+            existing.name
+        )));
+    }
+    let spec = validate(st, req, sub, rg, &existing.name, body, Some(&existing), now)?;
+    let unchanged = fingerprint(&spec.model) == fingerprint(&existing.model);
+    let op = match &existing.phase {
+        VmPhase::Provisioning { op, .. } if unchanged => op.clone(),
+        VmPhase::Succeeded if unchanged => st.new_operation(sub, now, now, None, None),
+        // An unchanged re-PUT of a Failed VM reports the failure again (so that a client
+        // that polls by re-PUTting, like the Rust SDK's `IntoFuture`, sees the failure).
+        VmPhase::Failed(failure) if unchanged => st.new_operation(sub, now, now, Some(failure.clone()), None),
+        _ => {
+            // A real update (changed model, or a changed retry of a Failed VM): re-provision.
+            let mut record = existing.clone();
+            for old in &existing.nics {
+                if !spec.nics.iter().any(|n| n.key == old.key)
+                    && let Some(nic) = st.nics.get_mut(&old.key)
+                {
+                    nic.vm = None;
+                    nic.generation += 1;
+                }
+            }
+            for nic in &spec.nics {
+                if let Some(n) = st.nics.get_mut(&nic.key) {
+                    n.vm = Some(existing.id.clone());
+                    n.generation += 1;
+                }
+            }
+            for old in &existing.data_disks {
+                if !spec.data_disks.iter().any(|d| Some(d.lun) == old.lun)
+                    && let Some(disk) = st.disks.get_mut(&old.key)
+                {
+                    disk.managed_by = None;
+                }
+            }
+            let zones = field(&spec.model, "zones").cloned();
+            record.data_disks = realize_data_disks(st, sub, rg, &record, &spec.data_disks, zones.as_ref());
+            record.nics = spec.nics;
+            record.os_disk.delete_option =
+                delete_option(path(&spec.model, &["properties", "storageProfile", "osDisk", "deleteOption"]));
+            record.model = spec.model;
+            let failure = st.vm_failures.pop_front().map(|code| Failure::for_code(&code));
+            let until = now + boot;
+            let op = st.new_operation(sub, now, until, failure.clone(), None);
+            record.phase = VmPhase::Provisioning { until, failure, updating: true, op: op.clone() };
+            st.vms.insert(vm_key.clone(), record);
+            op
+        }
+    };
+    let record = st.vms.get(vm_key).ok_or_else(|| not_found(&vm_key.2, rg))?;
+    let (async_url, _) = req.op_urls(sub, "Microsoft.Compute", &record.location, &op);
+    Ok(respond(StatusCode::OK, Some(render::vm(record, false)), &[("Azure-AsyncOperation", async_url)]))
+}
+
+/// Deep-merges a JSON merge patch into `target`.
+fn merge(target: &mut Value, patch: &Value) {
+    match (target.as_object_mut(), patch.as_object()) {
+        (Some(t), Some(p)) => {
+            for (k, v) in p {
+                if k == "tags" || !v.is_object() {
+                    t.insert(k.clone(), v.clone());
+                } else {
+                    merge(t.entry(k.clone()).or_insert_with(|| json!({})), v);
+                }
+            }
+        }
+        _ => *target = patch.clone(),
+    }
+}
+
+/// `PATCH .../virtualMachines/NAME`: tags and delete options (200 + already finished async op).
+pub(crate) fn patch(ctx: &Ctx, req: &Req, sub: &str, rg: &str, name: &str) -> Result<Response, ArmError> {
+    let body = req.json_body()?;
+    let (patch, custom_data) = normalize(body);
+    let now = Instant::now();
+    let mut st = ctx.store.lock_at(now);
+    st.resource_group(sub, rg).ok_or_else(|| ArmError::resource_group_not_found(rg))?;
+    let vm_key = key(sub, rg, name);
+    let record = st.vms.get_mut(&vm_key).ok_or_else(|| not_found(name, rg))?;
+    if matches!(record.phase, VmPhase::Deleting { .. }) {
+        return Err(ArmError::operation_not_allowed(format!(
+            "Operation 'PATCH' is not allowed on VM '{}' since the VM is marked for deletion.",
+            record.name
+        )));
+    }
+    if let Some(new) = &custom_data
+        && record.custom_data.as_deref() != Some(new.as_str())
+    {
+        return Err(ArmError::property_change_not_allowed("customData"));
+    }
+    merge(&mut record.model, &patch);
+    let model = record.model.clone();
+    for nic in &mut record.nics {
+        if let Some(entry) = path(&model, &["properties", "networkProfile", "networkInterfaces"])
+            .and_then(Value::as_array)
+            .and_then(|l| {
+                l.iter()
+                    .find(|n| field(n, "id").and_then(Value::as_str).is_some_and(|id| id.eq_ignore_ascii_case(&nic.id)))
+            })
+        {
+            nic.delete_option = delete_option(path(entry, &["properties", "deleteOption"]));
+        }
+    }
+    if let Some(option) = path(&model, &["properties", "storageProfile", "osDisk", "deleteOption"]) {
+        record.os_disk.delete_option = delete_option(Some(option));
+    }
+    for disk in &mut record.data_disks {
+        if let Some(entry) = path(&model, &["properties", "storageProfile", "dataDisks"])
+            .and_then(Value::as_array)
+            .and_then(|l| l.iter().find(|d| field(d, "lun").and_then(Value::as_i64) == disk.lun))
+            && let Some(option) = field(entry, "deleteOption")
+        {
+            disk.delete_option = delete_option(Some(option));
+        }
+    }
+    let body = render::vm(record, false);
+    let location = record.location.clone();
+    let op = st.new_operation(sub, now, now, None, None);
+    let (async_url, _) = req.op_urls(sub, "Microsoft.Compute", &location, &op);
+    Ok(respond(StatusCode::OK, Some(body), &[("Azure-AsyncOperation", async_url)]))
+}
+
+/// `GET .../virtualMachines/NAME[?$expand=instanceView]`; 404 while still invisible.
+pub(crate) fn get(ctx: &Ctx, req: &Req, sub: &str, rg: &str, name: &str) -> Result<Response, ArmError> {
+    let now = Instant::now();
+    let st = ctx.store.lock_at(now);
+    st.resource_group(sub, rg).ok_or_else(|| ArmError::resource_group_not_found(rg))?;
+    let record =
+        st.vms.get(&key(sub, rg, name)).filter(|vm| now >= vm.visible_at).ok_or_else(|| not_found(name, rg))?;
+    let expand = req.param("$expand").is_some_and(|e| e.eq_ignore_ascii_case("instanceView"));
+    Ok(respond(StatusCode::OK, Some(render::vm(record, expand)), &[]))
+}
+
+/// `GET .../virtualMachines`: paged by name.
+pub(crate) fn list(ctx: &Ctx, req: &Req, sub: &str, rg: &str) -> Result<Response, ArmError> {
+    let now = Instant::now();
+    let st = ctx.store.lock_at(now);
+    st.resource_group(sub, rg).ok_or_else(|| ArmError::resource_group_not_found(rg))?;
+    let (s, r) = (sub.to_ascii_lowercase(), rg.to_ascii_lowercase());
+    let items: Vec<(String, Value)> = st
+        .vms
+        .iter()
+        .filter(|((ks, kr, _), vm)| *ks == s && *kr == r && now >= vm.visible_at)
+        .map(|((_, _, name), vm)| (name.clone(), render::vm(vm, false)))
+        .collect();
+    let body = paging::page(
+        items,
+        req.param("$skiptoken"),
+        st.page_size,
+        &format!("{}{}", req.base, req.path),
+        &[],
+        &req.api_version,
+    );
+    Ok(respond(StatusCode::OK, Some(body), &[]))
+}
+
+/// `DELETE .../virtualMachines/NAME[?forceDeletion=]`: 202 + async op, or 204 when absent.
+pub(crate) fn delete(ctx: &Ctx, req: &Req, sub: &str, rg: &str, name: &str) -> Result<Response, ArmError> {
+    let now = Instant::now();
+    let stop = ctx.admin.timing().stop();
+    let mut st = ctx.store.lock_at(now);
+    st.resource_group(sub, rg).ok_or_else(|| ArmError::resource_group_not_found(rg))?;
+    let vm_key = key(sub, rg, name);
+    let Some(record) = st.vms.get_mut(&vm_key) else {
+        return Ok(respond(StatusCode::NO_CONTENT, None, &[]));
+    };
+    let until = match record.phase {
+        VmPhase::Deleting { until } => until,
+        _ => now + stop,
+    };
+    record.phase = VmPhase::Deleting { until };
+    let location = record.location.clone();
+    let op = st.new_operation(sub, now, until, None, None);
+    let (async_url, location_url) = req.op_urls(sub, "Microsoft.Compute", &location, &op);
+    Ok(respond(StatusCode::ACCEPTED, None, &[("Azure-AsyncOperation", async_url), ("Location", location_url)]))
+}
+
+/// A VM PUT refused synchronously for capacity/quota reserves the NICs its body referenced.
+pub(crate) fn reserve_on_refusal(ctx: &Ctx, sub: &str, rg: &str, name: &str, body: &[u8]) {
+    let Ok(body) = serde_json::from_slice::<Value>(body) else { return };
+    let now = Instant::now();
+    let mut st = ctx.store.lock_at(now);
+    let Some(rg_name) = st.resource_group(sub, rg).map(|g| g.name.clone()) else { return };
+    let vm = vm_id(sub, &rg_name, name);
+    let nic_keys: Vec<Key> = path(&body, &["properties", "networkProfile", "networkInterfaces"])
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|n| field(n, "id").and_then(Value::as_str))
+        .filter_map(|id| ids::resource(id, "Microsoft.Network", "networkInterfaces"))
+        .filter(|(s, _, _)| s.eq_ignore_ascii_case(sub))
+        .map(|(s, r, n)| key(&s, &r, &n))
+        .collect();
+    for nic_key in nic_keys {
+        let free = st.nics.get(&nic_key).is_some_and(|nic| nic.vm.is_none() && nic.deleting_until.is_none());
+        if free {
+            st.reserve_nic(&nic_key, &vm, now);
+        }
+    }
+}
+
+/// `GET /subscriptions/S/providers/Microsoft.Compute/locations/L/publishers/P/artifacttypes/vmimage/offers/O/skus/K/versions/V`.
+pub(crate) fn marketplace_image(
+    req: &Req,
+    location: &str,
+    publisher: &str,
+    offer: &str,
+    sku: &str,
+    version: &str,
+) -> Result<Response, ArmError> {
+    let found = marketplace(publisher, offer, sku, version)
+        .ok_or_else(|| ArmError::new(StatusCode::NOT_FOUND, "NotFound", "Artifact: VMImage was not found."))?;
+    let id = format!(
+        "/Subscriptions/{}/Providers/Microsoft.Compute/Locations/{location}/Publishers/{publisher}/ArtifactTypes/VMImage/Offers/{offer}/Skus/{sku}/Versions/{found}",
+        req.caller.subscription
+    );
+    Ok(respond(
+        StatusCode::OK,
+        Some(json!({
+            "name": found,
+            "location": location,
+            "id": id,
+            "properties": {
+                "osDiskImage": {"operatingSystem": "Linux", "sizeInGb": 30},
+                "hyperVGeneration": "V2",
+                "architecture": "x64",
+                "dataDiskImages": [],
+                "automaticOSUpgradeProperties": {"automaticOSUpgradeSupported": false},
+            },
+        })),
+        &[],
+    ))
+}

@@ -1,0 +1,97 @@
+//! Azure-only admin routes, next to the shared ones:
+//!
+//! - `GET /_admin/azure/tokens` → `{"issued": n}`: AAD tokens issued since start or reset.
+//! - `POST /_admin/azure/token-lifetime {"seconds": n}`: lifetime of tokens issued from now on.
+//! - `POST /_admin/azure/vm-failures {"code": "AllocationFailed", "times": 1}`: the next
+//!   `times` accepted VM PUTs end `Failed` with `code`; `DELETE` clears the queue.
+//! - `POST /_admin/azure/page-size {"size": n}`: page size of list calls (default 10).
+//! - `POST /_admin/azure/nic-reservation {"ms": n}`: NIC reservation window (default 180 000);
+//!   applies to reservations already in force too.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::state::Store;
+
+#[derive(Debug, Deserialize)]
+struct Lifetime {
+    seconds: u64,
+}
+
+#[derive(Debug, Deserialize)]
+struct VmFailures {
+    code: String,
+    #[serde(default = "one")]
+    times: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+#[derive(Debug, Deserialize)]
+struct PageSize {
+    size: usize,
+}
+
+#[derive(Debug, Deserialize)]
+struct Reservation {
+    ms: u64,
+}
+
+/// The Azure-only admin routes.
+pub(crate) fn routes(store: Arc<Store>) -> Router {
+    Router::new()
+        .route("/_admin/azure/tokens", get(tokens))
+        .route("/_admin/azure/token-lifetime", post(token_lifetime))
+        .route("/_admin/azure/vm-failures", post(add_vm_failures).delete(clear_vm_failures))
+        .route("/_admin/azure/page-size", post(page_size))
+        .route("/_admin/azure/nic-reservation", post(nic_reservation))
+        .with_state(store)
+}
+
+async fn tokens(State(store): State<Arc<Store>>) -> Json<serde_json::Value> {
+    Json(json!({"issued": store.lock_at(Instant::now()).tokens_issued}))
+}
+
+async fn token_lifetime(State(store): State<Arc<Store>>, Json(spec): Json<Lifetime>) -> Json<serde_json::Value> {
+    store.lock_at(Instant::now()).token_lifetime = Duration::from_secs(spec.seconds);
+    Json(json!({}))
+}
+
+async fn add_vm_failures(State(store): State<Arc<Store>>, Json(spec): Json<VmFailures>) -> Response {
+    if spec.code.trim().is_empty() {
+        return (StatusCode::BAD_REQUEST, Json(json!({"error": "code must not be empty"}))).into_response();
+    }
+    let mut state = store.lock_at(Instant::now());
+    for _ in 0..spec.times {
+        state.vm_failures.push_back(spec.code.clone());
+    }
+    Json(json!({"queued": state.vm_failures.len()})).into_response()
+}
+
+async fn clear_vm_failures(State(store): State<Arc<Store>>) -> Json<serde_json::Value> {
+    store.lock_at(Instant::now()).vm_failures.clear();
+    Json(json!({}))
+}
+
+async fn page_size(State(store): State<Arc<Store>>, Json(spec): Json<PageSize>) -> Response {
+    if spec.size == 0 {
+        return (StatusCode::BAD_REQUEST, Json(json!({"error": "size must be at least 1"}))).into_response();
+    }
+    store.lock_at(Instant::now()).page_size = spec.size;
+    Json(json!({})).into_response()
+}
+
+async fn nic_reservation(State(store): State<Arc<Store>>, Json(spec): Json<Reservation>) -> Json<serde_json::Value> {
+    store.lock_at(Instant::now()).nic_reservation = Duration::from_millis(spec.ms);
+    Json(json!({}))
+}

@@ -1,0 +1,115 @@
+//! The ARM side of the shared admin API: operation classes, the real ARM error per
+//! fault kind, the inventory and reset.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::response::{IntoResponse, Response};
+use fake_cloud_support::{CloudHooks, FaultKind, Inventory, OpClass};
+use serde_json::json;
+
+use crate::api::routes::action_of;
+use crate::error::ArmError;
+use crate::state::{Store, render};
+
+/// [`CloudHooks`] for the fake ARM.
+#[derive(Debug)]
+pub(crate) struct ArmHooks {
+    /// The cloud state the inventory and reset act on.
+    pub(crate) store: Arc<Store>,
+}
+
+/// The real ARM error for a neutral fault kind.
+pub(crate) fn fault_error(kind: FaultKind, operation: &str) -> ArmError {
+    match kind {
+        FaultKind::Throttle => ArmError::throttled(),
+        FaultKind::Capacity => ArmError::quota_exceeded(),
+        FaultKind::Unavailable => ArmError::unavailable(),
+        FaultKind::Internal => ArmError::internal(),
+        FaultKind::Auth => ArmError::invalid_token("The access token is missing or invalid (injected fault)."),
+        FaultKind::Permission => ArmError::authorization_failed(
+            crate::CLIENT_ID,
+            action_of(operation),
+            &format!("/subscriptions/{}", crate::SUBSCRIPTION_ID),
+        ),
+        FaultKind::Invalid => ArmError::invalid_parameter(
+            format!("The value of a parameter of {operation} is invalid (injected fault)."),
+            "properties",
+        ),
+    }
+}
+
+/// Operation names and their classes.
+pub(crate) const OPERATIONS: &[(&str, OpClass)] = &[
+    ("virtualMachines.createOrUpdate", OpClass::Create),
+    ("virtualMachines.update", OpClass::Write),
+    ("virtualMachines.get", OpClass::Read),
+    ("virtualMachines.list", OpClass::Read),
+    ("virtualMachines.delete", OpClass::Delete),
+    ("networkInterfaces.createOrUpdate", OpClass::Write),
+    ("networkInterfaces.get", OpClass::Read),
+    ("networkInterfaces.list", OpClass::Read),
+    ("networkInterfaces.delete", OpClass::Delete),
+    ("disks.createOrUpdate", OpClass::Write),
+    ("disks.get", OpClass::Read),
+    ("disks.listByResourceGroup", OpClass::Read),
+    ("disks.delete", OpClass::Delete),
+    ("resources.listByResourceGroup", OpClass::Read),
+    ("resourceGroups.get", OpClass::Read),
+    ("resourceGroups.checkExistence", OpClass::Read),
+    ("subnets.get", OpClass::Read),
+    ("operations.get", OpClass::Read),
+    ("galleries.get", OpClass::Read),
+    ("galleryImages.get", OpClass::Read),
+    ("galleryImageVersions.get", OpClass::Read),
+    ("gallerySharingProfile.update", OpClass::Write),
+    ("sharedGalleryImageVersions.get", OpClass::Read),
+    ("virtualMachineImages.get", OpClass::Read),
+];
+
+impl CloudHooks for ArmHooks {
+    fn operation_class(&self, operation: &str) -> Option<OpClass> {
+        OPERATIONS.iter().find(|(name, _)| *name == operation).map(|(_, class)| *class)
+    }
+
+    fn fault_response(&self, kind: FaultKind, operation: &str) -> Response {
+        fault_error(kind, operation).into_response()
+    }
+
+    fn inventory(&self) -> Inventory {
+        let now = Instant::now();
+        let state = self.store.lock_at(now);
+        let mut instances: Vec<_> = state
+            .vms
+            .values()
+            .map(|vm| render::vm_inventory(vm, &vm.phase.word().to_ascii_lowercase(), true))
+            .collect();
+        instances.extend(state.deleted_vms.iter().map(|(_, entry)| entry.clone()));
+        let images = state
+            .galleries
+            .values()
+            .flat_map(|gallery| {
+                gallery.images.values().flat_map(move |image| {
+                    image.versions.iter().map(move |version| {
+                        json!({
+                            "id": format!("{}/images/{}/versions/{version}", gallery.id(), image.name),
+                            "gallery": gallery.name,
+                            "uniqueName": gallery.unique_name,
+                            "image": image.name,
+                            "version": version,
+                            "owner": gallery.sub,
+                            "permissions": gallery.permissions,
+                            "sharedWith": gallery.groups.iter().map(|(kind, ids)| json!({"type": kind, "ids": ids})).collect::<Vec<_>>(),
+                            "community": gallery.community,
+                        })
+                    })
+                })
+            })
+            .collect();
+        Inventory { instances, images, dependents: render::dependents(&state, now) }
+    }
+
+    fn reset(&self) {
+        self.store.reset();
+    }
+}
