@@ -51,6 +51,10 @@ pub trait Provider: Driver + Sized {
     const BINARY: &'static str;
     /// One line for `--help` (`Machine driver sidecar for AWS EC2 ...`).
     const ABOUT: &'static str;
+    /// Log targets of the cloud's SDK crates that print secrets below INFO
+    /// (bearer tokens, request bodies with user data): the server caps them at
+    /// INFO in the log and trace filters, whatever `--log` asks for.
+    const SECRET_LOGGING_TARGETS: &'static [&'static str] = &[];
 
     /// Builds the driver from the checked shared cloud flags. Builds no
     /// client and calls no cloud: clients are made per credentials on first use.

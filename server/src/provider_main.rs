@@ -122,7 +122,7 @@ pub async fn run<P: Provider>(args: ServerArgs, fake: Option<EmbeddedFake>) -> E
             P::BINARY
         )));
     }
-    let telemetry = match crate::telemetry::init(&args) {
+    let telemetry = match crate::telemetry::init(&args, P::SECRET_LOGGING_TARGETS) {
         Ok(t) => t,
         Err(e) => return fail(e),
     };

@@ -31,15 +31,33 @@ impl Drop for Telemetry {
     }
 }
 
+/// `filter` with each of `targets` at most at INFO.
+fn capped(mut filter: EnvFilter, targets: &[&str]) -> Result<EnvFilter, ServeError> {
+    for target in targets {
+        let directive =
+            format!("{target}=info").parse().map_err(|e| ServeError::Config(format!("log target {target:?}: {e}")))?;
+        filter = filter.add_directive(directive);
+    }
+    Ok(filter)
+}
+
 /// Links kept per exported span (the SDK's default, 128, is less than a full coalesced batch).
 const MAX_LINKS_PER_SPAN: u32 = 512;
 
 /// Installs the global tracing subscriber (text or JSON logs, optional OTLP
-/// export) and the Prometheus metrics recorder.
-pub(crate) fn init(args: &ServerArgs) -> Result<Telemetry, ServeError> {
-    let filter = EnvFilter::try_new(&args.log).map_err(|e| ServeError::Config(format!("--log {:?}: {e}", args.log)))?;
-    let trace_filter = EnvFilter::try_new(&args.trace_filter)
-        .map_err(|e| ServeError::Config(format!("--trace-filter {:?}: {e}", args.trace_filter)))?;
+/// export) and the Prometheus metrics recorder. `secret_logging_targets`
+/// (the provider's SDK targets that print secrets at debug) are capped at INFO
+/// in both filters.
+pub(crate) fn init(args: &ServerArgs, secret_logging_targets: &[&str]) -> Result<Telemetry, ServeError> {
+    let filter = capped(
+        EnvFilter::try_new(&args.log).map_err(|e| ServeError::Config(format!("--log {:?}: {e}", args.log)))?,
+        secret_logging_targets,
+    )?;
+    let trace_filter = capped(
+        EnvFilter::try_new(&args.trace_filter)
+            .map_err(|e| ServeError::Config(format!("--trace-filter {:?}: {e}", args.trace_filter)))?,
+        secret_logging_targets,
+    )?;
     let fmt = match args.log_format {
         // Colour only on a terminal: escape codes in `kubectl logs` help nobody.
         LogFormat::Text => tracing_subscriber::fmt::layer()
@@ -88,4 +106,36 @@ pub fn install_prometheus() -> Result<PrometheusHandle, ServeError> {
         .map_err(|e| ServeError::Telemetry(e.to_string()))?
         .install_recorder()
         .map_err(|e| ServeError::Telemetry(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use tracing_subscriber::layer::{Context, SubscriberExt};
+
+    use super::*;
+
+    /// Counts the events that pass its filter.
+    struct Count(Arc<AtomicUsize>);
+
+    impl<S: tracing::Subscriber> Layer<S> for Count {
+        fn on_event(&self, _: &tracing::Event<'_>, _: Context<'_, S>) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    #[test]
+    fn secret_logging_targets_stay_at_info_under_debug() {
+        let seen = Arc::new(AtomicUsize::new(0));
+        let filter = capped(EnvFilter::new("debug"), &["sdk_crate"]).expect("directive");
+        let subscriber = tracing_subscriber::registry().with(Count(Arc::clone(&seen)).with_filter(filter));
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::debug!(target: "sdk_crate::policies::transport", "Authorization: Bearer secret");
+            tracing::info!(target: "sdk_crate::policies", "kept");
+            tracing::debug!(target: "machine_driver_server", "kept");
+        });
+        assert_eq!(seen.load(Ordering::Relaxed), 2);
+    }
 }

@@ -46,6 +46,8 @@ pub(crate) struct ArmClients {
     http: Arc<dyn HttpClient>,
     /// ARM's endpoint: requests the driver builds itself go nowhere else.
     arm: Url,
+    /// The cloud's name (`AzurePublic`).
+    cloud: &'static str,
 }
 
 impl std::fmt::Debug for ArmClients {
@@ -118,7 +120,7 @@ fn build(endpoints: &CloudEndpoints, creds: &AzureCredentials) -> Result<ArmClie
         .transport(TransportOptions::new(Arc::clone(&http)))
         .build()
         .map_err(failed)?;
-    Ok(ArmClients { compute, network, token, http, arm: endpoints.arm.clone() })
+    Ok(ArmClients { compute, network, token, http, arm: endpoints.arm.clone(), cloud: endpoints.name })
 }
 
 /// The clients, rate limiter and deadline of one RPC.
@@ -151,6 +153,8 @@ pub(crate) struct RawAnswer {
     pub(crate) status: u16,
     /// The body (empty for 204).
     pub(crate) body: Vec<u8>,
+    /// The `Retry-After` ARM suggested (operation polls).
+    pub(crate) retry_after: Option<std::time::Duration>,
 }
 
 /// ARM's error body.
@@ -172,6 +176,11 @@ impl Api<'_> {
     /// The compute client.
     pub(crate) fn compute(&self) -> &ComputeClient {
         &self.clients.compute
+    }
+
+    /// The cloud these clients talk to (`AzurePublic`).
+    pub(crate) fn cloud(&self) -> &'static str {
+        self.clients.cloud
     }
 
     /// The network client.
@@ -251,7 +260,7 @@ impl Api<'_> {
             .map_err(|_| ArmFailure::transport(TransportProblem::Network, "reading ARM's answer failed"))?
             .to_vec();
         if (200..300).contains(&status) {
-            return Ok(RawAnswer { status, body });
+            return Ok(RawAnswer { status, body, retry_after: retry_after(&headers) });
         }
         let parsed: ErrorBody = serde_json::from_slice(&body).unwrap_or_default();
         let mut failure = ArmFailure::http(status, parsed.error.code, parsed.error.message);

@@ -171,12 +171,7 @@ impl AzureDriver {
     ) -> Result<(), DriverError> {
         let name = data_disk_name(&target.name, disk);
         let Some(image) = &disk.image_ref else { return Ok(()) };
-        let image = vm::image_reference(image);
-        let creation = if image.get("id").is_some() {
-            serde_json::json!({"createOption": "FromImage", "galleryImageReference": image})
-        } else {
-            serde_json::json!({"createOption": "FromImage", "imageReference": image})
-        };
+        let creation = vm::disk_creation_data(image, &target.subscription, &spec.location);
         let body: azure_mgmt_compute::package_2024_07_01::models::Disk = serde_json::from_value(serde_json::json!({
             "location": spec.location,
             "tags": vm::machine_tags(spec, uid),

@@ -90,6 +90,16 @@ impl AzureCredentials {
         let client_id = required(CLIENT_ID_KEYS)?;
         let tenant_id = required(TENANT_ID_KEYS)?;
         let subscription_id = required(SUBSCRIPTION_ID_KEYS)?;
+        // Both go into URLs: a tenant of `//host` would send the token request elsewhere.
+        if !tenant_id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.') {
+            return Err(DriverError::invalid_argument(
+                format!("{field}.tenantID"),
+                "must be a tenant id or domain name",
+            ));
+        }
+        if !subscription_id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+            return Err(DriverError::invalid_argument(format!("{field}.subscriptionID"), "must be a subscription id"));
+        }
         let proof = match (value(CLIENT_SECRET_KEYS)?, value(TOKEN_FILE_KEYS)?) {
             (Some(s), None) => ClientProof::Secret(s),
             (None, Some(path)) => ClientProof::TokenFile(PathBuf::from(path)),
@@ -143,6 +153,8 @@ pub(crate) struct AadToken {
     client_id: String,
     proof: ClientProof,
     cached: Mutex<Option<(Secret, Instant)>>,
+    /// One token request at a time: concurrent RPCs wait for it instead of each sending one.
+    refreshing: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for AadToken {
@@ -162,9 +174,15 @@ impl AadToken {
         scope: &str,
         creds: &AzureCredentials,
     ) -> Result<Self, DriverError> {
-        let token_url = authority
-            .join(&format!("{}/oauth2/v2.0/token", creds.tenant_id))
-            .map_err(|_| DriverError::invalid_argument("secret.tenantID", "is not a valid tenant id"))?;
+        let mut token_url = authority.clone();
+        token_url
+            .path_segments_mut()
+            .map_err(|_| DriverError::internal("the token authority is not a base URL"))?
+            .pop_if_empty()
+            .extend([creds.tenant_id.as_str(), "oauth2", "v2.0", "token"]);
+        if token_url.origin() != authority.origin() {
+            return Err(DriverError::invalid_argument("secret.tenantID", "must be a tenant id or domain name"));
+        }
         Ok(Self {
             http,
             token_url,
@@ -172,6 +190,7 @@ impl AadToken {
             client_id: creds.client_id.clone(),
             proof: creds.proof.clone(),
             cached: Mutex::new(None),
+            refreshing: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -190,8 +209,12 @@ impl AadToken {
         *self.cached.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
     }
 
-    /// Requests a new token and caches it.
+    /// Requests a new token and caches it, unless a concurrent refresh just did.
     pub(crate) async fn refresh(&self) -> Result<(), ArmFailure> {
+        let _one_at_a_time = self.refreshing.lock().await;
+        if self.is_fresh() {
+            return Ok(());
+        }
         let proof = match &self.proof {
             ClientProof::Secret(s) => ("client_secret", s.clone()),
             ClientProof::TokenFile(path) => {
@@ -232,12 +255,16 @@ impl AadToken {
             let refusal: TokenRefusal = serde_json::from_slice(&bytes).unwrap_or_default();
             // Entra ID appends trace and correlation ids and a timestamp: keep the first sentence.
             let first = refusal.error_description.split(['.', '\r', '\n']).next().unwrap_or("").trim().to_string();
-            let status = if (400..500).contains(&status) { 401 } else { status };
+            // A refused client (400/401 with an AADSTS code) is an authentication failure;
+            // throttling (429) and timeouts (408) keep their status and stay retryable.
+            let status = if matches!(status, 400 | 401) { 401 } else { status };
             return Err(ArmFailure::http(status, Some(refusal.error).filter(|e| !e.is_empty()), first));
         }
         let answer: TokenAnswer = serde_json::from_slice(&bytes)
             .map_err(|_| ArmFailure::transport(TransportProblem::Decode, "the token answer is not a token"))?;
-        let expires = Instant::now() + Duration::from_secs(answer.expires_in);
+        // A lifetime shorter than the renewal margin would never be fresh; a huge one would overflow.
+        let lifetime = Duration::from_secs(answer.expires_in.clamp(RENEW_BEFORE_EXPIRY.as_secs() + 60, 86_400));
+        let expires = Instant::now() + lifetime;
         *self.cached.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
             Some((Secret::new(answer.access_token), expires));
         Ok(())

@@ -26,8 +26,9 @@ impl AzureDriver {
         let api = self.pool.api(&creds, spec.cloud(), ctx)?;
         self.recent.forget(&target);
         self.forget_addresses(&target);
+        let existed = delete_vm(&api, &target).await?;
         self.deleted.record(target.clone(), ());
-        if delete_vm(&api, &target).await? {
+        if existed {
             return Ok(DeletedMachine { last_known_state: String::new(), already_gone: false });
         }
         delete_leftovers(&api, &target, &spec).await?;

@@ -77,6 +77,9 @@ impl AzureDriver {
 impl Provider for AzureDriver {
     const BINARY: &'static str = "machine-driver-azure";
     const ABOUT: &'static str = "Machine driver sidecar for Azure (gRPC over a Unix socket).";
+    /// `azure_core`'s transport logs every request at debug with its
+    /// `Authorization` header in clear and its body (the VM's `customData`).
+    const SECRET_LOGGING_TARGETS: &'static [&'static str] = &["azure_core"];
 
     async fn connect(options: CloudOptions) -> Result<Self, DriverError> {
         Ok(Self::new(AzureConfig::from_options(&options)?))

@@ -154,7 +154,13 @@ impl ArmFailure {
                 TransportProblem::Decode => ErrorKind::Internal,
             };
         }
-        if self.is_throttling() || self.is_nic_reserved() || self.code() == "AnotherOperationInProgress" {
+        if self.is_throttling()
+            || self.is_nic_reserved()
+            || matches!(
+                self.code(),
+                "AnotherOperationInProgress" | "ReferencedResourceNotProvisioned" | "RetryableError"
+            )
+        {
             return ErrorKind::Unavailable;
         }
         if self.is_exhausted() {
@@ -202,7 +208,9 @@ impl ArmFailure {
         if let Some(s) = self.http_status {
             message.push_str(&format!(" (HTTP {s})"));
         }
-        let cloud_message = self.message.trim();
+        // ARM appends tracking and correlation ids and a timestamp to some messages
+        // ("Diagnostic information: ..."): they would make the message change on every call.
+        let cloud_message = deterministic_part(&self.message);
         if !cloud_message.is_empty() {
             let cut: String = cloud_message.chars().take(MAX_CLOUD_MESSAGE).collect();
             message.push_str(": ");
@@ -218,6 +226,21 @@ impl ArmFailure {
             None => err,
         }
     }
+}
+
+/// `message` up to the first volatile part (ids, timestamps) ARM appends.
+fn deterministic_part(message: &str) -> &str {
+    const VOLATILE: &[&str] = &[
+        "Diagnostic information",
+        "Tracking ID",
+        "tracking id",
+        "Correlation ID",
+        "correlation id",
+        "Trace ID",
+        "Timestamp:",
+    ];
+    let cut = VOLATILE.iter().filter_map(|v| message.find(v)).min().unwrap_or(message.len());
+    message[..cut].trim().trim_end_matches([',', ';'])
 }
 
 impl CloudFailure for ArmFailure {
@@ -276,6 +299,13 @@ mod tests {
         let err = throttled.driver_error("compute virtualMachines.get");
         assert_eq!(err.retry_after(), Some(Duration::from_secs(17)));
         assert!(err.message().starts_with("compute virtualMachines.get failed: TooManyRequests (HTTP 429)"));
+        let internal = ArmFailure::http(
+            500,
+            Some("InternalServerError".into()),
+            "Encountered internal server error. Diagnostic information: timestamp '20261130T235959Z', tracking id 'abc'.",
+        )
+        .driver_error("x");
+        assert_eq!(internal.message(), "x failed: InternalServerError (HTTP 500): Encountered internal server error.");
         let reserved = ArmFailure::http(400, Some("NicReservedForAnotherVm".into()), "reserved").driver_error("x");
         assert_eq!(reserved.retry_after(), Some(NIC_RESERVATION));
     }

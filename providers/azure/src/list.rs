@@ -1,6 +1,9 @@
-//! ListMachines on Azure: one generic resource list of the resource group by
-//! the cluster tag (every page), VMs and the NICs and disks that outlived
-//! theirs, mapped back to machine names.
+//! ListMachines on Azure: one generic resource list of the resource group
+//! filtered by type (VMs, NICs, disks; every page), kept when they carry the
+//! cluster and role tags, the NICs and disks that outlived their VM mapped
+//! back to machine names. (ARM answers a list filtered by tag without the
+//! tags, so the role could not be checked; a Gardener resource group holds
+//! one cluster.)
 //!
 //! The Go provider asks Resource Graph, which lags behind ARM and has to be
 //! paged by `$skipToken`; ARM's own list by tag is strongly consistent. A NIC
@@ -19,6 +22,8 @@ use crate::spec::AzureProviderSpec;
 
 /// API version of the generic resource list.
 const RESOURCES_API_VERSION: &str = "2021-04-01";
+/// The types a machine is made of.
+const RESOURCE_TYPES_FILTER: &str = "resourceType eq 'Microsoft.Compute/virtualMachines' or resourceType eq 'Microsoft.Network/networkInterfaces' or resourceType eq 'Microsoft.Compute/disks'";
 /// Most pages one list follows.
 const MAX_PAGES: usize = 1000;
 
@@ -59,20 +64,21 @@ impl AzureDriver {
             &format!("/subscriptions/{}/resourceGroups/{}/resources", creds.subscription_id, spec.resource_group),
             RESOURCES_API_VERSION,
         );
-        url.query_pairs_mut().append_pair("$filter", &format!("tagName eq '{}'", cluster_tag.replace('\'', "''")));
+        url.query_pairs_mut().append_pair("$filter", RESOURCE_TYPES_FILTER);
         let mut machines = BTreeMap::new();
         for _ in 0..MAX_PAGES {
             let page = match api.get_raw("resources", "resources.listByResourceGroup", &url).await {
                 Ok(p) => p,
-                Err(CallFailure::Cloud(_, f)) if f.is_not_found() => break,
+                Err(CallFailure::Cloud(_, f)) if f.is_not_found() => return Ok(Vec::new()),
                 Err(e) => return Err(e.into()),
             };
             let page: ResourcePage = serde_json::from_slice(&page.body).map_err(|_| {
                 DriverError::internal("resources.listByResourceGroup answered a body that is not a resource list")
             })?;
             for r in page.value {
-                let has_role = r.tags.keys().any(|k| k.eq_ignore_ascii_case(role_tag));
-                let Some(vm) = owner_vm(&r.resource_type, &r.name, &suffixes).filter(|_| has_role) else { continue };
+                let tagged = |key: &str| r.tags.keys().any(|k| k.eq_ignore_ascii_case(key));
+                let ours = tagged(cluster_tag) && tagged(role_tag);
+                let Some(vm) = owner_vm(&r.resource_type, &r.name, &suffixes).filter(|_| ours) else { continue };
                 let target = VmRef {
                     subscription: creds.subscription_id.clone(),
                     resource_group: spec.resource_group.clone(),
@@ -90,6 +96,6 @@ impl AzureDriver {
                 None => return Ok(machines.into_iter().collect()),
             }
         }
-        Ok(machines.into_iter().collect())
+        Err(DriverError::internal(format!("resources.listByResourceGroup: more than {MAX_PAGES} pages")))
     }
 }

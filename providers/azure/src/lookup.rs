@@ -29,8 +29,8 @@ const MAX_PAGES: usize = 100;
 /// API version of the VM list (the SDK's).
 const COMPUTE_API_VERSION: &str = "2024-07-01";
 
-/// Credentials (fingerprint), subscription, resource group.
-type GroupKey = ([u8; 32], String, String);
+/// Credentials (fingerprint), cloud, subscription, resource group.
+type GroupKey = ([u8; 32], String, String, String);
 
 /// The coalescers of one driver.
 #[derive(Debug)]
@@ -52,7 +52,12 @@ impl VmLookups {
         creds: &AzureCredentials,
         target: &VmRef,
     ) -> Result<Option<VirtualMachine>, DriverError> {
-        let key = (creds.fingerprint, target.subscription.clone(), target.resource_group.to_ascii_lowercase());
+        let key = (
+            creds.fingerprint,
+            api.cloud().to_string(),
+            target.subscription.clone(),
+            target.resource_group.to_ascii_lowercase(),
+        );
         let coalescer = self.by_group.get_or_insert_with(&key, || {
             let fetch = batch_fetch(api.shared(), target.subscription.clone(), target.resource_group.clone());
             Coalescer::new(

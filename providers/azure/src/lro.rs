@@ -77,7 +77,12 @@ pub(crate) async fn wait(api: &Api<'_>, service: &'static str, tracker: &Tracker
             return Ok(Outcome::Running);
         }
         tokio::time::sleep(delay).await;
-        let (outcome, suggested) = poll(api, service, tracker).await?;
+        let (outcome, suggested) = match poll(api, service, tracker).await {
+            Ok(polled) => polled,
+            // The deadline came during the poll: the operation is still running as far as we know.
+            Err(machine_driver_api::CallFailure::Deadline(_)) => return Ok(Outcome::Running),
+            Err(e) => return Err(e),
+        };
         if !matches!(outcome, Outcome::Running) {
             return Ok(outcome);
         }
@@ -101,7 +106,7 @@ async fn poll(api: &Api<'_>, service: &'static str, tracker: &Tracker) -> Answer
                 }
                 _ => Outcome::Running,
             };
-            Ok((outcome, None))
+            Ok((outcome, answer.retry_after))
         }
         Tracker::Location(url) => match api.get_raw(service, "operations.get", url).await {
             Ok(a) if a.status == 202 => Ok((Outcome::Running, None)),

@@ -181,9 +181,10 @@ pub(crate) fn vm_body(
 /// ARM's `imageReference` for one of the spec's image forms.
 pub(crate) fn image_reference(image: &ImageReference) -> Value {
     let some = |v: &Option<String>| v.as_deref().map(str::trim).filter(|s| !s.is_empty()).map(str::to_string);
-    if let Some(urn) = some(&image.urn) {
-        let parts: Vec<&str> = urn.split(':').collect();
-        return json!({"publisher": parts[0], "offer": parts[1], "sku": parts[2], "version": parts[3]});
+    if let Some(urn) = some(&image.urn)
+        && let [publisher, offer, sku, version] = urn.split(':').collect::<Vec<_>>()[..]
+    {
+        return json!({"publisher": publisher, "offer": offer, "sku": sku, "version": version});
     }
     if let Some(id) = some(&image.shared_gallery_image_id) {
         return json!({"sharedGalleryImageId": id});
@@ -192,6 +193,35 @@ pub(crate) fn image_reference(image: &ImageReference) -> Value {
         return json!({"communityGalleryImageId": id});
     }
     json!({"id": some(&image.id).unwrap_or_default()})
+}
+
+/// `creationData` of a data disk made from `image` before the VM: gallery
+/// images go in `galleryImageReference`, a managed image or a marketplace
+/// image (its platform image id) in `imageReference`.
+pub(crate) fn disk_creation_data(image: &ImageReference, subscription: &str, location: &str) -> Value {
+    let some = |v: &Option<String>| v.as_deref().map(str::trim).filter(|s| !s.is_empty()).map(str::to_string);
+    let reference = if let Some(id) = some(&image.shared_gallery_image_id) {
+        json!({"galleryImageReference": {"sharedGalleryImageId": id}})
+    } else if let Some(id) = some(&image.community_gallery_image_id) {
+        json!({"galleryImageReference": {"communityGalleryImageId": id}})
+    } else if let Some(id) = some(&image.id) {
+        if id.to_ascii_lowercase().contains("/galleries/") {
+            json!({"galleryImageReference": {"id": id}})
+        } else {
+            json!({"imageReference": {"id": id}})
+        }
+    } else if let Some(urn) = some(&image.urn)
+        && let [publisher, offer, sku, version] = urn.split(':').collect::<Vec<_>>()[..]
+    {
+        json!({"imageReference": {"id": format!(
+            "/Subscriptions/{subscription}/Providers/Microsoft.Compute/Locations/{location}/Publishers/{publisher}/ArtifactTypes/VMImage/Offers/{offer}/Skus/{sku}/Versions/{version}"
+        )}})
+    } else {
+        json!({})
+    };
+    let mut creation = reference;
+    creation["createOption"] = json!("FromImage");
+    creation
 }
 
 fn set(obj: &mut Value, key: &str, value: Option<&str>) {
@@ -286,6 +316,40 @@ mod tests {
         let key =
             json["properties"]["osProfile"]["linuxConfiguration"]["ssh"]["publicKeys"][0]["keyData"].as_str().unwrap();
         assert!(key.starts_with("ssh-rsa "));
+    }
+
+    #[test]
+    fn disks_from_images_reference_them_as_arm_wants() {
+        let urn = ImageReference { urn: Some("sap:gardenlinux:greatest:1443.3.0".into()), ..Default::default() };
+        let c = disk_creation_data(&urn, "s", "westeurope");
+        assert_eq!(
+            c["imageReference"]["id"],
+            "/Subscriptions/s/Providers/Microsoft.Compute/Locations/westeurope/Publishers/sap/ArtifactTypes/VMImage/Offers/gardenlinux/Skus/greatest/Versions/1443.3.0"
+        );
+        let shared = ImageReference {
+            shared_gallery_image_id: Some("/SharedGalleries/x/Images/i/Versions/1".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            disk_creation_data(&shared, "s", "l")["galleryImageReference"]["sharedGalleryImageId"],
+            "/SharedGalleries/x/Images/i/Versions/1"
+        );
+        let gallery = ImageReference {
+            id: Some(
+                "/subscriptions/s/resourceGroups/r/providers/Microsoft.Compute/galleries/g/images/i/versions/1".into(),
+            ),
+            ..Default::default()
+        };
+        assert!(disk_creation_data(&gallery, "s", "l")["galleryImageReference"]["id"].is_string());
+        // What the SDK model keeps of it (unknown fields would be dropped silently).
+        let disk: azure_mgmt_compute::package_2024_07_01::models::Disk = serde_json::from_value(json!({
+            "location": "l", "properties": {"creationData": c}
+        }))
+        .unwrap();
+        let back = serde_json::to_value(&disk).unwrap();
+        assert!(
+            back["properties"]["creationData"]["imageReference"]["id"].as_str().unwrap().contains("/Publishers/sap/")
+        );
     }
 
     #[test]

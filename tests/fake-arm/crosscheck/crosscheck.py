@@ -266,8 +266,17 @@ def main():
     kinds = sorted((r["type"], r["name"]) for r in found)
     check(len(found) == 6, f"tag filter results: {kinds}")
     check(("Microsoft.Network/networkInterfaces", "py-vm-1-nic") in kinds, f"nic listed: {kinds}")
+    check(all(r.get("tags") is None for r in found), "a tag-filtered list carries no tags (as ARM)")
     only_name = list(resources.resources.list_by_resource_group(RG, filter="tagName eq 'machine'"))
     check(len(only_name) == 6, f"tagName-only filter: {len(only_name)}")
+    by_type = [
+        wire(r)
+        for r in resources.resources.list_by_resource_group(
+            RG, filter="resourceType eq 'Microsoft.Network/networkInterfaces' or resourceType eq 'Microsoft.Compute/virtualMachines'"
+        )
+    ]
+    check(by_type and all(r["type"] in ("Microsoft.Network/networkInterfaces", "Microsoft.Compute/virtualMachines") for r in by_type), f"type filter: {by_type}")
+    check(any(r.get("tags") for r in by_type), "a type-filtered list carries the tags")
 
     # Missing VM: 404 ResourceNotFound through the SDK's error mapping.
     err = expect_error(lambda: compute.virtual_machines.get(RG, "absent"), 404, "ResourceNotFound", "missing vm")

@@ -1,5 +1,8 @@
-//! `resources.listByResourceGroup` (generic list with a tag `$filter`) and
-//! `resourceGroups.get` / `resourceGroups.checkExistence`.
+//! `resources.listByResourceGroup` (generic list with a `$filter` by tag or
+//! by resource type) and `resourceGroups.get` / `resourceGroups.checkExistence`.
+//!
+//! As ARM does, a list filtered by tag answers the resources **without** their
+//! `tags` (Azure/azure-cli#3180); filtered by type (or not at all), with them.
 
 use std::time::Instant;
 
@@ -43,6 +46,40 @@ fn keyword<'a>(text: &'a str, word: &str) -> Option<&'a str> {
     head.eq_ignore_ascii_case(word).then(|| &text[word.len()..])
 }
 
+/// A parsed `$filter`.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Filter {
+    /// By tag.
+    Tag(TagFilter),
+    /// `resourceType eq 'A' or resourceType eq 'B' ...` (case-insensitive).
+    Types(Vec<String>),
+}
+
+/// Parses a tag filter (see [`parse_filter`]) or `resourceType eq 'T'` joined by `or`.
+pub(crate) fn parse_any_filter(filter: &str) -> Result<Filter, ArmError> {
+    if keyword(filter, "resourceType").is_none() {
+        return parse_filter(filter).map(Filter::Tag);
+    }
+    let invalid = || {
+        ArmError::new(
+            StatusCode::BAD_REQUEST,
+            "InvalidFilterInQueryString",
+            format!("Invalid $filter '{filter}' specified in the query string."),
+        )
+    };
+    let mut types = Vec::new();
+    let mut rest = filter;
+    loop {
+        let after = keyword(rest, "resourceType").and_then(|r| keyword(r, "eq")).ok_or_else(invalid)?;
+        let (t, after) = quoted(after).ok_or_else(invalid)?;
+        types.push(t.to_ascii_lowercase());
+        if after.trim().is_empty() {
+            return Ok(Filter::Types(types));
+        }
+        rest = keyword(after, "or").ok_or_else(invalid)?;
+    }
+}
+
 /// Parses `tagName eq 'k'` or `tagName eq 'k' and tagValue eq 'v'`.
 pub(crate) fn parse_filter(filter: &str) -> Result<TagFilter, ArmError> {
     let invalid = || {
@@ -76,7 +113,7 @@ impl TagFilter {
 
 /// `GET /subscriptions/S/resourceGroups/RG/resources[?$filter=...&$top=n]`: VMs, NICs and disks.
 pub(crate) fn list(ctx: &Ctx, req: &Req, sub: &str, rg: &str) -> Result<Response, ArmError> {
-    let filter = req.param("$filter").filter(|f| !f.trim().is_empty()).map(parse_filter).transpose()?;
+    let filter = req.param("$filter").filter(|f| !f.trim().is_empty()).map(parse_any_filter).transpose()?;
     let now = Instant::now();
     let st = ctx.store.lock_at(now);
     st.resource_group(sub, rg).ok_or_else(|| ArmError::resource_group_not_found(rg))?;
@@ -84,9 +121,14 @@ pub(crate) fn list(ctx: &Ctx, req: &Req, sub: &str, rg: &str) -> Result<Response
     let in_rg = |k: &(String, String, String)| k.0 == s && k.1 == r;
     let mut items: Vec<(String, Value)> = Vec::new();
     let mut push = |id: &str, name: &str, kind: &str, location: &str, tags: Option<&Value>| {
-        if filter.as_ref().is_none_or(|f| f.matches(tags)) {
+        let (selected, with_tags) = match &filter {
+            None => (true, true),
+            Some(Filter::Tag(f)) => (f.matches(tags), false),
+            Some(Filter::Types(types)) => (types.iter().any(|t| t.eq_ignore_ascii_case(kind)), true),
+        };
+        if selected {
             let mut item = json!({"id": id, "name": name, "type": kind, "location": location});
-            if let Some(tags) = tags {
+            if let Some(tags) = tags.filter(|_| with_tags) {
                 item["tags"] = tags.clone();
             }
             items.push((id.to_ascii_lowercase(), item));
@@ -159,6 +201,11 @@ mod tests {
         );
         assert_eq!(parse_filter("TAGNAME EQ 'a''b'").expect("ok"), TagFilter { name: "a'b".into(), value: None });
         assert_eq!(parse_filter("resourceType eq 'x'").expect_err("bad").code, "InvalidFilterInQueryString");
+        assert_eq!(
+            parse_any_filter("resourceType eq 'Microsoft.Compute/disks' or resourceType eq 'X/y'").expect("ok"),
+            Filter::Types(vec!["microsoft.compute/disks".into(), "x/y".into()])
+        );
+        assert!(parse_any_filter("resourceType eq 'a' and tagName eq 'b'").is_err());
         assert!(parse_filter("tagName eq 'a' or tagValue eq 'b'").is_err());
     }
 }
