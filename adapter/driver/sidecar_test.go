@@ -82,8 +82,17 @@ func lifecycle(t *testing.T, binary, examples string) {
 	if err != nil || list.MachineList[created.ProviderID] != name {
 		t.Fatalf("list: %v %v", err, list)
 	}
-	if _, err := d.DeleteMachine(ctx, &mcmdriver.DeleteMachineRequest{Machine: machine, MachineClass: class, Secret: secret}); err != nil {
-		t.Fatalf("delete: %v", err)
+	// A cloud may refuse to delete a VM that still starts (ECS): Unavailable, which MCM retries.
+	deleteBy := time.Now().Add(30 * time.Second)
+	for {
+		_, err := d.DeleteMachine(ctx, &mcmdriver.DeleteMachineRequest{Machine: machine, MachineClass: class, Secret: secret})
+		if err == nil {
+			break
+		}
+		if code(err) != codes.Unavailable || time.Now().After(deleteBy) {
+			t.Fatalf("delete: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 	// Bad input reaches MCM as InvalidArgument.
 	bad := class.DeepCopy()

@@ -6,7 +6,7 @@ use tonic::Code;
 
 use crate::context::Ctx;
 use crate::fail;
-use crate::outcome::StepResult;
+use crate::outcome::{StepResult, Stop};
 use crate::status_details::describe;
 
 /// GetMachineStatus of a machine that never had a VM answers NOT_FOUND, every time.
@@ -45,10 +45,11 @@ pub(crate) fn delete_by_provider_id(ctx: Ctx) -> BoxFuture<'static, StepResult> 
         let created = ctx.must_create(&mut m).await?;
         let orphan =
             Machine { provider_id: created.provider_id.clone(), namespace: m.namespace.clone(), ..Default::default() };
+        // Each call may answer a retryable code first (a VM the cloud will not delete
+        // while it starts); MCM retries those, and so does the suite.
         for i in 0..ctx.settings.repeat.clamp(1, 3) {
-            match ctx.delete(&orphan).await {
-                Ok(_) => {}
-                Err(s) => fail!("DeleteMachine by provider_id alone (call {}): {}", i + 1, describe(&s)),
+            if let Err(Stop::Fail(why) | Stop::Skip(why)) = ctx.must_delete(&orphan).await {
+                fail!("DeleteMachine by provider_id alone (call {}): {why}", i + 1);
             }
         }
         ctx.wait_gone(&m).await?;

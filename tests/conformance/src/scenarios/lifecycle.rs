@@ -104,8 +104,19 @@ pub(crate) fn call_budget(ctx: Ctx) -> BoxFuture<'static, StepResult> {
             check(&fake, "initialize", budget.initialize, &[], &mut report).await?;
         }
 
-        reset(&fake).await?;
-        ctx.must_delete(&m).await?;
+        // A VM may refuse deletion while it still starts (retryable): count the
+        // successful attempt alone, as for initialization.
+        let deadline = tokio::time::Instant::now() + ctx.settings.wait;
+        loop {
+            reset(&fake).await?;
+            match ctx.delete(&m).await {
+                Ok(_) => break,
+                Err(s) if crate::context::is_retryable(s.code()) && tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                }
+                Err(s) => fail!("DeleteMachine: {}", describe(&s)),
+            }
+        }
         check(&fake, "delete", budget.delete, &[], &mut report).await?;
 
         reset(&fake).await?;

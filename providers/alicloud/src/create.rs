@@ -1,0 +1,181 @@
+//! CreateMachine on ECS: one `RunInstances` with a `ClientToken` derived from
+//! the machine uid, so a retry (after a lost answer, a restart, or from another
+//! replica) gets the instance the first attempt made instead of a second one
+//! (the Go provider sends a fresh random token on every call).
+//!
+//! ECS answers a reused token with changed parameters (a class edited between
+//! attempts) with `IdempotentParameterMismatch`: the instance tagged with the
+//! machine's uid is then looked up and adopted.
+
+use base64::Engine as _;
+use machine_driver_api::{
+    Address, AddressType, CallContext, CallFailure, CreateMachine, CreatedMachine, DriverError, ErrorKind,
+    idempotency_token,
+};
+
+use crate::clients::Api;
+use crate::credentials::AccessKey;
+use crate::driver::AlicloudDriver;
+use crate::ecs::client::Params;
+use crate::ecs::model::{Instance, RunInstancesAnswer};
+use crate::naming::{MACHINE_UID_TAG, node_name, provider_id};
+use crate::spec::AlicloudProviderSpec;
+
+/// ECS's longest `ClientToken`.
+const CLIENT_TOKEN_LEN: usize = 64;
+
+impl AlicloudDriver {
+    /// CreateMachine (see the module docs).
+    pub(crate) async fn create(&self, ctx: &CallContext, req: CreateMachine) -> Result<CreatedMachine, DriverError> {
+        let key = AccessKey::from_secret(&req.secret, "secret")?;
+        let spec = AlicloudProviderSpec::parse(&req.class.provider_spec)?;
+        let api = self.pool.api(&key, &spec.region, ctx)?;
+        let params = run_instances_params(&spec, &req);
+        let answer = api.ecs::<RunInstancesAnswer>("RunInstances", &params).await;
+        let instance_id = match answer {
+            Ok(a) => a
+                .instance_id_sets
+                .instance_id_set
+                .into_iter()
+                .next()
+                .ok_or_else(|| DriverError::internal("ecs RunInstances answered without an instance id"))?,
+            Err(CallFailure::Cloud(call, f)) if f.is_idempotent_mismatch() => {
+                match find_by_uid(&api, &spec.region, &req.machine.uid).await? {
+                    Some(found) => found.instance_id,
+                    None => return Err(f.driver_error(&call.to_string())),
+                }
+            }
+            Err(e) => return Err(e.into()),
+        };
+        self.recent.record(instance_id.clone(), ());
+        self.deleted.forget(&instance_id);
+        Ok(CreatedMachine {
+            provider_id: provider_id(&spec.region, &instance_id),
+            node_name: node_name(&instance_id),
+            last_known_state: String::new(),
+            addresses: Vec::<Address>::new(),
+        })
+    }
+}
+
+/// The `RunInstances` parameters, as the Go provider builds them, plus the
+/// uid tag and the idempotent `ClientToken`.
+pub(crate) fn run_instances_params(spec: &AlicloudProviderSpec, req: &CreateMachine) -> Params {
+    let mut p = Params::default();
+    p.set("RegionId", &spec.region)
+        .set("ImageId", &spec.image_id)
+        .set("InstanceType", &spec.instance_type)
+        .set("ZoneId", &spec.zone_id)
+        .set("SecurityGroupId", &spec.security_group_id)
+        .set("VSwitchId", &spec.v_switch_id)
+        .set("InstanceName", &req.machine.name)
+        .opt("PrivateIpAddress", spec.private_ip_address.as_deref())
+        .opt("InstanceChargeType", spec.instance_charge_type.as_deref())
+        .opt("InternetChargeType", spec.internet_charge_type.as_deref())
+        .opt("InternetMaxBandwidthIn", spec.internet_max_bandwidth_in)
+        .opt("InternetMaxBandwidthOut", spec.internet_max_bandwidth_out)
+        .opt("SpotStrategy", spec.spot_strategy.as_deref())
+        .opt("IoOptimized", spec.io_optimized.as_deref())
+        .opt("KeyPairName", spec.key_pair_name.as_deref())
+        .set("ClientToken", idempotency_token("create", &req.machine.uid, CLIENT_TOKEN_LEN))
+        .set("Amount", 1);
+    if let Some(disk) = &spec.system_disk {
+        p.opt("SystemDisk.Category", disk.category.as_deref()).opt("SystemDisk.Size", disk.size);
+    }
+    for (i, d) in spec.data_disks.iter().enumerate() {
+        let n = i + 1;
+        let ephemeral = d.category.as_deref() == Some("ephemeral_ssd");
+        p.opt(format!("DataDisk.{n}.Category"), d.category.as_deref())
+            .set(format!("DataDisk.{n}.Size"), d.size)
+            .set(format!("DataDisk.{n}.Encrypted"), d.encrypted)
+            .set(format!("DataDisk.{n}.DiskName"), format!("{}-{}-data-disk", req.machine.name, d.name))
+            .opt(format!("DataDisk.{n}.Description"), d.description.as_deref());
+        if !ephemeral {
+            p.set(format!("DataDisk.{n}.DeleteWithInstance"), d.delete_with_instance.unwrap_or(true));
+        }
+    }
+    let mut n = 0;
+    for (k, v) in &spec.tags {
+        n += 1;
+        p.set(format!("Tag.{n}.Key"), k).set(format!("Tag.{n}.Value"), v);
+    }
+    p.set(format!("Tag.{}.Key", n + 1), MACHINE_UID_TAG).set(format!("Tag.{}.Value", n + 1), &req.machine.uid);
+    if !req.user_data.0.is_empty() {
+        p.set("UserData", base64::engine::general_purpose::STANDARD.encode(&req.user_data.0));
+    }
+    p
+}
+
+/// The live instance tagged with `uid` (1 `DescribeInstances`); ALREADY_EXISTS-like
+/// DUPLICATE when several carry it.
+pub(crate) async fn find_by_uid(api: &Api<'_>, region: &str, uid: &str) -> Result<Option<Instance>, DriverError> {
+    let mut p = Params::default();
+    p.set("RegionId", region).set("Tag.1.Key", MACHINE_UID_TAG).set("Tag.1.Value", uid).set("MaxResults", 100);
+    let answer: crate::ecs::model::DescribeInstancesAnswer = api.ecs("DescribeInstances", &p).await?;
+    let mut found = answer.instances.instance;
+    match found.len() {
+        0 => Ok(None),
+        1 => Ok(found.pop()),
+        n => Err(DriverError::new(
+            ErrorKind::Duplicate,
+            "DUPLICATE_INSTANCES",
+            format!("{n} instances carry the machine uid {uid}"),
+        )),
+    }
+}
+
+/// The live instances named `name` in the spec's cluster (1 `DescribeInstances`):
+/// the lookup of a machine known by neither providerID nor uid, as the Go
+/// provider looks machines up (by name), narrowed to the cluster's tag.
+pub(crate) async fn find_by_name(
+    api: &Api<'_>,
+    spec: &AlicloudProviderSpec,
+    name: &str,
+) -> Result<Vec<Instance>, DriverError> {
+    let mut p = Params::default();
+    p.set("RegionId", &spec.region).set("InstanceName", name).set("MaxResults", 100);
+    if let Some((k, v)) = spec.cluster_tag() {
+        p.set("Tag.1.Key", k).set("Tag.1.Value", v);
+    }
+    let answer: crate::ecs::model::DescribeInstancesAnswer = api.ecs("DescribeInstances", &p).await?;
+    Ok(answer.instances.instance.into_iter().filter(|i| i.instance_name == name).collect())
+}
+
+/// The addresses of an instance.
+pub(crate) fn addresses(instance: &Instance) -> Vec<Address> {
+    let mut out = Vec::new();
+    if let Some(ip) = instance.private_ip() {
+        out.push(Address::new(AddressType::InternalIp, ip));
+    }
+    out.push(Address::new(AddressType::Hostname, node_name(&instance.instance_id)));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use machine_driver_api::{Machine, MachineClass, SecretBytes};
+
+    use super::*;
+
+    #[test]
+    fn run_instances_params_as_the_go_provider_builds_them() {
+        let spec =
+            AlicloudProviderSpec::parse(&serde_json::to_vec(&crate::spec::tests_support::example()).unwrap()).unwrap();
+        let req = CreateMachine {
+            machine: Machine { name: "m-1".into(), uid: "uid-1".into(), ..Default::default() },
+            class: MachineClass::default(),
+            secret: Default::default(),
+            user_data: SecretBytes(b"#!/bin/sh".to_vec()),
+        };
+        let p = run_instances_params(&spec, &req).0;
+        assert_eq!(p["InstanceName"], "m-1");
+        assert_eq!(p["IoOptimized"], "optimized");
+        assert_eq!(p["DataDisk.1.DiskName"], "m-1-containerd-data-disk");
+        assert_eq!(p["DataDisk.1.DeleteWithInstance"], "true");
+        assert_eq!(p["UserData"], "IyEvYmluL3No");
+        assert_eq!(p["ClientToken"], idempotency_token("create", "uid-1", 64));
+        assert_eq!(p["Tag.3.Key"], MACHINE_UID_TAG);
+        assert_eq!(p["Tag.3.Value"], "uid-1");
+        assert!(!p.contains_key("PrivateIpAddress"));
+    }
+}

@@ -1,0 +1,115 @@
+//! The parts of ECS and STS answers the driver reads (ECS wraps lists twice:
+//! `Instances.Instance[]`).
+
+use serde::Deserialize;
+
+/// `RunInstances`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub(crate) struct RunInstancesAnswer {
+    /// The launched instances.
+    pub(crate) instance_id_sets: InstanceIdSets,
+}
+
+/// `InstanceIdSets`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub(crate) struct InstanceIdSets {
+    /// Instance ids.
+    pub(crate) instance_id_set: Vec<String>,
+}
+
+/// `DescribeInstances`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub(crate) struct DescribeInstancesAnswer {
+    /// The page's instances.
+    pub(crate) instances: Instances,
+    /// The next page's token; empty on the last page.
+    pub(crate) next_token: Option<String>,
+}
+
+/// `Instances`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub(crate) struct Instances {
+    /// Instances.
+    pub(crate) instance: Vec<Instance>,
+}
+
+/// One instance.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub(crate) struct Instance {
+    /// `i-...`.
+    pub(crate) instance_id: String,
+    /// The machine name.
+    pub(crate) instance_name: String,
+    /// `Pending`, `Starting`, `Running`, `Stopping`, `Stopped`.
+    pub(crate) status: String,
+    /// VPC details (the private IP).
+    pub(crate) vpc_attributes: Option<VpcAttributes>,
+    /// Tags.
+    pub(crate) tags: Option<Tags>,
+}
+
+/// `VpcAttributes`.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub(crate) struct VpcAttributes {
+    /// `PrivateIpAddress.IpAddress[]`.
+    pub(crate) private_ip_address: IpAddresses,
+}
+
+/// `IpAddress[]`.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub(crate) struct IpAddresses {
+    /// Addresses.
+    pub(crate) ip_address: Vec<String>,
+}
+
+/// `Tags`.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub(crate) struct Tags {
+    /// Tags.
+    pub(crate) tag: Vec<Tag>,
+}
+
+/// One tag.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub(crate) struct Tag {
+    /// Key.
+    pub(crate) tag_key: String,
+    /// Value.
+    pub(crate) tag_value: String,
+}
+
+impl Instance {
+    /// The first private IP.
+    pub(crate) fn private_ip(&self) -> Option<&str> {
+        self.vpc_attributes.as_ref()?.private_ip_address.ip_address.first().map(String::as_str)
+    }
+}
+
+/// `DescribeImages`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub(crate) struct DescribeImagesAnswer {
+    /// Images visible to the caller that matched.
+    pub(crate) total_count: i64,
+}
+
+/// STS `GetCallerIdentity`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub(crate) struct CallerIdentity {
+    /// The account (UID) of the caller.
+    pub(crate) account_id: String,
+}
+
+/// An answer whose body the driver does not read.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct Empty {}

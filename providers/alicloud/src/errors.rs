@@ -1,0 +1,175 @@
+//! Classification of ECS and STS failures (`{"Code","Message","RequestId"}`
+//! answers, transport failures) into the driver's [`ErrorKind`]s.
+//!
+//! The `reason` of a classified error is ECS's `Code`; messages name the
+//! action and carry ECS's message, never the `RequestId` (logged at debug)
+//! or credentials, so they stay deterministic.
+
+use std::time::Duration;
+
+use machine_driver_api::{CloudCall, CloudFailure, DriverError, ErrorKind};
+
+/// Retry delay suggested for throttling, 5xx, transport failures and instances not ready.
+pub(crate) const RETRY_SOON: Duration = Duration::from_secs(5);
+
+/// Longest piece of a cloud message copied into a driver error.
+const MAX_CLOUD_MESSAGE: usize = 300;
+
+/// Codes that mean capacity or quota is exhausted (the Go provider's list and ECS's quota codes).
+const EXHAUSTED_CODES: &[&str] = &[
+    "OperationDenied.NoStock",
+    "Zone.NotOnSale",
+    "InvalidResourceType.NotSupported",
+    "InvalidInstanceType.ZoneNotSupported",
+    "QuotaExceed.ElasticQuota",
+    "QuotaExceeded.PrivateIpAddress",
+    "QuotaExceed.ShareImageUser",
+    "Account.Arrearage",
+];
+
+/// A failed ECS or STS call, reduced to what classification needs.
+#[derive(Debug, Clone)]
+pub(crate) struct EcsFailure {
+    /// HTTP status of the answer, when there was one.
+    pub(crate) http_status: Option<u16>,
+    /// ECS's `Code`.
+    pub(crate) code: String,
+    /// ECS's `Message`.
+    pub(crate) message: String,
+    /// No answer (connection, timeout) or an answer that is not ECS's JSON.
+    pub(crate) transport: bool,
+}
+
+impl EcsFailure {
+    /// An answer with ECS's error body.
+    pub(crate) fn answered(status: u16, code: impl Into<String>, message: impl Into<String>) -> Self {
+        Self { http_status: Some(status), code: code.into(), message: message.into(), transport: false }
+    }
+
+    /// No usable answer.
+    pub(crate) fn transport(message: impl Into<String>) -> Self {
+        Self { http_status: None, code: String::new(), message: message.into(), transport: true }
+    }
+
+    /// True for the codes meaning "no such instance/image".
+    pub(crate) fn is_not_found(&self) -> bool {
+        self.code.starts_with("InvalidInstanceId.NotFound")
+            || self.http_status == Some(404) && self.code.ends_with(".NotFound")
+    }
+
+    /// The ClientToken was used before with other parameters.
+    pub(crate) fn is_idempotent_mismatch(&self) -> bool {
+        self.code == "IdempotentParameterMismatch"
+    }
+
+    /// The instance is in a state that refuses the operation (still starting, stopping).
+    pub(crate) fn is_incorrect_status(&self) -> bool {
+        self.code.starts_with("IncorrectInstanceStatus")
+    }
+
+    fn is_throttling(&self) -> bool {
+        !self.transport && (self.code.starts_with("Throttling") || self.http_status == Some(429))
+    }
+
+    /// The driver error kind this failure belongs to.
+    pub(crate) fn kind(&self) -> ErrorKind {
+        if self.transport {
+            return ErrorKind::Unavailable;
+        }
+        let code = self.code.as_str();
+        if self.is_throttling() || code == "ServiceUnavailable" || self.is_incorrect_status() {
+            return ErrorKind::Unavailable;
+        }
+        if EXHAUSTED_CODES.contains(&code) || code.starts_with("QuotaExceed") {
+            return ErrorKind::ResourceExhausted;
+        }
+        if code.starts_with("SignatureDoesNotMatch")
+            || code.starts_with("InvalidAccessKeyId")
+            || code.starts_with("InvalidAccessKeySecret")
+            || code == "SignatureNonceUsed"
+            || code.starts_with("InvalidTimeStamp")
+        {
+            return ErrorKind::Unauthenticated;
+        }
+        if code.starts_with("Forbidden") || code == "NoPermission" {
+            return ErrorKind::PermissionDenied;
+        }
+        if code == "IdempotentParameterMismatch" {
+            return ErrorKind::FailedPrecondition;
+        }
+        if code.ends_with(".NotFound") {
+            return ErrorKind::NotFound;
+        }
+        match self.http_status {
+            Some(s) if s >= 500 => ErrorKind::Unavailable,
+            Some(400) => ErrorKind::InvalidArgument,
+            Some(401) => ErrorKind::Unauthenticated,
+            Some(403) => ErrorKind::PermissionDenied,
+            Some(404) => ErrorKind::NotFound,
+            _ => ErrorKind::Internal,
+        }
+    }
+
+    /// The classified driver error for `what` (`ecs RunInstances`).
+    pub(crate) fn driver_error(self, what: &str) -> DriverError {
+        let kind = self.kind();
+        let reason = if self.code.is_empty() {
+            match self.http_status {
+                Some(s) => format!("HTTP_{s}"),
+                None => "TRANSPORT".to_string(),
+            }
+        } else {
+            self.code.clone()
+        };
+        let mut message = format!("{what} failed: {reason}");
+        if let Some(s) = self.http_status {
+            message.push_str(&format!(" (HTTP {s})"));
+        }
+        let cloud = self.message.trim();
+        if !cloud.is_empty() {
+            message.push_str(": ");
+            message.extend(cloud.chars().take(MAX_CLOUD_MESSAGE));
+        }
+        let err = DriverError::new(kind, reason, message);
+        if kind == ErrorKind::Unavailable { err.with_retry_after(RETRY_SOON) } else { err }
+    }
+}
+
+impl std::fmt::Display for EcsFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({:?})", self.code, self.http_status)
+    }
+}
+
+impl CloudFailure for EcsFailure {
+    fn is_throttled(&self) -> bool {
+        self.is_throttling()
+    }
+
+    fn into_driver_error(self, call: CloudCall) -> DriverError {
+        self.driver_error(&call.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ecs_codes_map_to_the_kinds_mcm_expects() {
+        let kind = |status: u16, code: &str| EcsFailure::answered(status, code, "").kind();
+        assert_eq!(kind(400, "Throttling.User"), ErrorKind::Unavailable);
+        assert_eq!(kind(503, "ServiceUnavailable"), ErrorKind::Unavailable);
+        assert_eq!(kind(403, "OperationDenied.NoStock"), ErrorKind::ResourceExhausted);
+        assert_eq!(kind(403, "InvalidResourceType.NotSupported"), ErrorKind::ResourceExhausted);
+        assert_eq!(kind(403, "QuotaExceed.ShareImageUser"), ErrorKind::ResourceExhausted);
+        assert_eq!(kind(400, "SignatureDoesNotMatch"), ErrorKind::Unauthenticated);
+        assert_eq!(kind(404, "InvalidAccessKeyId.NotFound"), ErrorKind::Unauthenticated);
+        assert_eq!(kind(403, "Forbidden.RAM"), ErrorKind::PermissionDenied);
+        assert_eq!(kind(400, "InvalidParameter"), ErrorKind::InvalidArgument);
+        assert_eq!(kind(404, "InvalidInstanceId.NotFound"), ErrorKind::NotFound);
+        assert_eq!(kind(403, "IncorrectInstanceStatus"), ErrorKind::Unavailable);
+        assert!(EcsFailure::answered(400, "Throttling.User", "").is_throttled());
+        assert!(EcsFailure::transport("x").driver_error("ecs DescribeInstances").retry_after().is_some());
+    }
+}

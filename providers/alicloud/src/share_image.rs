@@ -1,0 +1,78 @@
+//! ShareImage: make a custom image of an image-owner account usable by the
+//! cluster's account, as the Gardener Alicloud extension does it (the design
+//! every provider's ShareImage follows).
+//!
+//! The server has already checked the operator's allow-list. First the
+//! consumer's own view (`DescribeImages` with the consumer's key): a public
+//! image, or one already shared, is done without owner credentials. Otherwise
+//! the consumer's account id (the request's, or STS `GetCallerIdentity` with
+//! the consumer's key) is added with the owner's key
+//! (`ModifyImageSharePermission AddAccount.1`, a no-op when present). A
+//! missing owner secret is FAILED_PRECONDITION naming what to configure; the
+//! per-image share quota is RESOURCE_EXHAUSTED (`QuotaExceed.ShareImageUser`).
+
+use machine_driver_api::{CallContext, DriverError, ErrorKind, ShareImage, SharedImage};
+
+use crate::clients::ClientPool;
+use crate::credentials::AccessKey;
+use crate::ecs::client::Params;
+use crate::ecs::model::{CallerIdentity, DescribeImagesAnswer, Empty};
+
+/// ShareImage (see the module docs).
+pub(crate) async fn share_image(
+    pool: &ClientPool,
+    ctx: &CallContext,
+    req: ShareImage,
+) -> Result<SharedImage, DriverError> {
+    let image = req.image.trim().to_string();
+    if image.is_empty() || image.contains([',', ' ']) {
+        return Err(DriverError::invalid_argument("image", format!("{image:?} is not one ECS image id")));
+    }
+    let region = req
+        .region
+        .as_deref()
+        .map(str::trim)
+        .filter(|r| !r.is_empty())
+        .ok_or_else(|| DriverError::invalid_argument("region", "is required: ECS images are regional"))?
+        .to_string();
+    let consumer = AccessKey::from_secret(&req.consumer_secret, "consumerSecret")?;
+    let consumer_api = pool.api(&consumer, &region, ctx)?;
+    let given_account = req.consumer_account.as_deref().map(str::trim).filter(|a| !a.is_empty()).map(str::to_string);
+
+    let mut p = Params::default();
+    p.set("RegionId", &region).set("ImageId", &image);
+    let seen: DescribeImagesAnswer = consumer_api.ecs("DescribeImages", &p).await?;
+    if seen.total_count > 0 {
+        return Ok(SharedImage {
+            image_id: image,
+            granted_now: false,
+            consumer_account: given_account.unwrap_or_default(),
+        });
+    }
+
+    let Some(owner_secret) = &req.owner_secret else {
+        return Err(DriverError::new(
+            ErrorKind::FailedPrecondition,
+            "OWNER_CREDENTIALS_REQUIRED",
+            format!(
+                "image {image} is not visible to the consumer account and no owner credentials were given: configure the image owner's access key to share it"
+            ),
+        ));
+    };
+    let account = match given_account {
+        Some(a) => a,
+        None => {
+            let me: CallerIdentity = consumer_api.sts("GetCallerIdentity", &Params::default()).await?;
+            if me.account_id.is_empty() {
+                return Err(DriverError::internal("sts GetCallerIdentity answered without an AccountId"));
+            }
+            me.account_id
+        }
+    };
+    let owner = AccessKey::from_secret(owner_secret, "ownerSecret")?;
+    let owner_api = pool.api(&owner, &region, ctx)?;
+    let mut p = Params::default();
+    p.set("RegionId", &region).set("ImageId", &image).set("AddAccount.1", &account);
+    owner_api.ecs::<Empty>("ModifyImageSharePermission", &p).await?;
+    Ok(SharedImage { image_id: image, granted_now: true, consumer_account: account })
+}

@@ -1,0 +1,250 @@
+//! The Alicloud machine class providerSpec, as the Go provider
+//! (gardener/machine-controller-manager-provider-alicloud) and the Gardener
+//! Alicloud extension write it, read as leniently as Go reads it, with the
+//! validation the Go provider never had (its validation is an empty stub):
+//! INVALID_ARGUMENT naming the field.
+
+use std::collections::BTreeMap;
+
+use machine_driver_api::{DriverError, parse_provider_spec};
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+
+/// Tag key part naming the cluster (`kubernetes.io/cluster/<name>`).
+pub(crate) const CLUSTER_TAG: &str = "kubernetes.io/cluster/";
+/// Tag key part naming the role (`kubernetes.io/role/<role>`).
+pub(crate) const ROLE_TAG: &str = "kubernetes.io/role/";
+/// Most tags ECS takes on an instance (20), less the machine uid tag.
+const MAX_SPEC_TAGS: usize = 19;
+
+/// The providerSpec of an Alicloud machine class.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct AlicloudProviderSpec {
+    /// Written by the Gardener extension; ignored.
+    #[serde(default, rename = "apiVersion")]
+    pub(crate) _api_version: Option<IgnoredAny>,
+    /// Image id (`m-...` or a public image name).
+    #[serde(rename = "imageID", default)]
+    pub(crate) image_id: String,
+    /// Instance type (`ecs.g7.large`).
+    #[serde(default)]
+    pub(crate) instance_type: String,
+    /// Region (`eu-central-1`).
+    #[serde(default)]
+    pub(crate) region: String,
+    /// Zone (`eu-central-1a`).
+    #[serde(rename = "zoneID", default)]
+    pub(crate) zone_id: String,
+    /// Security group.
+    #[serde(rename = "securityGroupID", default)]
+    pub(crate) security_group_id: String,
+    /// VSwitch (subnet).
+    #[serde(rename = "vSwitchID", default)]
+    pub(crate) v_switch_id: String,
+    /// A fixed private IP.
+    #[serde(rename = "privateIPAddress", default)]
+    pub(crate) private_ip_address: Option<String>,
+    /// System disk.
+    #[serde(default)]
+    pub(crate) system_disk: Option<SystemDisk>,
+    /// Data disks.
+    #[serde(default)]
+    pub(crate) data_disks: Vec<DataDisk>,
+    /// `PostPaid` or `PrePaid`.
+    #[serde(default)]
+    pub(crate) instance_charge_type: Option<String>,
+    /// `PayByTraffic` or `PayByBandwidth`.
+    #[serde(default)]
+    pub(crate) internet_charge_type: Option<String>,
+    /// Inbound bandwidth (Mbit/s).
+    #[serde(default)]
+    pub(crate) internet_max_bandwidth_in: Option<i64>,
+    /// Outbound bandwidth (Mbit/s); > 0 gives a public IP.
+    #[serde(default)]
+    pub(crate) internet_max_bandwidth_out: Option<i64>,
+    /// `NoSpot`, `SpotAsPriceGo`, `SpotWithPriceLimit`.
+    #[serde(default)]
+    pub(crate) spot_strategy: Option<String>,
+    /// `optimized` or `none` (capital `I` in the Go provider's JSON).
+    #[serde(rename = "IoOptimized", default)]
+    pub(crate) io_optimized: Option<String>,
+    /// Instance tags; must hold the cluster and role keys.
+    #[serde(default)]
+    pub(crate) tags: BTreeMap<String, String>,
+    /// SSH key pair.
+    #[serde(default)]
+    pub(crate) key_pair_name: Option<String>,
+}
+
+/// `systemDisk`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct SystemDisk {
+    /// `cloud_efficiency`, `cloud_ssd`, `cloud_essd`, ...
+    #[serde(default)]
+    pub(crate) category: Option<String>,
+    /// Size in GiB.
+    #[serde(default)]
+    pub(crate) size: Option<i64>,
+}
+
+/// One data disk.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct DataDisk {
+    /// Part of the disk's name (`<machine>-<name>-data-disk`).
+    #[serde(default)]
+    pub(crate) name: String,
+    /// Disk category.
+    #[serde(default)]
+    pub(crate) category: Option<String>,
+    /// Description.
+    #[serde(default)]
+    pub(crate) description: Option<String>,
+    /// Encrypted.
+    #[serde(default)]
+    pub(crate) encrypted: bool,
+    /// Deleted with the instance (default true; not sent for ephemeral SSDs).
+    #[serde(default)]
+    pub(crate) delete_with_instance: Option<bool>,
+    /// Size in GiB.
+    #[serde(default)]
+    pub(crate) size: i64,
+}
+
+impl AlicloudProviderSpec {
+    /// Parses and validates raw providerSpec JSON; errors name the field.
+    pub(crate) fn parse(raw: &[u8]) -> Result<Self, DriverError> {
+        let spec: Self = parse_provider_spec(raw)?;
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    /// The (key, value) of the cluster tag.
+    pub(crate) fn cluster_tag(&self) -> Option<(&str, &str)> {
+        self.tags.iter().find(|(k, _)| k.contains(CLUSTER_TAG)).map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
+    /// The (key, value) of the role tag.
+    pub(crate) fn role_tag(&self) -> Option<(&str, &str)> {
+        self.tags.iter().find(|(k, _)| k.contains(ROLE_TAG)).map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
+    fn validate(&self) -> Result<(), DriverError> {
+        let bad =
+            |field: &str, problem: &str| Err(DriverError::invalid_argument(format!("providerSpec.{field}"), problem));
+        for (field, value) in [
+            ("imageID", &self.image_id),
+            ("instanceType", &self.instance_type),
+            ("region", &self.region),
+            ("zoneID", &self.zone_id),
+            ("securityGroupID", &self.security_group_id),
+            ("vSwitchID", &self.v_switch_id),
+        ] {
+            if value.trim().is_empty() {
+                return bad(field, "is required");
+            }
+        }
+        if !self.zone_id.starts_with(&self.region) {
+            return bad("zoneID", &format!("{:?} is not a zone of region {:?}", self.zone_id, self.region));
+        }
+        if self.cluster_tag().is_none() || self.role_tag().is_none() {
+            return bad("tags", "must contain keys with kubernetes.io/cluster/ and kubernetes.io/role/");
+        }
+        if self.tags.len() > MAX_SPEC_TAGS {
+            return bad(
+                "tags",
+                &format!("at most {MAX_SPEC_TAGS} tags (ECS takes 20; the driver adds the machine uid)"),
+            );
+        }
+        // No minimum of our own (as the Go provider): ECS refuses a size below the
+        // category's minimum itself, and Gardener passes the user's volume size.
+        if let Some(size) = self.system_disk.as_ref().and_then(|d| d.size)
+            && size <= 0
+        {
+            return bad("systemDisk.size", "must be greater than 0");
+        }
+        for (i, d) in self.data_disks.iter().enumerate() {
+            if d.size <= 0 {
+                return bad(&format!("dataDisks[{i}].size"), "must be greater than 0");
+            }
+        }
+        for (field, value) in [
+            ("internetMaxBandwidthIn", self.internet_max_bandwidth_in),
+            ("internetMaxBandwidthOut", self.internet_max_bandwidth_out),
+        ] {
+            if value.is_some_and(|v| v < 0) {
+                return bad(field, "must not be negative");
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A class as the Gardener extension writes it, for the crate's tests.
+#[cfg(test)]
+pub(crate) mod tests_support {
+    /// The example class, reduced.
+    pub(crate) fn example() -> serde_json::Value {
+        serde_json::json!({
+            "apiVersion": "mcm.gardener.cloud/v1alpha1",
+            "imageID": "m-gw8fakeallowed000001",
+            "instanceType": "ecs.g7.large",
+            "region": "eu-central-1",
+            "zoneID": "eu-central-1a",
+            "securityGroupID": "sg-gw8fake0000000000001",
+            "vSwitchID": "vsw-gw8fake000000000001",
+            "systemDisk": {"category": "cloud_essd", "size": 50},
+            "dataDisks": [{"name": "containerd", "category": "cloud_essd", "size": 64, "deleteWithInstance": true}],
+            "instanceChargeType": "PostPaid",
+            "internetChargeType": "PayByTraffic",
+            "internetMaxBandwidthIn": 5,
+            "internetMaxBandwidthOut": 5,
+            "spotStrategy": "NoSpot",
+            "IoOptimized": "optimized",
+            "tags": {"kubernetes.io/cluster/shoot--dev--conf": "1", "kubernetes.io/role/node": "1"},
+            "keyPairName": "shoot--dev--conf-ssh-publickey"
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tests_support::example;
+    use super::*;
+
+    fn parse(v: &serde_json::Value) -> Result<AlicloudProviderSpec, DriverError> {
+        AlicloudProviderSpec::parse(&serde_json::to_vec(v).unwrap())
+    }
+
+    #[test]
+    fn a_gardener_class_parses_including_io_optimized() {
+        let s = parse(&example()).unwrap();
+        assert_eq!(s.io_optimized.as_deref(), Some("optimized"));
+        assert_eq!(s.cluster_tag(), Some(("kubernetes.io/cluster/shoot--dev--conf", "1")));
+    }
+
+    #[test]
+    fn bad_values_name_their_field() {
+        let field = |patch: &dyn Fn(&mut serde_json::Value)| {
+            let mut v = example();
+            patch(&mut v);
+            parse(&v).unwrap_err().field().map(str::to_string)
+        };
+        assert_eq!(field(&|v| v["imageID"] = "".into()).as_deref(), Some("providerSpec.imageID"));
+        assert_eq!(field(&|v| v["zoneID"] = "cn-beijing-a".into()).as_deref(), Some("providerSpec.zoneID"));
+        assert_eq!(field(&|v| v["tags"] = serde_json::json!({"a": "b"})).as_deref(), Some("providerSpec.tags"));
+        assert_eq!(field(&|v| v["dataDisks"][0]["size"] = 0.into()).as_deref(), Some("providerSpec.dataDisks[0].size"));
+        assert_eq!(field(&|v| v["systemDisk"]["size"] = "big".into()).as_deref(), Some("providerSpec.systemDisk.size"));
+    }
+
+    #[test]
+    fn nulls_and_unknown_fields_are_accepted() {
+        let mut v = example();
+        v["privateIPAddress"] = serde_json::Value::Null;
+        v["internetMaxBandwidthIn"] = serde_json::Value::Null;
+        v["someFutureField"] = serde_json::json!({"x": 1});
+        parse(&v).unwrap();
+    }
+}

@@ -1,0 +1,69 @@
+//! GetMachineStatus on ECS: one `DescribeInstances`, shared with concurrent polls
+//! ([`crate::lookup`]); by the machine's uid tag when there is no providerID.
+
+use machine_driver_api::{CallContext, DriverError, MachineRef, MachineStatus};
+
+use crate::create::{addresses, find_by_name, find_by_uid};
+use crate::credentials::AccessKey;
+use crate::driver::AlicloudDriver;
+use crate::naming::{node_name, parse_provider_id, provider_id};
+use crate::spec::AlicloudProviderSpec;
+
+impl AlicloudDriver {
+    /// GetMachineStatus: the instance's state and addresses; not visible yet
+    /// for a create of a moment ago or a young machine; NOT_FOUND otherwise.
+    pub(crate) async fn status(&self, ctx: &CallContext, req: MachineRef) -> Result<MachineStatus, DriverError> {
+        let key = AccessKey::from_secret(&req.secret, "secret")?;
+        let spec = AlicloudProviderSpec::parse(&req.class.provider_spec)?;
+        let pid = req.machine.provider_id.as_deref().map(str::trim).filter(|p| !p.is_empty());
+        let (region, id) = match pid {
+            Some(pid) => {
+                let (region, id) = parse_provider_id(pid)?;
+                (region, Some(id))
+            }
+            None => (spec.region.clone(), None),
+        };
+        let api = self.pool.api(&key, &region, ctx)?;
+        let found = match &id {
+            Some(id) => self.lookups.get(&api, &key, &region, id).await?,
+            None if !req.machine.uid.is_empty() => find_by_uid(&api, &region, &req.machine.uid).await?,
+            None if !req.machine.name.is_empty() => {
+                let mut named = find_by_name(&api, &spec, &req.machine.name).await?;
+                if named.len() > 1 {
+                    return Err(DriverError::new(
+                        machine_driver_api::ErrorKind::Duplicate,
+                        "DUPLICATE_INSTANCES",
+                        format!("{} instances are named {}", named.len(), req.machine.name),
+                    ));
+                }
+                named.pop()
+            }
+            None => {
+                return Err(DriverError::invalid_argument(
+                    "machine.providerID",
+                    "is required without machine name and uid",
+                ));
+            }
+        };
+        if let Some(instance) = found {
+            self.recent.forget(&instance.instance_id);
+            return Ok(MachineStatus {
+                provider_id: provider_id(&region, &instance.instance_id),
+                node_name: node_name(&instance.instance_id),
+                addresses: addresses(&instance),
+                pending_steps: Vec::new(),
+                vm_state: instance.status.to_ascii_lowercase(),
+            });
+        }
+        let Some(id) = id else {
+            return Err(DriverError::not_found(format!("instance of machine {}", req.machine.name)));
+        };
+        if self.recent.contains(&id) {
+            return Ok(MachineStatus::not_visible_yet(provider_id(&region, &id), node_name(&id)));
+        }
+        Some(&req.machine)
+            .filter(|_| !self.deleted.contains(&id))
+            .and_then(|m| m.young_not_visible_yet(&node_name(&id)))
+            .ok_or_else(|| DriverError::not_found(format!("instance {}", provider_id(&region, &id))))
+    }
+}

@@ -1,0 +1,84 @@
+//! The ECS side of the shared admin API: operation classes, the real ECS error per
+//! fault kind, the inventory and reset.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::response::{IntoResponse, Response};
+use fake_cloud_support::{CloudHooks, FaultKind, Inventory, OpClass};
+use serde_json::json;
+
+use crate::error::{EcsError, STS_HOST};
+use crate::state::Store;
+
+/// [`CloudHooks`] for the fake ECS.
+#[derive(Debug)]
+pub(crate) struct EcsHooks {
+    /// The cloud state the inventory and reset act on.
+    pub(crate) store: Arc<Store>,
+}
+
+/// ECS actions (version 2014-05-26) and their classes.
+pub(crate) const ECS_ACTIONS: &[(&str, OpClass)] = &[
+    ("RunInstances", OpClass::Create),
+    ("DescribeInstances", OpClass::Read),
+    ("DescribeImages", OpClass::Read),
+    ("DescribeImageSharePermission", OpClass::Read),
+    ("ModifyImageSharePermission", OpClass::Write),
+    ("DeleteInstance", OpClass::Delete),
+];
+
+/// STS actions (version 2015-04-01) and their classes.
+pub(crate) const STS_ACTIONS: &[(&str, OpClass)] = &[("GetCallerIdentity", OpClass::Read)];
+
+/// The real ECS (or STS) error for a neutral fault kind.
+pub(crate) fn fault_error(kind: FaultKind, operation: &str) -> EcsError {
+    let error = match kind {
+        FaultKind::Throttle => EcsError::throttled(),
+        FaultKind::Capacity => EcsError::no_stock(),
+        FaultKind::Unavailable => EcsError::unavailable(),
+        FaultKind::Internal => EcsError::internal(),
+        FaultKind::Auth => EcsError::access_key_not_found(),
+        FaultKind::Permission => EcsError::forbidden_ram(),
+        FaultKind::Invalid => EcsError::bad_request(
+            "InvalidParameter",
+            format!("The specified parameter of {operation} is not valid (injected fault)."),
+        ),
+    };
+    if STS_ACTIONS.iter().any(|(name, _)| *name == operation) { error.with_host(STS_HOST) } else { error }
+}
+
+impl CloudHooks for EcsHooks {
+    fn operation_class(&self, operation: &str) -> Option<OpClass> {
+        ECS_ACTIONS.iter().chain(STS_ACTIONS).find(|(name, _)| *name == operation).map(|(_, class)| *class)
+    }
+
+    fn fault_response(&self, kind: FaultKind, operation: &str) -> Response {
+        fault_error(kind, operation).into_response()
+    }
+
+    fn inventory(&self) -> Inventory {
+        let now = Instant::now();
+        let state = self.store.lock_at(now);
+        let mut instances: Vec<_> = state.instances.values().map(|i| i.inventory(i.status(now), true)).collect();
+        instances.extend(state.deleted.iter().map(|(_, entry)| entry.clone()));
+        let images = state
+            .images
+            .values()
+            .map(|image| {
+                json!({
+                    "id": image.id,
+                    "name": image.name,
+                    "owner": image.owner.as_deref().unwrap_or("system"),
+                    "shared_with": image.shared_with,
+                    "is_public": image.is_public,
+                })
+            })
+            .collect();
+        Inventory { instances, images, dependents: Vec::new() }
+    }
+
+    fn reset(&self) {
+        self.store.reset();
+    }
+}

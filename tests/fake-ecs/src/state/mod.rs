@@ -1,0 +1,367 @@
+//! The fake's cloud state: vSwitches, security groups, images with their share lists,
+//! instances and ClientTokens, behind one `std::sync::Mutex` that is never held across
+//! an `.await`. Transitions (Pending → Starting → Running, Stopping → gone) are applied
+//! lazily by [`State::advance`] whenever the state is locked.
+
+pub(crate) mod seed;
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use fake_cloud_support::{IdempotencyTokens, InventoryInstance};
+use serde_json::{Value, json};
+
+use crate::signing::Nonces;
+
+/// Default maximum number of accounts one image may be shared with.
+pub(crate) const DEFAULT_SHARE_QUOTA: usize = 50;
+/// How long deleted instances stay in the inventory.
+const DELETED_RETENTION: Duration = Duration::from_secs(600);
+
+/// A vSwitch (subnet) of a VPC.
+#[derive(Debug, Clone)]
+pub(crate) struct VSwitch {
+    /// `vsw-...`.
+    pub(crate) id: String,
+    /// The owning account.
+    pub(crate) account: String,
+    /// Its VPC.
+    pub(crate) vpc: String,
+    /// Its zone.
+    pub(crate) zone: String,
+    /// Network address of its CIDR block.
+    pub(crate) network: Ipv4Addr,
+    /// Prefix length of its CIDR block.
+    pub(crate) prefix_len: u32,
+    /// Next host offset to allocate.
+    pub(crate) next_host: u32,
+}
+
+impl VSwitch {
+    /// Whether `ip` lies in the CIDR block.
+    pub(crate) fn contains(&self, ip: Ipv4Addr) -> bool {
+        let mask = u32::MAX.checked_shl(32 - self.prefix_len).unwrap_or(0);
+        (u32::from(ip) & mask) == (u32::from(self.network) & mask)
+    }
+}
+
+/// A security group.
+#[derive(Debug, Clone)]
+pub(crate) struct SecurityGroup {
+    /// The owning account.
+    pub(crate) account: String,
+    /// Its VPC.
+    pub(crate) vpc: String,
+}
+
+/// An image in the region.
+#[derive(Debug, Clone)]
+pub(crate) struct Image {
+    /// `m-...` or a system image name.
+    pub(crate) id: String,
+    /// `ImageName`.
+    pub(crate) name: String,
+    /// The owner account; `None` for system images.
+    pub(crate) owner: Option<String>,
+    /// Accounts it is shared with, in the order they were added.
+    pub(crate) shared_with: Vec<String>,
+    /// Shared with everyone (`IsPublic=true`, or a system image).
+    pub(crate) is_public: bool,
+    /// `OSName`.
+    pub(crate) os_name: String,
+    /// `Platform`.
+    pub(crate) platform: String,
+    /// `CreationTime`.
+    pub(crate) creation_time: String,
+}
+
+impl Image {
+    /// Whether `account` may see and launch the image: system, own, public or shared with it.
+    pub(crate) fn visible_to(&self, account: &str) -> bool {
+        match &self.owner {
+            None => true,
+            Some(owner) => owner == account || self.is_public || self.shared_with.iter().any(|a| a == account),
+        }
+    }
+
+    /// `ImageOwnerAlias` as `account` sees it: `system`, `self` or `others`.
+    pub(crate) fn alias_for(&self, account: &str) -> &'static str {
+        match &self.owner {
+            None => "system",
+            Some(owner) if owner == account => "self",
+            Some(_) => "others",
+        }
+    }
+}
+
+/// Where an instance is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// `Pending` until `starting_at`, then `Starting` until `until`, then Running.
+    Booting {
+        /// When `Starting` begins.
+        starting_at: Instant,
+        /// When it is `Running`.
+        until: Instant,
+    },
+    /// `Running`.
+    Running,
+    /// `Stopping` until `until`, then released (gone).
+    Stopping {
+        /// When it is gone.
+        until: Instant,
+    },
+}
+
+/// A data disk as requested.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct DataDisk {
+    /// `DataDisk.N.Category`.
+    pub(crate) category: String,
+    /// `DataDisk.N.Size` (GiB).
+    pub(crate) size: u64,
+    /// `DataDisk.N.Encrypted`.
+    pub(crate) encrypted: bool,
+    /// `DataDisk.N.DiskName`.
+    pub(crate) name: Option<String>,
+    /// `DataDisk.N.Description`.
+    pub(crate) description: Option<String>,
+    /// `DataDisk.N.DeleteWithInstance` (default true).
+    pub(crate) delete_with_instance: bool,
+}
+
+/// One ECS instance.
+#[derive(Debug, Clone)]
+pub(crate) struct Instance {
+    /// Creation order (NextToken paging key).
+    pub(crate) seq: u64,
+    /// `i-...`.
+    pub(crate) id: String,
+    /// The owning account.
+    pub(crate) account: String,
+    /// `InstanceName`.
+    pub(crate) name: String,
+    /// `HostName`.
+    pub(crate) host_name: String,
+    /// `ZoneId`.
+    pub(crate) zone: String,
+    /// `InstanceType`.
+    pub(crate) instance_type: String,
+    /// `ImageId`.
+    pub(crate) image_id: String,
+    /// `VSwitchId`.
+    pub(crate) vswitch: String,
+    /// `VpcId`.
+    pub(crate) vpc: String,
+    /// The primary private IP.
+    pub(crate) private_ip: String,
+    /// Security group ids.
+    pub(crate) security_groups: Vec<String>,
+    /// Tags in request order.
+    pub(crate) tags: Vec<(String, String)>,
+    /// `UserData` (base64) as received.
+    pub(crate) user_data: Option<String>,
+    /// The `ClientToken` it was created with.
+    pub(crate) client_token: Option<String>,
+    /// `CreationTime`.
+    pub(crate) creation_time: String,
+    /// Reads do not see the instance before this instant (eventual consistency).
+    pub(crate) visible_at: Instant,
+    /// Lifecycle.
+    pub(crate) phase: Phase,
+    /// `InstanceChargeType` (default `PostPaid`).
+    pub(crate) instance_charge_type: String,
+    /// `InternetChargeType` (default `PayByTraffic`).
+    pub(crate) internet_charge_type: String,
+    /// `InternetMaxBandwidthIn`.
+    pub(crate) bandwidth_in: u64,
+    /// `InternetMaxBandwidthOut`.
+    pub(crate) bandwidth_out: u64,
+    /// `SpotStrategy` (default `NoSpot`).
+    pub(crate) spot_strategy: String,
+    /// `IoOptimized` is `optimized` (default) or `none`.
+    pub(crate) io_optimized: bool,
+    /// `KeyPairName`.
+    pub(crate) key_pair: Option<String>,
+    /// `SystemDisk.Category` and `SystemDisk.Size`.
+    pub(crate) system_disk: (String, u64),
+    /// Data disks.
+    pub(crate) data_disks: Vec<DataDisk>,
+}
+
+impl Instance {
+    /// ECS's `Status` word at `now`.
+    pub(crate) fn status(&self, now: Instant) -> &'static str {
+        match self.phase {
+            Phase::Booting { starting_at, .. } if now < starting_at => "Pending",
+            Phase::Booting { .. } => "Starting",
+            Phase::Running => "Running",
+            Phase::Stopping { .. } => "Stopping",
+        }
+    }
+
+    /// The inventory entry of this instance.
+    pub(crate) fn inventory(&self, state: &str, live: bool) -> InventoryInstance {
+        let mut extra = serde_json::Map::new();
+        extra.insert("kind".into(), json!("instance"));
+        extra.insert("user_data".into(), self.user_data.as_ref().map_or(Value::Null, |u| json!(u)));
+        extra.insert("account".into(), json!(self.account));
+        extra.insert("zone".into(), json!(self.zone));
+        extra.insert("private_ip".into(), json!(self.private_ip));
+        extra.insert("client_token".into(), self.client_token.as_ref().map_or(Value::Null, |t| json!(t)));
+        extra.insert("instance_type".into(), json!(self.instance_type));
+        extra.insert("image_id".into(), json!(self.image_id));
+        extra.insert("vswitch".into(), json!(self.vswitch));
+        extra.insert("security_groups".into(), json!(self.security_groups));
+        extra.insert("creation_time".into(), json!(self.creation_time));
+        extra.insert("system_disk".into(), json!({"category": self.system_disk.0, "size": self.system_disk.1}));
+        extra.insert(
+            "data_disks".into(),
+            json!(
+                self.data_disks
+                    .iter()
+                    .map(|d| json!({
+                        "category": d.category,
+                        "size": d.size,
+                        "encrypted": d.encrypted,
+                        "name": d.name,
+                        "description": d.description,
+                        "delete_with_instance": d.delete_with_instance,
+                    }))
+                    .collect::<Vec<_>>()
+            ),
+        );
+        InventoryInstance {
+            id: self.id.clone(),
+            name: self.name.clone(),
+            state: state.to_owned(),
+            live,
+            tags: self.tags.iter().cloned().collect(),
+            extra,
+        }
+    }
+}
+
+/// All mutable cloud state.
+#[derive(Debug)]
+pub(crate) struct State {
+    /// Next instance sequence number.
+    pub(crate) next_seq: u64,
+    /// Instances by id.
+    pub(crate) instances: BTreeMap<String, Instance>,
+    /// Released instances for the inventory, with when they went.
+    pub(crate) deleted: Vec<(Instant, InventoryInstance)>,
+    /// Images by id.
+    pub(crate) images: BTreeMap<String, Image>,
+    /// vSwitches by id.
+    pub(crate) vswitches: BTreeMap<String, VSwitch>,
+    /// Security groups by id.
+    pub(crate) security_groups: BTreeMap<String, SecurityGroup>,
+    /// RunInstances ClientTokens per `(account, token)` → instance ids.
+    pub(crate) tokens: IdempotencyTokens<(String, String), Vec<String>>,
+    /// Maximum number of accounts per image share list.
+    pub(crate) share_quota: usize,
+}
+
+impl State {
+    /// The seeded initial state.
+    pub(crate) fn initial() -> Self {
+        let mut state = Self {
+            next_seq: 1,
+            instances: BTreeMap::new(),
+            deleted: Vec::new(),
+            images: BTreeMap::new(),
+            vswitches: BTreeMap::new(),
+            security_groups: BTreeMap::new(),
+            tokens: IdempotencyTokens::default(),
+            share_quota: DEFAULT_SHARE_QUOTA,
+        };
+        seed::seed(&mut state);
+        state
+    }
+
+    /// Applies every transition due at `now`.
+    pub(crate) fn advance(&mut self, now: Instant) {
+        let mut gone = Vec::new();
+        for (id, instance) in &mut self.instances {
+            match instance.phase {
+                Phase::Booting { until, .. } if now >= until => instance.phase = Phase::Running,
+                Phase::Stopping { until } if now >= until => gone.push(id.clone()),
+                _ => {}
+            }
+        }
+        for id in gone {
+            if let Some(instance) = self.instances.remove(&id) {
+                self.deleted.push((now, instance.inventory("Deleted", false)));
+            }
+        }
+        self.deleted.retain(|(at, _)| now.saturating_duration_since(*at) < DELETED_RETENTION);
+    }
+
+    /// Whether a live instance uses `ip` in `vswitch`.
+    pub(crate) fn ip_in_use(&self, vswitch: &str, ip: &str) -> bool {
+        self.instances.values().any(|i| i.vswitch == vswitch && i.private_ip == ip)
+    }
+
+    /// Allocates the next free private IP of a vSwitch.
+    pub(crate) fn allocate_ip(&mut self, vswitch_id: &str) -> Option<String> {
+        loop {
+            let vswitch = self.vswitches.get_mut(vswitch_id)?;
+            let ip = Ipv4Addr::from(u32::from(vswitch.network).wrapping_add(vswitch.next_host));
+            vswitch.next_host += 1;
+            if !vswitch.contains(ip) {
+                return None;
+            }
+            let ip = ip.to_string();
+            if !self.ip_in_use(vswitch_id, &ip) {
+                return Some(ip);
+            }
+        }
+    }
+}
+
+/// The shared store: cloud state (reset by the admin API) plus authentication state (kept).
+#[derive(Debug)]
+pub(crate) struct Store {
+    state: Mutex<State>,
+    nonces: Mutex<Nonces>,
+    refused: Mutex<BTreeMap<String, u64>>,
+}
+
+impl Store {
+    /// A store in its seeded state.
+    pub(crate) fn new() -> Self {
+        Self { state: Mutex::new(State::initial()), nonces: Mutex::default(), refused: Mutex::default() }
+    }
+
+    /// Locks the state and applies the transitions due at `now`.
+    pub(crate) fn lock_at(&self, now: Instant) -> MutexGuard<'_, State> {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.advance(now);
+        state
+    }
+
+    /// The nonce table.
+    pub(crate) fn nonces(&self) -> MutexGuard<'_, Nonces> {
+        self.nonces.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Counts a request refused before the call gate, by error code.
+    pub(crate) fn count_refused(&self, code: &str) {
+        *self.refused.lock().unwrap_or_else(PoisonError::into_inner).entry(code.to_owned()).or_default() += 1;
+    }
+
+    /// Refused requests by error code.
+    pub(crate) fn refused(&self) -> BTreeMap<String, u64> {
+        self.refused.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Back to the seeds; refusal counters zero. Remembered nonces stay (they are
+    /// replay protection of credentials, not cloud state).
+    pub(crate) fn reset(&self) {
+        *self.state.lock().unwrap_or_else(PoisonError::into_inner) = State::initial();
+        self.refused.lock().unwrap_or_else(PoisonError::into_inner).clear();
+    }
+}
