@@ -37,6 +37,8 @@ pub struct Capabilities {
     pub get_volume_ids: bool,
     /// ShareImage is implemented.
     pub share_image: bool,
+    /// RevokeImageShare is implemented.
+    pub revoke_image_share: bool,
 }
 
 /// CreateMachine input.
@@ -96,6 +98,15 @@ pub struct ShareImage {
     pub consumer_secret: SecretData,
     /// Consumer account id, when given.
     pub consumer_account: Option<String>,
+}
+
+/// RevokeImageShare output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RevokedImageShare {
+    /// True when this call took access back; false when the consumer had none.
+    pub revoked_now: bool,
+    /// The consumer account.
+    pub consumer_account: String,
 }
 
 /// CreateMachine output.
@@ -231,5 +242,17 @@ pub trait Driver: Send + Sync + 'static {
     fn share_image(&self, ctx: &CallContext, req: ShareImage) -> impl Future<Output = Result<SharedImage>> + Send {
         let _ = (ctx, req);
         async { Err(DriverError::unimplemented("ShareImage")) }
+    }
+
+    /// Takes back a share: the consumer account can no longer launch the image.
+    /// `req` carries the ShareImage fields; the server has checked that
+    /// `owner_secret` is set.
+    fn revoke_image_share(
+        &self,
+        ctx: &CallContext,
+        req: ShareImage,
+    ) -> impl Future<Output = Result<RevokedImageShare>> + Send {
+        let _ = (ctx, req);
+        async { Err(DriverError::unimplemented("RevokeImageShare")) }
     }
 }

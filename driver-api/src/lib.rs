@@ -21,7 +21,7 @@ pub use coalesce::{BATCH_DEADLINE, BatchFn, Coalescer};
 pub use context::CallContext;
 pub use driver::{
     Capabilities, CreateMachine, CreatedMachine, DeletedMachine, Driver, DriverInfo, InitializedMachine, ListMachines,
-    MachineRef, MachineStatus, SecretBytes, ShareImage, SharedImage,
+    MachineRef, MachineStatus, RevokedImageShare, SecretBytes, ShareImage, SharedImage,
 };
 pub use error::{DriverError, ErrorKind, Result};
 pub use idempotency::idempotency_token;

@@ -141,7 +141,7 @@ where
 
 /// Whether `rpc` changes cloud resources (its successes are logged at INFO).
 fn changes_machines(rpc: &str) -> bool {
-    matches!(rpc, "CreateMachine" | "InitializeMachine" | "DeleteMachine" | "ShareImage")
+    matches!(rpc, "CreateMachine" | "InitializeMachine" | "DeleteMachine" | "ShareImage" | "RevokeImageShare")
 }
 
 struct MetadataExtractor<'a>(&'a MetadataMap);
@@ -191,6 +191,7 @@ pub(crate) fn mcm_operation(rpc: &'static str) -> &'static str {
         "ListMachines" => "list_machine",
         "GetVolumeIDs" => "get_volume_ids",
         "ShareImage" => "share_image",
+        "RevokeImageShare" => "revoke_image_share",
         other => other,
     }
 }

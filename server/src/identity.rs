@@ -45,6 +45,9 @@ impl IdentityService for Identity {
         if c.share_image {
             caps.push(pb::Capability::ShareImage);
         }
+        if c.revoke_image_share {
+            caps.push(pb::Capability::RevokeImageShare);
+        }
         Ok(Response::new(pb::GetPluginCapabilitiesResponse {
             capabilities: caps.into_iter().map(|c| c as i32).collect(),
             max_user_data_bytes: self.info.max_user_data_bytes as u64,

@@ -191,30 +191,16 @@ impl<D: Driver> MachineDriverService for DriverService<D> {
             if !self.info.capabilities.share_image {
                 return Err(DriverError::unimplemented("ShareImage"));
             }
-            let image = req.image.trim().to_string();
-            if image.is_empty() {
-                return Err(DriverError::invalid_argument("image", "is required"));
-            }
-            if !self.share_allow_list.iter().any(|a| a == &image) {
+            let req =
+                self.share_request(req.image, req.region, req.owner_secret, req.consumer_secret, req.consumer_account)?;
+            if !self.share_allow_list.iter().any(|a| a == &req.image) {
                 return Err(DriverError::new(
                     ErrorKind::PermissionDenied,
                     "IMAGE_NOT_ALLOWED",
-                    format!("image {image} is not on the operator's share allow-list"),
+                    format!("image {} is not on the operator's share allow-list", req.image),
                 ));
             }
-            let consumer_secret =
-                convert::secret(req.consumer_secret, "consumer_secret", &self.info.required_secret_keys)?;
-            let owner_secret = match req.owner_secret {
-                Some(s) if !s.data.is_empty() => {
-                    Some(convert::secret(Some(s), "owner_secret", &self.info.required_secret_keys)?)
-                }
-                _ => None,
-            };
-            let region = Some(req.region).filter(|r| !r.trim().is_empty());
-            let consumer_account = Some(req.consumer_account).filter(|a| !a.trim().is_empty());
-            self.driver
-                .share_image(&ctx, api::ShareImage { image, region, owner_secret, consumer_secret, consumer_account })
-                .await
+            self.driver.share_image(&ctx, req).await
         };
         call::run(&self.settings, ctx.clone(), &metadata, CallLabels::default(), work, |s| pb::ShareImageResponse {
             image_id: s.image_id,
@@ -222,5 +208,61 @@ impl<D: Driver> MachineDriverService for DriverService<D> {
             consumer_account: s.consumer_account,
         })
         .await
+    }
+
+    async fn revoke_image_share(
+        &self,
+        request: Request<pb::RevokeImageShareRequest>,
+    ) -> Result<Response<pb::RevokeImageShareResponse>, Status> {
+        let ctx = call::context("RevokeImageShare", request.metadata(), self.settings.default_timeout);
+        let (metadata, _, req) = request.into_parts();
+        let work = async {
+            if !self.info.capabilities.revoke_image_share {
+                return Err(DriverError::unimplemented("RevokeImageShare"));
+            }
+            // No allow-list check: taking an image off the list, then revoking it, is how it is withdrawn.
+            let req =
+                self.share_request(req.image, req.region, req.owner_secret, req.consumer_secret, req.consumer_account)?;
+            if req.owner_secret.is_none() {
+                return Err(DriverError::new(
+                    ErrorKind::FailedPrecondition,
+                    "OWNER_CREDENTIALS_REQUIRED",
+                    format!("revoking a share of image {} needs the image owner's credentials", req.image),
+                ));
+            }
+            self.driver.revoke_image_share(&ctx, req).await
+        };
+        call::run(&self.settings, ctx.clone(), &metadata, CallLabels::default(), work, |r| {
+            pb::RevokeImageShareResponse { revoked_now: r.revoked_now, consumer_account: r.consumer_account }
+        })
+        .await
+    }
+}
+
+impl<D: Driver> DriverService<D> {
+    /// The ShareImage / RevokeImageShare input, checked: an image, the consumer's
+    /// credentials with the driver's required keys, owner credentials when given.
+    fn share_request(
+        &self,
+        image: String,
+        region: String,
+        owner_secret: Option<pb::SecretData>,
+        consumer_secret: Option<pb::SecretData>,
+        consumer_account: String,
+    ) -> Result<api::ShareImage, DriverError> {
+        let image = image.trim().to_string();
+        if image.is_empty() {
+            return Err(DriverError::invalid_argument("image", "is required"));
+        }
+        let consumer_secret = convert::secret(consumer_secret, "consumer_secret", &self.info.required_secret_keys)?;
+        let owner_secret = match owner_secret {
+            Some(s) if !s.data.is_empty() => {
+                Some(convert::secret(Some(s), "owner_secret", &self.info.required_secret_keys)?)
+            }
+            _ => None,
+        };
+        let region = Some(region).filter(|r| !r.trim().is_empty());
+        let consumer_account = Some(consumer_account).filter(|a| !a.trim().is_empty());
+        Ok(api::ShareImage { image, region, owner_secret, consumer_secret, consumer_account })
     }
 }

@@ -24,6 +24,8 @@ const MAX_LIMITERS: usize = 1024;
 /// Client cache and rate limiters of one driver.
 #[derive(Debug)]
 pub(crate) struct ClientPool {
+    /// One HTTP client (connection pool, TLS) for every key pair.
+    http: Option<reqwest::Client>,
     endpoints: Endpoints,
     rate: f64,
     burst: u32,
@@ -34,7 +36,14 @@ pub(crate) struct ClientPool {
 impl ClientPool {
     /// A pool sending to `endpoints`, limiting each key and region to `rate`/s with `burst`.
     pub(crate) fn new(endpoints: Endpoints, rate: f64, burst: u32) -> Self {
-        Self { endpoints, rate, burst, clients: KeyedCache::new(MAX_CLIENTS), limiters: KeyedCache::new(MAX_LIMITERS) }
+        Self {
+            http: EcsClient::http().ok(),
+            endpoints,
+            rate,
+            burst,
+            clients: KeyedCache::new(MAX_CLIENTS),
+            limiters: KeyedCache::new(MAX_LIMITERS),
+        }
     }
 
     /// A handle for the calls of one RPC made with `key` in `region`.
@@ -43,7 +52,8 @@ impl ClientPool {
         let client = match self.clients.get(&cache_key) {
             Some(c) => c,
             None => {
-                let built = EcsClient::new(&self.endpoints, region, &key.id, &key.secret)
+                let http = self.http.clone().ok_or_else(|| DriverError::internal("building the HTTP client failed"))?;
+                let built = EcsClient::new(http, &self.endpoints, region, &key.id, &key.secret)
                     .map_err(|f| f.driver_error("building the ECS client"))?;
                 self.clients.insert_if_absent(cache_key, Arc::new(built))
             }

@@ -5,7 +5,11 @@
 //!
 //! ECS answers a reused token with changed parameters (a class edited between
 //! attempts) with `IdempotentParameterMismatch`: the instance tagged with the
-//! machine's uid is then looked up and adopted.
+//! machine's uid is then looked up and adopted. When there is none (the first
+//! attempt's instance is gone), one more `RunInstances` goes out with a
+//! second-generation token derived from the uid and the new parameters (as
+//! Alibaba advises: a new token for new parameters); a mismatch on that one
+//! too is UNAVAILABLE (the tag index may lag), never a permanent refusal.
 
 use base64::Engine as _;
 use machine_driver_api::{
@@ -39,10 +43,10 @@ impl AlicloudDriver {
                 .into_iter()
                 .next()
                 .ok_or_else(|| DriverError::internal("ecs RunInstances answered without an instance id"))?,
-            Err(CallFailure::Cloud(call, f)) if f.is_idempotent_mismatch() => {
+            Err(CallFailure::Cloud(_, f)) if f.is_idempotent_mismatch() => {
                 match find_by_uid(&api, &spec.region, &req.machine.uid).await? {
                     Some(found) => found.instance_id,
-                    None => return Err(f.driver_error(&call.to_string())),
+                    None => self.run_second_generation(&api, params).await?,
                 }
             }
             Err(e) => return Err(e.into()),
@@ -55,6 +59,32 @@ impl AlicloudDriver {
             last_known_state: String::new(),
             addresses: Vec::<Address>::new(),
         })
+    }
+}
+
+impl AlicloudDriver {
+    /// `RunInstances` again with a token derived from the uid and `params`
+    /// (without the first token); the instance id.
+    async fn run_second_generation(&self, api: &Api<'_>, mut params: Params) -> Result<String, DriverError> {
+        params.0.remove("ClientToken");
+        let digest = idempotency_token("params", &crate::ecs::signer::canonical_query(&params.0), 64);
+        let uid = params.0.iter().find(|(_, v)| v.as_str() == MACHINE_UID_TAG).map(|(k, _)| k.replace("Key", "Value"));
+        let uid = uid.and_then(|k| params.0.get(&k).cloned()).unwrap_or_default();
+        params.set("ClientToken", idempotency_token(&format!("create/{digest}"), &uid, CLIENT_TOKEN_LEN));
+        match api.ecs::<RunInstancesAnswer>("RunInstances", &params).await {
+            Ok(a) => a
+                .instance_id_sets
+                .instance_id_set
+                .into_iter()
+                .next()
+                .ok_or_else(|| DriverError::internal("ecs RunInstances answered without an instance id")),
+            Err(CallFailure::Cloud(call, f)) if f.is_idempotent_mismatch() => Err(DriverError::unavailable(
+                "IdempotentParameterMismatch",
+                format!("{call} failed twice with IdempotentParameterMismatch and no instance carries the uid yet"),
+                crate::errors::RETRY_SOON,
+            )),
+            Err(e) => Err(e.into()),
+        }
     }
 }
 
@@ -106,13 +136,17 @@ pub(crate) fn run_instances_params(spec: &AlicloudProviderSpec, req: &CreateMach
     p
 }
 
-/// The live instance tagged with `uid` (1 `DescribeInstances`); ALREADY_EXISTS-like
-/// DUPLICATE when several carry it.
-pub(crate) async fn find_by_uid(api: &Api<'_>, region: &str, uid: &str) -> Result<Option<Instance>, DriverError> {
+/// Every live instance tagged with `uid` (1 `DescribeInstances`).
+pub(crate) async fn all_by_uid(api: &Api<'_>, region: &str, uid: &str) -> Result<Vec<Instance>, DriverError> {
     let mut p = Params::default();
     p.set("RegionId", region).set("Tag.1.Key", MACHINE_UID_TAG).set("Tag.1.Value", uid).set("MaxResults", 100);
     let answer: crate::ecs::model::DescribeInstancesAnswer = api.ecs("DescribeInstances", &p).await?;
-    let mut found = answer.instances.instance;
+    Ok(answer.instances.instance)
+}
+
+/// The live instance tagged with `uid`; DUPLICATE when several carry it.
+pub(crate) async fn find_by_uid(api: &Api<'_>, region: &str, uid: &str) -> Result<Option<Instance>, DriverError> {
+    let mut found = all_by_uid(api, region, uid).await?;
     match found.len() {
         0 => Ok(None),
         1 => Ok(found.pop()),
@@ -124,13 +158,16 @@ pub(crate) async fn find_by_uid(api: &Api<'_>, region: &str, uid: &str) -> Resul
     }
 }
 
-/// The live instances named `name` in the spec's cluster (1 `DescribeInstances`):
-/// the lookup of a machine known by neither providerID nor uid, as the Go
-/// provider looks machines up (by name), narrowed to the cluster's tag.
-pub(crate) async fn find_by_name(
+/// The instances of machine `name` (uid `uid`) when its providerID is not
+/// known, in 1 `DescribeInstances`: those named `name` in the spec's cluster
+/// that carry this uid, or no uid tag at all (made by the Go provider, which
+/// looks machines up by name). One with another uid belongs to another machine
+/// of the same name.
+pub(crate) async fn find_machine(
     api: &Api<'_>,
     spec: &AlicloudProviderSpec,
     name: &str,
+    uid: &str,
 ) -> Result<Vec<Instance>, DriverError> {
     let mut p = Params::default();
     p.set("RegionId", &spec.region).set("InstanceName", name).set("MaxResults", 100);
@@ -138,7 +175,13 @@ pub(crate) async fn find_by_name(
         p.set("Tag.1.Key", k).set("Tag.1.Value", v);
     }
     let answer: crate::ecs::model::DescribeInstancesAnswer = api.ecs("DescribeInstances", &p).await?;
-    Ok(answer.instances.instance.into_iter().filter(|i| i.instance_name == name).collect())
+    Ok(answer
+        .instances
+        .instance
+        .into_iter()
+        .filter(|i| i.instance_name == name)
+        .filter(|i| uid.is_empty() || i.tag(MACHINE_UID_TAG).is_none_or(|t| t == uid))
+        .collect())
 }
 
 /// The addresses of an instance.

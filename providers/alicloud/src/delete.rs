@@ -9,7 +9,7 @@
 use machine_driver_api::{CallContext, CallFailure, DeletedMachine, DriverError, MachineRef};
 
 use crate::clients::Api;
-use crate::create::{find_by_name, find_by_uid};
+use crate::create::find_machine;
 use crate::credentials::AccessKey;
 use crate::driver::AlicloudDriver;
 use crate::ecs::client::Params;
@@ -28,16 +28,14 @@ impl AlicloudDriver {
             None => {
                 let spec = AlicloudProviderSpec::parse(&req.class.provider_spec)?;
                 let api = self.pool.api(&key, &spec.region, ctx)?;
-                let found = if !req.machine.uid.is_empty() {
-                    find_by_uid(&api, &spec.region, &req.machine.uid).await?.into_iter().collect()
-                } else if !req.machine.name.is_empty() {
-                    find_by_name(&api, &spec, &req.machine.name).await?
-                } else {
+                // Every instance of the machine (duplicates included), also one the Go provider made.
+                if req.machine.name.is_empty() {
                     return Err(DriverError::invalid_argument(
                         "machine.providerID",
-                        "is required without machine name and uid",
+                        "is required without a machine name",
                     ));
-                };
+                }
+                let found = find_machine(&api, &spec, &req.machine.name, &req.machine.uid).await?;
                 found.into_iter().map(|i| (spec.region.clone(), i.instance_id)).collect()
             }
         };
@@ -64,7 +62,10 @@ impl AlicloudDriver {
                 self.deleted.record(id.to_string(), ());
                 Ok(false)
             }
-            Err(CallFailure::Cloud(_, f)) if f.is_not_found() => Ok(true),
+            Err(CallFailure::Cloud(_, f)) if f.is_not_found() => {
+                self.deleted.record(id.to_string(), ());
+                Ok(true)
+            }
             Err(CallFailure::Cloud(_, f)) if f.is_incorrect_status() && self.deleted.contains(&id.to_string()) => {
                 Ok(false)
             }

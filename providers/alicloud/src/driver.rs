@@ -4,7 +4,8 @@
 
 use machine_driver_api::{
     CallContext, Capabilities, CloudOptions, CreateMachine, CreatedMachine, DeletedMachine, Driver, DriverError,
-    DriverInfo, ListMachines, MachineRef, MachineStatus, Provider, RecentCreates, ShareImage, SharedImage,
+    DriverInfo, ListMachines, MachineRef, MachineStatus, Provider, RecentCreates, RevokedImageShare, ShareImage,
+    SharedImage,
 };
 
 use crate::clients::ClientPool;
@@ -61,6 +62,7 @@ impl Driver for AlicloudDriver {
                 list_machines: true,
                 get_volume_ids: true,
                 share_image: true,
+                revoke_image_share: true,
             },
             max_user_data_bytes: MAX_USER_DATA_BYTES,
             required_secret_keys: vec![ACCESS_KEY_ID_KEYS.to_vec(), ACCESS_KEY_SECRET_KEYS.to_vec()],
@@ -89,5 +91,9 @@ impl Driver for AlicloudDriver {
 
     async fn share_image(&self, ctx: &CallContext, req: ShareImage) -> Result<SharedImage, DriverError> {
         crate::share_image::share_image(&self.pool, ctx, req).await
+    }
+
+    async fn revoke_image_share(&self, ctx: &CallContext, req: ShareImage) -> Result<RevokedImageShare, DriverError> {
+        crate::share_image::revoke_image_share(&self.pool, ctx, req).await
     }
 }

@@ -51,10 +51,10 @@ impl EcsFailure {
         Self { http_status: None, code: String::new(), message: message.into(), transport: true }
     }
 
-    /// True for the codes meaning "no such instance/image".
+    /// True when the instance does not exist (never for a key ECS does not know:
+    /// `InvalidAccessKeyId.NotFound` must not make a delete look done).
     pub(crate) fn is_not_found(&self) -> bool {
-        self.code.starts_with("InvalidInstanceId.NotFound")
-            || self.http_status == Some(404) && self.code.ends_with(".NotFound")
+        self.code == "InvalidInstanceId.NotFound"
     }
 
     /// The ClientToken was used before with other parameters.
@@ -77,7 +77,12 @@ impl EcsFailure {
             return ErrorKind::Unavailable;
         }
         let code = self.code.as_str();
-        if self.is_throttling() || code == "ServiceUnavailable" || self.is_incorrect_status() {
+        if self.is_throttling()
+            || code == "ServiceUnavailable"
+            || self.is_incorrect_status()
+            || code.starts_with("OperationConflict")
+            || matches!(code, "LastTokenProcessing" | "IdempotentProcessing")
+        {
             return ErrorKind::Unavailable;
         }
         if EXHAUSTED_CODES.contains(&code) || code.starts_with("QuotaExceed") {
@@ -97,15 +102,21 @@ impl EcsFailure {
         if code == "IdempotentParameterMismatch" {
             return ErrorKind::FailedPrecondition;
         }
-        if code.ends_with(".NotFound") {
+        // The VM or the image is missing; any other missing thing (vSwitch, security
+        // group, key pair) is a wrong class.
+        if matches!(code, "InvalidInstanceId.NotFound" | "InvalidImageId.NotFound") {
             return ErrorKind::NotFound;
+        }
+        if code.ends_with(".NotFound") {
+            return ErrorKind::InvalidArgument;
         }
         match self.http_status {
             Some(s) if s >= 500 => ErrorKind::Unavailable,
             Some(400) => ErrorKind::InvalidArgument,
             Some(401) => ErrorKind::Unauthenticated,
-            Some(403) => ErrorKind::PermissionDenied,
             Some(404) => ErrorKind::NotFound,
+            // ECS answers many state conflicts with 403: not a permission problem.
+            Some(403) => ErrorKind::FailedPrecondition,
             _ => ErrorKind::Internal,
         }
     }
@@ -169,6 +180,11 @@ mod tests {
         assert_eq!(kind(400, "InvalidParameter"), ErrorKind::InvalidArgument);
         assert_eq!(kind(404, "InvalidInstanceId.NotFound"), ErrorKind::NotFound);
         assert_eq!(kind(403, "IncorrectInstanceStatus"), ErrorKind::Unavailable);
+        assert_eq!(kind(404, "InvalidVSwitchId.NotFound"), ErrorKind::InvalidArgument);
+        assert_eq!(kind(403, "OperationConflict"), ErrorKind::Unavailable);
+        assert_eq!(kind(403, "SomethingElse"), ErrorKind::FailedPrecondition);
+        assert!(!EcsFailure::answered(404, "InvalidAccessKeyId.NotFound", "").is_not_found());
+        assert!(EcsFailure::answered(404, "InvalidInstanceId.NotFound", "").is_not_found());
         assert!(EcsFailure::answered(400, "Throttling.User", "").is_throttled());
         assert!(EcsFailure::transport("x").driver_error("ecs DescribeInstances").retry_after().is_some());
     }

@@ -48,8 +48,12 @@ impl AlicloudDriver {
                     .map(|i| (provider_id(&spec.region, &i.instance_id), i.instance_name)),
             );
             match page.next_token.filter(|t| !t.is_empty()) {
-                Some(next) if next != token => token = next,
-                _ => return Ok(out),
+                // A list the orphan collector acts on must be whole: a token that does not advance is an error.
+                Some(next) if next == token => {
+                    return Err(DriverError::internal("ecs DescribeInstances answered the same NextToken again"));
+                }
+                Some(next) => token = next,
+                None => return Ok(out),
             }
         }
         Err(DriverError::internal(format!("ecs DescribeInstances: more than {MAX_PAGES} pages")))

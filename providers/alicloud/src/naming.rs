@@ -17,12 +17,25 @@ pub(crate) fn node_name(instance_id: &str) -> String {
     format!("{}z", instance_id.replacen('-', "z", 1))
 }
 
+/// True for a region id (`eu-central-1`, `cn-hangzhou`): it becomes part of
+/// the ECS host name, so nothing else may pass.
+pub(crate) fn is_region(region: &str) -> bool {
+    let mut parts = region.split('-');
+    parts.next().is_some_and(|p| p.len() >= 2 && p.bytes().all(|b| b.is_ascii_lowercase()))
+        && region.contains('-')
+        && parts.all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()))
+}
+
+/// True for an instance id (`i-` and lowercase letters and digits).
+fn is_instance_id(id: &str) -> bool {
+    id.strip_prefix("i-")
+        .is_some_and(|rest| !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()))
+}
+
 /// Parses `<region>.<instance-id>` into (region, instance id).
 pub(crate) fn parse_provider_id(pid: &str) -> Result<(String, String), DriverError> {
     match pid.trim().rsplit_once('.') {
-        Some((region, id)) if !region.is_empty() && id.starts_with("i-") && id.len() > 2 => {
-            Ok((region.to_string(), id.to_string()))
-        }
+        Some((region, id)) if is_region(region) && is_instance_id(id) => Ok((region.to_string(), id.to_string())),
         _ => Err(DriverError::invalid_argument(
             "machine.providerID",
             format!("{pid:?} is not of the form <region>.<instance-id>"),
@@ -41,5 +54,7 @@ mod tests {
         assert_eq!(parse_provider_id("eu-central-1.i-gw8abc").unwrap(), ("eu-central-1".into(), "i-gw8abc".into()));
         assert!(parse_provider_id("i-gw8abc").is_err());
         assert!(parse_provider_id("eu-central-1.x").is_err());
+        assert!(parse_provider_id("x.evil.com/p?.i-abc").is_err());
+        assert!(is_region("cn-hangzhou") && is_region("eu-central-1") && !is_region("evil.com") && !is_region("eu"));
     }
 }

@@ -11,12 +11,12 @@
 //! missing owner secret is FAILED_PRECONDITION naming what to configure; the
 //! per-image share quota is RESOURCE_EXHAUSTED (`QuotaExceed.ShareImageUser`).
 
-use machine_driver_api::{CallContext, DriverError, ErrorKind, ShareImage, SharedImage};
+use machine_driver_api::{CallContext, DriverError, ErrorKind, RevokedImageShare, ShareImage, SharedImage};
 
 use crate::clients::ClientPool;
 use crate::credentials::AccessKey;
 use crate::ecs::client::Params;
-use crate::ecs::model::{CallerIdentity, DescribeImagesAnswer, Empty};
+use crate::ecs::model::{CallerIdentity, DescribeImageSharePermissionAnswer, DescribeImagesAnswer, Empty};
 
 /// ShareImage (see the module docs).
 pub(crate) async fn share_image(
@@ -33,7 +33,8 @@ pub(crate) async fn share_image(
         .as_deref()
         .map(str::trim)
         .filter(|r| !r.is_empty())
-        .ok_or_else(|| DriverError::invalid_argument("region", "is required: ECS images are regional"))?
+        .filter(|r| crate::naming::is_region(r))
+        .ok_or_else(|| DriverError::invalid_argument("region", "is required: a region id (ECS images are regional)"))?
         .to_string();
     let consumer = AccessKey::from_secret(&req.consumer_secret, "consumerSecret")?;
     let consumer_api = pool.api(&consumer, &region, ctx)?;
@@ -59,6 +60,8 @@ pub(crate) async fn share_image(
             ),
         ));
     };
+    // The owner key is checked before any call made for it.
+    let owner = AccessKey::from_secret(owner_secret, "ownerSecret")?;
     let account = match given_account {
         Some(a) => a,
         None => {
@@ -69,10 +72,59 @@ pub(crate) async fn share_image(
             me.account_id
         }
     };
-    let owner = AccessKey::from_secret(owner_secret, "ownerSecret")?;
     let owner_api = pool.api(&owner, &region, ctx)?;
     let mut p = Params::default();
     p.set("RegionId", &region).set("ImageId", &image).set("AddAccount.1", &account);
     owner_api.ecs::<Empty>("ModifyImageSharePermission", &p).await?;
     Ok(SharedImage { image_id: image, granted_now: true, consumer_account: account })
+}
+
+/// RevokeImageShare: the owner's key reads who the image is shared with
+/// (`DescribeImageSharePermission`) and, when the consumer is among them,
+/// removes it (`ModifyImageSharePermission RemoveAccount.1`). The consumer's
+/// account is the request's, or STS `GetCallerIdentity` with the consumer's key.
+pub(crate) async fn revoke_image_share(
+    pool: &ClientPool,
+    ctx: &CallContext,
+    req: ShareImage,
+) -> Result<RevokedImageShare, DriverError> {
+    let image = req.image.trim().to_string();
+    if image.is_empty() || image.contains([',', ' ']) {
+        return Err(DriverError::invalid_argument("image", format!("{image:?} is not one ECS image id")));
+    }
+    let region = req
+        .region
+        .as_deref()
+        .map(str::trim)
+        .filter(|r| crate::naming::is_region(r))
+        .ok_or_else(|| DriverError::invalid_argument("region", "is required: a region id (ECS images are regional)"))?
+        .to_string();
+    let owner_secret = req.owner_secret.as_ref().ok_or_else(|| {
+        DriverError::new(
+            ErrorKind::FailedPrecondition,
+            "OWNER_CREDENTIALS_REQUIRED",
+            "revoking a share needs the image owner's access key",
+        )
+    })?;
+    let owner = AccessKey::from_secret(owner_secret, "ownerSecret")?;
+    let account = match req.consumer_account.as_deref().map(str::trim).filter(|a| !a.is_empty()) {
+        Some(a) => a.to_string(),
+        None => {
+            let consumer = AccessKey::from_secret(&req.consumer_secret, "consumerSecret")?;
+            let me: CallerIdentity =
+                pool.api(&consumer, &region, ctx)?.sts("GetCallerIdentity", &Params::default()).await?;
+            me.account_id
+        }
+    };
+    let owner_api = pool.api(&owner, &region, ctx)?;
+    let mut p = Params::default();
+    p.set("RegionId", &region).set("ImageId", &image).set("PageSize", 100);
+    let shared: DescribeImageSharePermissionAnswer = owner_api.ecs("DescribeImageSharePermission", &p).await?;
+    if !shared.accounts.account.iter().any(|a| a.aliyun_id == account) {
+        return Ok(RevokedImageShare { revoked_now: false, consumer_account: account });
+    }
+    let mut p = Params::default();
+    p.set("RegionId", &region).set("ImageId", &image).set("RemoveAccount.1", &account);
+    owner_api.ecs::<Empty>("ModifyImageSharePermission", &p).await?;
+    Ok(RevokedImageShare { revoked_now: true, consumer_account: account })
 }

@@ -146,6 +146,12 @@ impl AlicloudProviderSpec {
                 return bad(field, "is required");
             }
         }
+        if !crate::naming::is_region(&self.region) {
+            return bad("region", &format!("{:?} is not a region id (eu-central-1)", self.region));
+        }
+        if self.tags.keys().any(|k| k == crate::naming::MACHINE_UID_TAG) {
+            return bad("tags", &format!("{} is set by the driver", crate::naming::MACHINE_UID_TAG));
+        }
         if !self.zone_id.starts_with(&self.region) {
             return bad("zoneID", &format!("{:?} is not a zone of region {:?}", self.zone_id, self.region));
         }

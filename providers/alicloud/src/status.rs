@@ -3,7 +3,7 @@
 
 use machine_driver_api::{CallContext, DriverError, MachineRef, MachineStatus};
 
-use crate::create::{addresses, find_by_name, find_by_uid};
+use crate::create::{addresses, find_machine};
 use crate::credentials::AccessKey;
 use crate::driver::AlicloudDriver;
 use crate::naming::{node_name, parse_provider_id, provider_id};
@@ -14,35 +14,34 @@ impl AlicloudDriver {
     /// for a create of a moment ago or a young machine; NOT_FOUND otherwise.
     pub(crate) async fn status(&self, ctx: &CallContext, req: MachineRef) -> Result<MachineStatus, DriverError> {
         let key = AccessKey::from_secret(&req.secret, "secret")?;
-        let spec = AlicloudProviderSpec::parse(&req.class.provider_spec)?;
         let pid = req.machine.provider_id.as_deref().map(str::trim).filter(|p| !p.is_empty());
-        let (region, id) = match pid {
+        let (region, id, found) = match pid {
+            // The providerID says everything: the class is not needed (nor checked).
             Some(pid) => {
                 let (region, id) = parse_provider_id(pid)?;
-                (region, Some(id))
+                let api = self.pool.api(&key, &region, ctx)?;
+                let found = self.lookups.get(&api, &key, &region, &id).await?;
+                (region, Some(id), found)
             }
-            None => (spec.region.clone(), None),
-        };
-        let api = self.pool.api(&key, &region, ctx)?;
-        let found = match &id {
-            Some(id) => self.lookups.get(&api, &key, &region, id).await?,
-            None if !req.machine.uid.is_empty() => find_by_uid(&api, &region, &req.machine.uid).await?,
-            None if !req.machine.name.is_empty() => {
-                let mut named = find_by_name(&api, &spec, &req.machine.name).await?;
-                if named.len() > 1 {
+            None => {
+                let spec = AlicloudProviderSpec::parse(&req.class.provider_spec)?;
+                let api = self.pool.api(&key, &spec.region, ctx)?;
+                if req.machine.name.is_empty() {
+                    return Err(DriverError::invalid_argument(
+                        "machine.providerID",
+                        "is required without a machine name",
+                    ));
+                }
+                let mut found = find_machine(&api, &spec, &req.machine.name, &req.machine.uid).await?;
+                if found.len() > 1 {
                     return Err(DriverError::new(
                         machine_driver_api::ErrorKind::Duplicate,
                         "DUPLICATE_INSTANCES",
-                        format!("{} instances are named {}", named.len(), req.machine.name),
+                        format!("{} instances belong to machine {}", found.len(), req.machine.name),
                     ));
                 }
-                named.pop()
-            }
-            None => {
-                return Err(DriverError::invalid_argument(
-                    "machine.providerID",
-                    "is required without machine name and uid",
-                ));
+                let found = found.pop();
+                (spec.region, None, found)
             }
         };
         if let Some(instance) = found {

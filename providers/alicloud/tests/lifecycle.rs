@@ -81,3 +81,31 @@ async fn concurrent_status_polls_share_one_describe() {
     let calls = cloud.calls().await;
     assert!(calls.total < 6, "6 polls should share reads: {}", calls.breakdown());
 }
+
+#[tokio::test]
+async fn a_changed_class_after_the_first_instance_is_gone_gets_a_new_token() {
+    let cloud = FakeCloud::start().await;
+    let driver = cloud.driver();
+    let first = driver.create_machine(&ctx("create", 30), cloud.create_request("g-1")).await.unwrap();
+    let mut req = cloud.machine_ref("g-1");
+    req.machine.provider_id = Some(first.provider_id.clone());
+    let started = std::time::Instant::now();
+    while driver.delete_machine(&ctx("delete", 10), req.clone()).await.is_err() {
+        assert!(started.elapsed().as_secs() < 10);
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    while !cloud.live_named("g-1").await.is_empty() {
+        assert!(started.elapsed().as_secs() < 20);
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    // Same machine uid, other parameters: ECS refuses the first token; the driver
+    // finds no instance with the uid and launches with a second-generation token.
+    let mut create = cloud.create_request("g-1");
+    let mut spec: serde_json::Value = serde_json::from_slice(&create.class.provider_spec).unwrap();
+    spec["instanceType"] = "ecs.g7.xlarge".into();
+    create.class.provider_spec = serde_json::to_vec(&spec).unwrap();
+    cloud.admin.reset_calls().await.unwrap();
+    let second = driver.create_machine(&ctx("create", 30), create).await.unwrap();
+    assert_ne!(second.provider_id, first.provider_id);
+    assert_eq!(cloud.calls().await.breakdown(), "DescribeInstances×1, RunInstances×2");
+}

@@ -42,7 +42,20 @@ async fn a_private_image_is_shared_once_and_then_launchable() {
 
     // A new machine uid: the refused attempt's ClientToken is not reused.
     create.machine.uid = "uid-s-1-after-share".into();
-    driver.create_machine(&ctx("create", 30), create).await.unwrap();
+    driver.create_machine(&ctx("create", 30), create.clone()).await.unwrap();
+
+    // Revoked: the consumer can no longer launch it; a repeat changes nothing.
+    let revoked =
+        driver.revoke_image_share(&ctx("revoke", 10), request(&cloud, fake_ecs::ALLOWED_IMAGE, true)).await.unwrap();
+    assert!(revoked.revoked_now);
+    assert_eq!(revoked.consumer_account, fake_ecs::ACCOUNT_ID);
+    let again =
+        driver.revoke_image_share(&ctx("revoke", 10), request(&cloud, fake_ecs::ALLOWED_IMAGE, true)).await.unwrap();
+    assert!(!again.revoked_now);
+    create.machine.uid = "uid-s-1-after-revoke".into();
+    create.machine.name = "s-2".into();
+    let refused = driver.create_machine(&ctx("create", 30), create).await.unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::NotFound, "{refused:?}");
 }
 
 #[tokio::test]

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use machine_driver_api::{
     CallContext, Capabilities, CloudOptions, CreateMachine, CreatedMachine, DeletedMachine, Driver, DriverError,
     DriverInfo, InitializedMachine, ListMachines, Machine, MachineRef, MachineStatus, Provider, RecentCreates, Result,
-    SecretData, ShareImage, SharedImage,
+    RevokedImageShare, SecretData, ShareImage, SharedImage,
 };
 
 use crate::clients::{AwsClients, ClientCache};
@@ -97,6 +97,7 @@ impl Driver for AwsDriver {
                 list_machines: true,
                 get_volume_ids: true,
                 share_image: true,
+                revoke_image_share: true,
             },
             max_user_data_bytes: 16 * 1024,
             required_secret_keys: vec![ACCESS_KEY_ID_KEYS.to_vec(), SECRET_ACCESS_KEY_KEYS.to_vec()],
@@ -129,5 +130,9 @@ impl Driver for AwsDriver {
 
     async fn share_image(&self, ctx: &CallContext, req: ShareImage) -> Result<SharedImage> {
         self.share(ctx, req).await
+    }
+
+    async fn revoke_image_share(&self, ctx: &CallContext, req: ShareImage) -> Result<RevokedImageShare> {
+        self.revoke(ctx, req).await
     }
 }

@@ -7,13 +7,14 @@
 //! owner's credentials: DescribeImages, ModifyImageAttribute (launchPermission
 //! add), one ModifySnapshotAttribute (createVolumePermission add) per EBS
 //! snapshot of the image, and GetCallerIdentity (consumer) when the account is
-//! not given. Grants are additive and idempotent in EC2; nothing is revoked.
+//! not given. Grants are additive and idempotent in EC2. RevokeImageShare
+//! removes the same permissions (see [`AwsDriver::revoke`]).
 
 use aws_sdk_ec2::types::{
     CreateVolumePermission, CreateVolumePermissionModifications, Image, LaunchPermission,
     LaunchPermissionModifications, SnapshotAttributeName,
 };
-use machine_driver_api::{CallContext, DriverError, ErrorKind, Result, ShareImage, SharedImage};
+use machine_driver_api::{CallContext, DriverError, ErrorKind, Result, RevokedImageShare, ShareImage, SharedImage};
 
 use crate::aws_call;
 use crate::clients::AwsClients;
@@ -68,6 +69,72 @@ impl AwsDriver {
         }
         tracing::info!(image = %req.image, consumer_account = %consumer_account, "image shared");
         Ok(SharedImage { image_id: req.image, granted_now: true, consumer_account })
+    }
+
+    /// RevokeImageShare: with the owner's credentials, DescribeImageAttribute
+    /// (launchPermission); when the consumer account is among them,
+    /// ModifyImageAttribute (launchPermission remove), DescribeImages for the
+    /// image's snapshots and one ModifySnapshotAttribute (createVolumePermission
+    /// remove) per EBS snapshot. The consumer is the request's account or STS
+    /// GetCallerIdentity with the consumer's credentials.
+    pub(crate) async fn revoke(&self, ctx: &CallContext, req: ShareImage) -> Result<RevokedImageShare> {
+        let region =
+            req.region.clone().filter(|r| !r.is_empty()).ok_or_else(|| {
+                DriverError::invalid_argument("region", "is required for AWS images (AMIs are regional)")
+            })?;
+        if !req.image.starts_with("ami-") {
+            return Err(DriverError::invalid_argument("image", "expected an AMI id (ami-...)"));
+        }
+        let owner_secret = req.owner_secret.as_ref().ok_or_else(|| {
+            DriverError::new(
+                ErrorKind::FailedPrecondition,
+                "OWNER_CREDENTIALS_REQUIRED",
+                "revoking a share needs the image owner's credentials",
+            )
+        })?;
+        let owner = self.clients(owner_secret, &region)?;
+        let consumer_account = match req.consumer_account.as_deref().filter(|a| !a.trim().is_empty()) {
+            Some(a) => a.trim().to_string(),
+            None => {
+                let consumer = self.clients(&req.consumer_secret, &region)?;
+                self.consumer_account(ctx, &consumer, None).await?
+            }
+        };
+        let attribute = aws_call::ec2(ctx, &owner, "DescribeImageAttribute", || {
+            owner
+                .ec2
+                .describe_image_attribute()
+                .image_id(&req.image)
+                .attribute(aws_sdk_ec2::types::ImageAttributeName::LaunchPermission)
+                .send()
+        })
+        .await?;
+        let granted = attribute.launch_permissions().iter().any(|p| p.user_id() == Some(consumer_account.as_str()));
+        if !granted {
+            return Ok(RevokedImageShare { revoked_now: false, consumer_account });
+        }
+        let take_back = LaunchPermissionModifications::builder()
+            .remove(LaunchPermission::builder().user_id(&consumer_account).build())
+            .build();
+        let modify = owner.ec2.modify_image_attribute().image_id(&req.image).launch_permission(take_back);
+        aws_call::ec2(ctx, &owner, "ModifyImageAttribute", || modify.clone().send()).await?;
+        let image = describe_image(ctx, &owner, &req.image).await?;
+        let snapshots =
+            image.iter().flat_map(|i| i.block_device_mappings()).filter_map(|m| m.ebs().and_then(|e| e.snapshot_id()));
+        for snapshot in snapshots {
+            let perm = CreateVolumePermissionModifications::builder()
+                .remove(CreateVolumePermission::builder().user_id(&consumer_account).build())
+                .build();
+            let modify = owner
+                .ec2
+                .modify_snapshot_attribute()
+                .snapshot_id(snapshot)
+                .attribute(SnapshotAttributeName::CreateVolumePermission)
+                .create_volume_permission(perm);
+            aws_call::ec2(ctx, &owner, "ModifySnapshotAttribute", || modify.clone().send()).await?;
+        }
+        tracing::info!(image = %req.image, consumer_account = %consumer_account, "image share revoked");
+        Ok(RevokedImageShare { revoked_now: true, consumer_account })
     }
 
     async fn consumer_account(&self, ctx: &CallContext, consumer: &AwsClients, given: Option<&str>) -> Result<String> {

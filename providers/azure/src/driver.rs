@@ -4,8 +4,8 @@
 
 use machine_driver_api::{
     Address, CallContext, Capabilities, CloudOptions, CreateMachine, CreatedMachine, DeletedMachine, Driver,
-    DriverError, DriverInfo, KeyedCache, ListMachines, MachineRef, MachineStatus, Provider, RecentCreates, ShareImage,
-    SharedImage,
+    DriverError, DriverInfo, KeyedCache, ListMachines, MachineRef, MachineStatus, Provider, RecentCreates,
+    RevokedImageShare, ShareImage, SharedImage,
 };
 
 use crate::clients::ClientPool;
@@ -97,6 +97,7 @@ impl Driver for AzureDriver {
                 list_machines: true,
                 get_volume_ids: true,
                 share_image: true,
+                revoke_image_share: true,
             },
             max_user_data_bytes: MAX_USER_DATA_BYTES,
             // The client secret or the workload identity token file is checked by the provider (either one).
@@ -126,5 +127,9 @@ impl Driver for AzureDriver {
 
     async fn share_image(&self, ctx: &CallContext, req: ShareImage) -> Result<SharedImage, DriverError> {
         crate::share_image::share_image(&self.pool, ctx, req).await
+    }
+
+    async fn revoke_image_share(&self, ctx: &CallContext, req: ShareImage) -> Result<RevokedImageShare, DriverError> {
+        crate::share_image::revoke_image_share(&self.pool, ctx, req).await
     }
 }

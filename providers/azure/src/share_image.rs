@@ -17,7 +17,9 @@
 
 use std::time::Duration;
 
-use machine_driver_api::{CallContext, CallFailure, DriverError, ErrorKind, ShareImage, SharedImage};
+use machine_driver_api::{
+    CallContext, CallFailure, DriverError, ErrorKind, RevokedImageShare, ShareImage, SharedImage,
+};
 
 use crate::clients::ClientPool;
 use crate::credentials::AzureCredentials;
@@ -135,9 +137,79 @@ pub(crate) async fn share_image(
     };
     let owner = AzureCredentials::from_secret(owner_secret, "ownerSecret")?;
     let owner_api = pool.api(&owner, None, ctx)?;
+    update_sharing(&owner_api, &image, "Add", &consumer_sub).await?;
+    Ok(answer(true))
+}
+
+/// RevokeImageShare: the owner's credentials read the gallery's sharing
+/// groups (`galleries.get`) and, when the consumer subscription is among them,
+/// remove it (`gallerySharingProfile.update` `Remove`), polled until done. The
+/// consumer is the request's account or the consumer secret's subscription.
+pub(crate) async fn revoke_image_share(
+    pool: &ClientPool,
+    ctx: &CallContext,
+    req: ShareImage,
+) -> Result<RevokedImageShare, DriverError> {
+    let image = GalleryImageVersion::parse(&req.image)?;
+    let consumer_sub = match req.consumer_account.as_deref().map(str::trim).filter(|a| !a.is_empty()) {
+        Some(a) => a.to_string(),
+        None => AzureCredentials::from_secret(&req.consumer_secret, "consumerSecret")?.subscription_id,
+    };
+    let owner_secret = req.owner_secret.as_ref().ok_or_else(|| {
+        DriverError::new(
+            ErrorKind::FailedPrecondition,
+            "OWNER_CREDENTIALS_REQUIRED",
+            "revoking a share needs the gallery owner's credentials",
+        )
+    })?;
+    let owner = AzureCredentials::from_secret(owner_secret, "ownerSecret")?;
+    let owner_api = pool.api(&owner, None, ctx)?;
+    let gallery = owner_api
+        .call("compute", "galleries.get", || {
+            owner_api
+                .compute()
+                .galleries_client()
+                .get(&image.subscription, &image.resource_group, &image.gallery)
+                .send()
+        })
+        .await?;
+    let body = gallery
+        .into_raw_response()
+        .into_body()
+        .collect()
+        .await
+        .map_err(|_| DriverError::internal("reading compute galleries.get's answer failed"))?;
+    let gallery: serde_json::Value = serde_json::from_slice(&body)
+        .map_err(|_| DriverError::internal("compute galleries.get answered a body that is not a gallery"))?;
+    let shared = gallery
+        .pointer("/properties/sharingProfile/groups")
+        .and_then(serde_json::Value::as_array)
+        .is_some_and(|groups| {
+            groups.iter().any(|g| {
+                g["type"].as_str().is_some_and(|t| t.eq_ignore_ascii_case("Subscriptions"))
+                    && g["ids"]
+                        .as_array()
+                        .is_some_and(|ids| ids.iter().any(|id| id.as_str() == Some(consumer_sub.as_str())))
+            })
+        });
+    if !shared {
+        return Ok(RevokedImageShare { revoked_now: false, consumer_account: consumer_sub });
+    }
+    update_sharing(&owner_api, &image, "Remove", &consumer_sub).await?;
+    Ok(RevokedImageShare { revoked_now: true, consumer_account: consumer_sub })
+}
+
+/// `gallerySharingProfile.update` with `operation` (`Add`, `Remove`) for the
+/// consumer subscription, polled within the deadline.
+async fn update_sharing(
+    owner_api: &crate::clients::Api<'_>,
+    image: &GalleryImageVersion,
+    operation: &str,
+    consumer_sub: &str,
+) -> Result<(), DriverError> {
     let update: azure_mgmt_compute::package_2024_07_01::models::SharingUpdate =
         serde_json::from_value(serde_json::json!({
-            "operationType": "Add",
+            "operationType": operation,
             "groups": [{"type": "Subscriptions", "ids": [consumer_sub]}]
         }))
         .map_err(|e| DriverError::internal(format!("building the sharing update failed: {e}")))?;
@@ -151,19 +223,22 @@ pub(crate) async fn share_image(
         })
         .await?;
     if let Some(tracker) = Tracker::from_headers(accepted.as_raw_response().headers()) {
-        match lro::wait(&owner_api, "compute", &tracker, ANSWER_MARGIN).await? {
+        match lro::wait(owner_api, "compute", &tracker, ANSWER_MARGIN).await? {
             Outcome::Succeeded => {}
             Outcome::Failed(f) => return Err(f.driver_error("compute gallerySharingProfile.update")),
             Outcome::Running => {
                 return Err(DriverError::unavailable(
                     "SHARING_IN_PROGRESS",
-                    format!("sharing gallery {} with subscription {consumer_sub} is still in progress", image.gallery),
+                    format!(
+                        "changing the sharing of gallery {} with subscription {consumer_sub} is still in progress",
+                        image.gallery
+                    ),
                     Duration::from_secs(5),
                 ));
             }
         }
     }
-    Ok(answer(true))
+    Ok(())
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@
 //! drop each other's bindings (a stale etag is re-read and retried).
 
 use google_cloud_compute_v1::model::{Binding, GlobalSetPolicyRequest, Policy};
-use machine_driver_api::{CallContext, DriverError, ErrorKind, ShareImage, SharedImage};
+use machine_driver_api::{CallContext, DriverError, ErrorKind, RevokedImageShare, ShareImage, SharedImage};
 
 use crate::clients::ClientPool;
 use crate::credentials::ServiceAccountKey;
@@ -111,14 +111,60 @@ pub(crate) async fn share_image(
     };
     let owner = ServiceAccountKey::from_secret(owner_secret, "ownerSecret")?;
     let api = pool.api(&owner, ctx).await?;
+    let granted = change_policy(&api, &image, &member, add_member).await?;
+    if granted {
+        tracing::info!(image = %image.path(), member = %member, role = IMAGE_USER_ROLE, "image shared");
+    }
+    Ok(done(granted))
+}
+
+/// Runs RevokeImageShare: the owner's credentials take the consumer's member
+/// out of the image's `roles/compute.imageUser` binding (etag-guarded, like
+/// the grant). The consumer is the request's account or the consumer key's email.
+pub(crate) async fn revoke_image_share(
+    pool: &ClientPool,
+    ctx: &CallContext,
+    req: ShareImage,
+) -> Result<RevokedImageShare, DriverError> {
+    let image = ImageRef::parse(&req.image)?;
+    let account = match req.consumer_account.as_deref().map(str::trim).filter(|a| !a.is_empty()) {
+        Some(a) => a.to_string(),
+        None => ServiceAccountKey::from_secret(&req.consumer_secret, "consumerSecret")?.client_email,
+    };
+    let owner_secret = req.owner_secret.as_ref().ok_or_else(|| {
+        DriverError::new(
+            ErrorKind::FailedPrecondition,
+            "OWNER_CREDENTIALS_REQUIRED",
+            "revoking a share needs the image owner's credentials",
+        )
+    })?;
+    let owner = ServiceAccountKey::from_secret(owner_secret, "ownerSecret")?;
+    let api = pool.api(&owner, ctx).await?;
+    let member = member_of(&account);
+    let revoked = change_policy(&api, &image, &member, remove_member).await?;
+    if revoked {
+        tracing::info!(image = %image.path(), member = %member, role = IMAGE_USER_ROLE, "image share revoked");
+    }
+    Ok(RevokedImageShare { revoked_now: revoked, consumer_account: account })
+}
+
+/// Reads the image's IAM policy, applies `edit` (false: nothing to change) and
+/// writes it back guarded by its etag; a lost etag race is re-read, at most
+/// [`MAX_POLICY_ATTEMPTS`] times. True when the policy was changed.
+async fn change_policy(
+    api: &crate::clients::Api<'_>,
+    image: &ImageRef,
+    member: &str,
+    edit: fn(&mut Policy, &str, &str) -> bool,
+) -> Result<bool, DriverError> {
     for _ in 0..MAX_POLICY_ATTEMPTS {
         let mut policy = api
             .call("images.getIamPolicy", || {
                 api.clients.images.get_iam_policy().set_project(&image.project).set_resource(&image.name).send()
             })
             .await?;
-        if !add_member(&mut policy, IMAGE_USER_ROLE, &member) {
-            return Ok(done(false));
+        if !edit(&mut policy, IMAGE_USER_ROLE, member) {
+            return Ok(false);
         }
         let mut body = GlobalSetPolicyRequest::new();
         body.policy = Some(policy);
@@ -134,10 +180,7 @@ pub(crate) async fn share_image(
             })
             .await;
         match set {
-            Ok(_) => {
-                tracing::info!(image = %image.path(), member = %member, role = IMAGE_USER_ROLE, "image shared");
-                return Ok(done(true));
-            }
+            Ok(_) => return Ok(true),
             Err(f) if f.cloud().is_some_and(|c| c.is_etag_conflict()) => {
                 tracing::debug!(image = %image.path(), "IAM policy changed concurrently; re-reading");
             }
@@ -149,6 +192,19 @@ pub(crate) async fn share_image(
         format!("the IAM policy of image {} kept changing concurrently", image.path()),
         RETRY_SOON,
     ))
+}
+
+/// Removes `member` from the unconditional `role` binding (dropping a binding
+/// left empty); false when it was not there.
+pub(crate) fn remove_member(policy: &mut Policy, role: &str, member: &str) -> bool {
+    let mut removed = false;
+    for b in policy.bindings.iter_mut().filter(|b| b.role.as_deref() == Some(role) && b.condition.is_none()) {
+        let before = b.members.len();
+        b.members.retain(|m| m != member);
+        removed |= b.members.len() != before;
+    }
+    policy.bindings.retain(|b| !b.members.is_empty());
+    removed
 }
 
 #[cfg(test)]
@@ -180,5 +236,9 @@ mod tests {
         assert!(add_member(&mut p, IMAGE_USER_ROLE, "serviceAccount:c@d"));
         assert_eq!(p.bindings.len(), 1);
         assert_eq!(p.bindings[0].members, vec!["serviceAccount:a@b", "serviceAccount:c@d"]);
+        assert!(remove_member(&mut p, IMAGE_USER_ROLE, "serviceAccount:a@b"));
+        assert!(!remove_member(&mut p, IMAGE_USER_ROLE, "serviceAccount:a@b"));
+        assert!(remove_member(&mut p, IMAGE_USER_ROLE, "serviceAccount:c@d"));
+        assert!(p.bindings.is_empty(), "an emptied binding is dropped");
     }
 }

@@ -89,6 +89,7 @@ impl Driver for TestDriver {
                 list_machines: true,
                 get_volume_ids: true,
                 share_image: true,
+                revoke_image_share: false,
             },
             max_user_data_bytes: 1024,
             required_secret_keys: vec![vec!["accessKeyID", "providerAccessKeyId"]],

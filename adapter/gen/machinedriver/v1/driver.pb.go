@@ -887,6 +887,144 @@ func (x *ShareImageRequest) GetConsumerAccount() string {
 	return ""
 }
 
+// RevokeImageShare input: the fields of ShareImageRequest; owner_secret is required.
+type RevokeImageShareRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Image reference in the owner account, as given to ShareImage.
+	Image string `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"`
+	// Region of the image (empty for global images).
+	Region string `protobuf:"bytes,2,opt,name=region,proto3" json:"region,omitempty"`
+	// Image-owner credentials, same keys as a machine secret. Required. Secret.
+	OwnerSecret *SecretData `protobuf:"bytes,3,opt,name=owner_secret,json=ownerSecret,proto3" json:"owner_secret,omitempty"`
+	// Consumer (cluster) credentials; used only to derive consumer_account when
+	// that is empty. Secret.
+	ConsumerSecret *SecretData `protobuf:"bytes,4,opt,name=consumer_secret,json=consumerSecret,proto3" json:"consumer_secret,omitempty"`
+	// Consumer account id whose access is taken back.
+	ConsumerAccount string `protobuf:"bytes,5,opt,name=consumer_account,json=consumerAccount,proto3" json:"consumer_account,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *RevokeImageShareRequest) Reset() {
+	*x = RevokeImageShareRequest{}
+	mi := &file_machinedriver_v1_driver_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeImageShareRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeImageShareRequest) ProtoMessage() {}
+
+func (x *RevokeImageShareRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_machinedriver_v1_driver_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeImageShareRequest.ProtoReflect.Descriptor instead.
+func (*RevokeImageShareRequest) Descriptor() ([]byte, []int) {
+	return file_machinedriver_v1_driver_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *RevokeImageShareRequest) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
+func (x *RevokeImageShareRequest) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *RevokeImageShareRequest) GetOwnerSecret() *SecretData {
+	if x != nil {
+		return x.OwnerSecret
+	}
+	return nil
+}
+
+func (x *RevokeImageShareRequest) GetConsumerSecret() *SecretData {
+	if x != nil {
+		return x.ConsumerSecret
+	}
+	return nil
+}
+
+func (x *RevokeImageShareRequest) GetConsumerAccount() string {
+	if x != nil {
+		return x.ConsumerAccount
+	}
+	return ""
+}
+
+// RevokeImageShare output.
+type RevokeImageShareResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// True when this call took access back; false when the consumer had none.
+	RevokedNow bool `protobuf:"varint,1,opt,name=revoked_now,json=revokedNow,proto3" json:"revoked_now,omitempty"`
+	// The consumer account the revocation is for.
+	ConsumerAccount string `protobuf:"bytes,2,opt,name=consumer_account,json=consumerAccount,proto3" json:"consumer_account,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *RevokeImageShareResponse) Reset() {
+	*x = RevokeImageShareResponse{}
+	mi := &file_machinedriver_v1_driver_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeImageShareResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeImageShareResponse) ProtoMessage() {}
+
+func (x *RevokeImageShareResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_machinedriver_v1_driver_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeImageShareResponse.ProtoReflect.Descriptor instead.
+func (*RevokeImageShareResponse) Descriptor() ([]byte, []int) {
+	return file_machinedriver_v1_driver_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *RevokeImageShareResponse) GetRevokedNow() bool {
+	if x != nil {
+		return x.RevokedNow
+	}
+	return false
+}
+
+func (x *RevokeImageShareResponse) GetConsumerAccount() string {
+	if x != nil {
+		return x.ConsumerAccount
+	}
+	return ""
+}
+
 // ShareImage output.
 type ShareImageResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -902,7 +1040,7 @@ type ShareImageResponse struct {
 
 func (x *ShareImageResponse) Reset() {
 	*x = ShareImageResponse{}
-	mi := &file_machinedriver_v1_driver_proto_msgTypes[14]
+	mi := &file_machinedriver_v1_driver_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -914,7 +1052,7 @@ func (x *ShareImageResponse) String() string {
 func (*ShareImageResponse) ProtoMessage() {}
 
 func (x *ShareImageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machinedriver_v1_driver_proto_msgTypes[14]
+	mi := &file_machinedriver_v1_driver_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -927,7 +1065,7 @@ func (x *ShareImageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShareImageResponse.ProtoReflect.Descriptor instead.
 func (*ShareImageResponse) Descriptor() ([]byte, []int) {
-	return file_machinedriver_v1_driver_proto_rawDescGZIP(), []int{14}
+	return file_machinedriver_v1_driver_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ShareImageResponse) GetImageId() string {
@@ -1014,12 +1152,22 @@ const file_machinedriver_v1_driver_proto_rawDesc = "" +
 	"\x06region\x18\x02 \x01(\tR\x06region\x12E\n" +
 	"\fowner_secret\x18\x03 \x01(\v2\x1c.machinedriver.v1.SecretDataB\x04\x88\xb5\x18\x01R\vownerSecret\x12K\n" +
 	"\x0fconsumer_secret\x18\x04 \x01(\v2\x1c.machinedriver.v1.SecretDataB\x04\x88\xb5\x18\x01R\x0econsumerSecret\x12)\n" +
-	"\x10consumer_account\x18\x05 \x01(\tR\x0fconsumerAccount\"{\n" +
+	"\x10consumer_account\x18\x05 \x01(\tR\x0fconsumerAccount\"\x86\x02\n" +
+	"\x17RevokeImageShareRequest\x12\x14\n" +
+	"\x05image\x18\x01 \x01(\tR\x05image\x12\x16\n" +
+	"\x06region\x18\x02 \x01(\tR\x06region\x12E\n" +
+	"\fowner_secret\x18\x03 \x01(\v2\x1c.machinedriver.v1.SecretDataB\x04\x88\xb5\x18\x01R\vownerSecret\x12K\n" +
+	"\x0fconsumer_secret\x18\x04 \x01(\v2\x1c.machinedriver.v1.SecretDataB\x04\x88\xb5\x18\x01R\x0econsumerSecret\x12)\n" +
+	"\x10consumer_account\x18\x05 \x01(\tR\x0fconsumerAccount\"f\n" +
+	"\x18RevokeImageShareResponse\x12\x1f\n" +
+	"\vrevoked_now\x18\x01 \x01(\bR\n" +
+	"revokedNow\x12)\n" +
+	"\x10consumer_account\x18\x02 \x01(\tR\x0fconsumerAccount\"{\n" +
 	"\x12ShareImageResponse\x12\x19\n" +
 	"\bimage_id\x18\x01 \x01(\tR\aimageId\x12\x1f\n" +
 	"\vgranted_now\x18\x02 \x01(\bR\n" +
 	"grantedNow\x12)\n" +
-	"\x10consumer_account\x18\x03 \x01(\tR\x0fconsumerAccount2\xca\x05\n" +
+	"\x10consumer_account\x18\x03 \x01(\tR\x0fconsumerAccount2\xb5\x06\n" +
 	"\x14MachineDriverService\x12`\n" +
 	"\rCreateMachine\x12&.machinedriver.v1.CreateMachineRequest\x1a'.machinedriver.v1.CreateMachineResponse\x12l\n" +
 	"\x11InitializeMachine\x12*.machinedriver.v1.InitializeMachineRequest\x1a+.machinedriver.v1.InitializeMachineResponse\x12i\n" +
@@ -1028,7 +1176,8 @@ const file_machinedriver_v1_driver_proto_rawDesc = "" +
 	"\fListMachines\x12%.machinedriver.v1.ListMachinesRequest\x1a&.machinedriver.v1.ListMachinesResponse\x12]\n" +
 	"\fGetVolumeIDs\x12%.machinedriver.v1.GetVolumeIDsRequest\x1a&.machinedriver.v1.GetVolumeIDsResponse\x12W\n" +
 	"\n" +
-	"ShareImage\x12#.machinedriver.v1.ShareImageRequest\x1a$.machinedriver.v1.ShareImageResponseB\xcc\x01\n" +
+	"ShareImage\x12#.machinedriver.v1.ShareImageRequest\x1a$.machinedriver.v1.ShareImageResponse\x12i\n" +
+	"\x10RevokeImageShare\x12).machinedriver.v1.RevokeImageShareRequest\x1a*.machinedriver.v1.RevokeImageShareResponseB\xcc\x01\n" +
 	"\x14com.machinedriver.v1B\vDriverProtoP\x01ZFgithub.com/machine-driver/adapter/gen/machinedriver/v1;machinedriverv1\xa2\x02\x03MXX\xaa\x02\x10Machinedriver.V1\xca\x02\x10Machinedriver\\V1\xe2\x02\x1cMachinedriver\\V1\\GPBMetadata\xea\x02\x11Machinedriver::V1b\x06proto3"
 
 var (
@@ -1043,7 +1192,7 @@ func file_machinedriver_v1_driver_proto_rawDescGZIP() []byte {
 	return file_machinedriver_v1_driver_proto_rawDescData
 }
 
-var file_machinedriver_v1_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_machinedriver_v1_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_machinedriver_v1_driver_proto_goTypes = []any{
 	(*CreateMachineRequest)(nil),      // 0: machinedriver.v1.CreateMachineRequest
 	(*CreateMachineResponse)(nil),     // 1: machinedriver.v1.CreateMachineResponse
@@ -1059,53 +1208,59 @@ var file_machinedriver_v1_driver_proto_goTypes = []any{
 	(*GetVolumeIDsRequest)(nil),       // 11: machinedriver.v1.GetVolumeIDsRequest
 	(*GetVolumeIDsResponse)(nil),      // 12: machinedriver.v1.GetVolumeIDsResponse
 	(*ShareImageRequest)(nil),         // 13: machinedriver.v1.ShareImageRequest
-	(*ShareImageResponse)(nil),        // 14: machinedriver.v1.ShareImageResponse
-	nil,                               // 15: machinedriver.v1.ListMachinesResponse.MachinesEntry
-	(*Machine)(nil),                   // 16: machinedriver.v1.Machine
-	(*MachineClass)(nil),              // 17: machinedriver.v1.MachineClass
-	(*SecretData)(nil),                // 18: machinedriver.v1.SecretData
-	(*Address)(nil),                   // 19: machinedriver.v1.Address
+	(*RevokeImageShareRequest)(nil),   // 14: machinedriver.v1.RevokeImageShareRequest
+	(*RevokeImageShareResponse)(nil),  // 15: machinedriver.v1.RevokeImageShareResponse
+	(*ShareImageResponse)(nil),        // 16: machinedriver.v1.ShareImageResponse
+	nil,                               // 17: machinedriver.v1.ListMachinesResponse.MachinesEntry
+	(*Machine)(nil),                   // 18: machinedriver.v1.Machine
+	(*MachineClass)(nil),              // 19: machinedriver.v1.MachineClass
+	(*SecretData)(nil),                // 20: machinedriver.v1.SecretData
+	(*Address)(nil),                   // 21: machinedriver.v1.Address
 }
 var file_machinedriver_v1_driver_proto_depIdxs = []int32{
-	16, // 0: machinedriver.v1.CreateMachineRequest.machine:type_name -> machinedriver.v1.Machine
-	17, // 1: machinedriver.v1.CreateMachineRequest.machine_class:type_name -> machinedriver.v1.MachineClass
-	18, // 2: machinedriver.v1.CreateMachineRequest.secret:type_name -> machinedriver.v1.SecretData
-	19, // 3: machinedriver.v1.CreateMachineResponse.addresses:type_name -> machinedriver.v1.Address
-	16, // 4: machinedriver.v1.InitializeMachineRequest.machine:type_name -> machinedriver.v1.Machine
-	17, // 5: machinedriver.v1.InitializeMachineRequest.machine_class:type_name -> machinedriver.v1.MachineClass
-	18, // 6: machinedriver.v1.InitializeMachineRequest.secret:type_name -> machinedriver.v1.SecretData
-	16, // 7: machinedriver.v1.GetMachineStatusRequest.machine:type_name -> machinedriver.v1.Machine
-	17, // 8: machinedriver.v1.GetMachineStatusRequest.machine_class:type_name -> machinedriver.v1.MachineClass
-	18, // 9: machinedriver.v1.GetMachineStatusRequest.secret:type_name -> machinedriver.v1.SecretData
-	19, // 10: machinedriver.v1.GetMachineStatusResponse.addresses:type_name -> machinedriver.v1.Address
+	18, // 0: machinedriver.v1.CreateMachineRequest.machine:type_name -> machinedriver.v1.Machine
+	19, // 1: machinedriver.v1.CreateMachineRequest.machine_class:type_name -> machinedriver.v1.MachineClass
+	20, // 2: machinedriver.v1.CreateMachineRequest.secret:type_name -> machinedriver.v1.SecretData
+	21, // 3: machinedriver.v1.CreateMachineResponse.addresses:type_name -> machinedriver.v1.Address
+	18, // 4: machinedriver.v1.InitializeMachineRequest.machine:type_name -> machinedriver.v1.Machine
+	19, // 5: machinedriver.v1.InitializeMachineRequest.machine_class:type_name -> machinedriver.v1.MachineClass
+	20, // 6: machinedriver.v1.InitializeMachineRequest.secret:type_name -> machinedriver.v1.SecretData
+	18, // 7: machinedriver.v1.GetMachineStatusRequest.machine:type_name -> machinedriver.v1.Machine
+	19, // 8: machinedriver.v1.GetMachineStatusRequest.machine_class:type_name -> machinedriver.v1.MachineClass
+	20, // 9: machinedriver.v1.GetMachineStatusRequest.secret:type_name -> machinedriver.v1.SecretData
+	21, // 10: machinedriver.v1.GetMachineStatusResponse.addresses:type_name -> machinedriver.v1.Address
 	6,  // 11: machinedriver.v1.GetMachineStatusResponse.initialization:type_name -> machinedriver.v1.InitializationState
-	16, // 12: machinedriver.v1.DeleteMachineRequest.machine:type_name -> machinedriver.v1.Machine
-	17, // 13: machinedriver.v1.DeleteMachineRequest.machine_class:type_name -> machinedriver.v1.MachineClass
-	18, // 14: machinedriver.v1.DeleteMachineRequest.secret:type_name -> machinedriver.v1.SecretData
-	17, // 15: machinedriver.v1.ListMachinesRequest.machine_class:type_name -> machinedriver.v1.MachineClass
-	18, // 16: machinedriver.v1.ListMachinesRequest.secret:type_name -> machinedriver.v1.SecretData
-	15, // 17: machinedriver.v1.ListMachinesResponse.machines:type_name -> machinedriver.v1.ListMachinesResponse.MachinesEntry
-	18, // 18: machinedriver.v1.ShareImageRequest.owner_secret:type_name -> machinedriver.v1.SecretData
-	18, // 19: machinedriver.v1.ShareImageRequest.consumer_secret:type_name -> machinedriver.v1.SecretData
-	0,  // 20: machinedriver.v1.MachineDriverService.CreateMachine:input_type -> machinedriver.v1.CreateMachineRequest
-	2,  // 21: machinedriver.v1.MachineDriverService.InitializeMachine:input_type -> machinedriver.v1.InitializeMachineRequest
-	4,  // 22: machinedriver.v1.MachineDriverService.GetMachineStatus:input_type -> machinedriver.v1.GetMachineStatusRequest
-	7,  // 23: machinedriver.v1.MachineDriverService.DeleteMachine:input_type -> machinedriver.v1.DeleteMachineRequest
-	9,  // 24: machinedriver.v1.MachineDriverService.ListMachines:input_type -> machinedriver.v1.ListMachinesRequest
-	11, // 25: machinedriver.v1.MachineDriverService.GetVolumeIDs:input_type -> machinedriver.v1.GetVolumeIDsRequest
-	13, // 26: machinedriver.v1.MachineDriverService.ShareImage:input_type -> machinedriver.v1.ShareImageRequest
-	1,  // 27: machinedriver.v1.MachineDriverService.CreateMachine:output_type -> machinedriver.v1.CreateMachineResponse
-	3,  // 28: machinedriver.v1.MachineDriverService.InitializeMachine:output_type -> machinedriver.v1.InitializeMachineResponse
-	5,  // 29: machinedriver.v1.MachineDriverService.GetMachineStatus:output_type -> machinedriver.v1.GetMachineStatusResponse
-	8,  // 30: machinedriver.v1.MachineDriverService.DeleteMachine:output_type -> machinedriver.v1.DeleteMachineResponse
-	10, // 31: machinedriver.v1.MachineDriverService.ListMachines:output_type -> machinedriver.v1.ListMachinesResponse
-	12, // 32: machinedriver.v1.MachineDriverService.GetVolumeIDs:output_type -> machinedriver.v1.GetVolumeIDsResponse
-	14, // 33: machinedriver.v1.MachineDriverService.ShareImage:output_type -> machinedriver.v1.ShareImageResponse
-	27, // [27:34] is the sub-list for method output_type
-	20, // [20:27] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	18, // 12: machinedriver.v1.DeleteMachineRequest.machine:type_name -> machinedriver.v1.Machine
+	19, // 13: machinedriver.v1.DeleteMachineRequest.machine_class:type_name -> machinedriver.v1.MachineClass
+	20, // 14: machinedriver.v1.DeleteMachineRequest.secret:type_name -> machinedriver.v1.SecretData
+	19, // 15: machinedriver.v1.ListMachinesRequest.machine_class:type_name -> machinedriver.v1.MachineClass
+	20, // 16: machinedriver.v1.ListMachinesRequest.secret:type_name -> machinedriver.v1.SecretData
+	17, // 17: machinedriver.v1.ListMachinesResponse.machines:type_name -> machinedriver.v1.ListMachinesResponse.MachinesEntry
+	20, // 18: machinedriver.v1.ShareImageRequest.owner_secret:type_name -> machinedriver.v1.SecretData
+	20, // 19: machinedriver.v1.ShareImageRequest.consumer_secret:type_name -> machinedriver.v1.SecretData
+	20, // 20: machinedriver.v1.RevokeImageShareRequest.owner_secret:type_name -> machinedriver.v1.SecretData
+	20, // 21: machinedriver.v1.RevokeImageShareRequest.consumer_secret:type_name -> machinedriver.v1.SecretData
+	0,  // 22: machinedriver.v1.MachineDriverService.CreateMachine:input_type -> machinedriver.v1.CreateMachineRequest
+	2,  // 23: machinedriver.v1.MachineDriverService.InitializeMachine:input_type -> machinedriver.v1.InitializeMachineRequest
+	4,  // 24: machinedriver.v1.MachineDriverService.GetMachineStatus:input_type -> machinedriver.v1.GetMachineStatusRequest
+	7,  // 25: machinedriver.v1.MachineDriverService.DeleteMachine:input_type -> machinedriver.v1.DeleteMachineRequest
+	9,  // 26: machinedriver.v1.MachineDriverService.ListMachines:input_type -> machinedriver.v1.ListMachinesRequest
+	11, // 27: machinedriver.v1.MachineDriverService.GetVolumeIDs:input_type -> machinedriver.v1.GetVolumeIDsRequest
+	13, // 28: machinedriver.v1.MachineDriverService.ShareImage:input_type -> machinedriver.v1.ShareImageRequest
+	14, // 29: machinedriver.v1.MachineDriverService.RevokeImageShare:input_type -> machinedriver.v1.RevokeImageShareRequest
+	1,  // 30: machinedriver.v1.MachineDriverService.CreateMachine:output_type -> machinedriver.v1.CreateMachineResponse
+	3,  // 31: machinedriver.v1.MachineDriverService.InitializeMachine:output_type -> machinedriver.v1.InitializeMachineResponse
+	5,  // 32: machinedriver.v1.MachineDriverService.GetMachineStatus:output_type -> machinedriver.v1.GetMachineStatusResponse
+	8,  // 33: machinedriver.v1.MachineDriverService.DeleteMachine:output_type -> machinedriver.v1.DeleteMachineResponse
+	10, // 34: machinedriver.v1.MachineDriverService.ListMachines:output_type -> machinedriver.v1.ListMachinesResponse
+	12, // 35: machinedriver.v1.MachineDriverService.GetVolumeIDs:output_type -> machinedriver.v1.GetVolumeIDsResponse
+	16, // 36: machinedriver.v1.MachineDriverService.ShareImage:output_type -> machinedriver.v1.ShareImageResponse
+	15, // 37: machinedriver.v1.MachineDriverService.RevokeImageShare:output_type -> machinedriver.v1.RevokeImageShareResponse
+	30, // [30:38] is the sub-list for method output_type
+	22, // [22:30] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_machinedriver_v1_driver_proto_init() }
@@ -1121,7 +1276,7 @@ func file_machinedriver_v1_driver_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_machinedriver_v1_driver_proto_rawDesc), len(file_machinedriver_v1_driver_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -26,6 +26,7 @@ const (
 	MachineDriverService_ListMachines_FullMethodName      = "/machinedriver.v1.MachineDriverService/ListMachines"
 	MachineDriverService_GetVolumeIDs_FullMethodName      = "/machinedriver.v1.MachineDriverService/GetVolumeIDs"
 	MachineDriverService_ShareImage_FullMethodName        = "/machinedriver.v1.MachineDriverService/ShareImage"
+	MachineDriverService_RevokeImageShare_FullMethodName  = "/machinedriver.v1.MachineDriverService/RevokeImageShare"
 )
 
 // MachineDriverServiceClient is the client API for MachineDriverService service.
@@ -119,6 +120,19 @@ type MachineDriverServiceClient interface {
 	// when a grant is needed but no owner credentials were given. NOT_FOUND when
 	// the image does not exist in the owner account. Otherwise the common table.
 	ShareImage(ctx context.Context, in *ShareImageRequest, opts ...grpc.CallOption) (*ShareImageResponse, error)
+	// Takes back what ShareImage granted: the consumer account can no longer
+	// launch the image (machines already running keep running). Not limited to
+	// the allow-list: taking an image off the list and revoking it is how an
+	// operator withdraws it. Needs the owner's credentials.
+	//
+	// Idempotency: a repeat (or revoking a share that never existed) answers
+	// revoked_now = false and makes no write.
+	//
+	// Errors: FAILED_PRECONDITION (reason OWNER_CREDENTIALS_REQUIRED) without
+	// owner credentials. NOT_FOUND when the image does not exist in the owner
+	// account. UNIMPLEMENTED when the driver does not advertise
+	// CAPABILITY_REVOKE_IMAGE_SHARE. Otherwise the common table.
+	RevokeImageShare(ctx context.Context, in *RevokeImageShareRequest, opts ...grpc.CallOption) (*RevokeImageShareResponse, error)
 }
 
 type machineDriverServiceClient struct {
@@ -193,6 +207,16 @@ func (c *machineDriverServiceClient) ShareImage(ctx context.Context, in *ShareIm
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ShareImageResponse)
 	err := c.cc.Invoke(ctx, MachineDriverService_ShareImage_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *machineDriverServiceClient) RevokeImageShare(ctx context.Context, in *RevokeImageShareRequest, opts ...grpc.CallOption) (*RevokeImageShareResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RevokeImageShareResponse)
+	err := c.cc.Invoke(ctx, MachineDriverService_RevokeImageShare_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -290,6 +314,19 @@ type MachineDriverServiceServer interface {
 	// when a grant is needed but no owner credentials were given. NOT_FOUND when
 	// the image does not exist in the owner account. Otherwise the common table.
 	ShareImage(context.Context, *ShareImageRequest) (*ShareImageResponse, error)
+	// Takes back what ShareImage granted: the consumer account can no longer
+	// launch the image (machines already running keep running). Not limited to
+	// the allow-list: taking an image off the list and revoking it is how an
+	// operator withdraws it. Needs the owner's credentials.
+	//
+	// Idempotency: a repeat (or revoking a share that never existed) answers
+	// revoked_now = false and makes no write.
+	//
+	// Errors: FAILED_PRECONDITION (reason OWNER_CREDENTIALS_REQUIRED) without
+	// owner credentials. NOT_FOUND when the image does not exist in the owner
+	// account. UNIMPLEMENTED when the driver does not advertise
+	// CAPABILITY_REVOKE_IMAGE_SHARE. Otherwise the common table.
+	RevokeImageShare(context.Context, *RevokeImageShareRequest) (*RevokeImageShareResponse, error)
 	mustEmbedUnimplementedMachineDriverServiceServer()
 }
 
@@ -320,6 +357,9 @@ func (UnimplementedMachineDriverServiceServer) GetVolumeIDs(context.Context, *Ge
 }
 func (UnimplementedMachineDriverServiceServer) ShareImage(context.Context, *ShareImageRequest) (*ShareImageResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ShareImage not implemented")
+}
+func (UnimplementedMachineDriverServiceServer) RevokeImageShare(context.Context, *RevokeImageShareRequest) (*RevokeImageShareResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RevokeImageShare not implemented")
 }
 func (UnimplementedMachineDriverServiceServer) mustEmbedUnimplementedMachineDriverServiceServer() {}
 func (UnimplementedMachineDriverServiceServer) testEmbeddedByValue()                              {}
@@ -468,6 +508,24 @@ func _MachineDriverService_ShareImage_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MachineDriverService_RevokeImageShare_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevokeImageShareRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MachineDriverServiceServer).RevokeImageShare(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MachineDriverService_RevokeImageShare_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MachineDriverServiceServer).RevokeImageShare(ctx, req.(*RevokeImageShareRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MachineDriverService_ServiceDesc is the grpc.ServiceDesc for MachineDriverService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -502,6 +560,10 @@ var MachineDriverService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ShareImage",
 			Handler:    _MachineDriverService_ShareImage_Handler,
+		},
+		{
+			MethodName: "RevokeImageShare",
+			Handler:    _MachineDriverService_RevokeImageShare_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -37,6 +37,8 @@ const (
 	Capability_CAPABILITY_SHARE_IMAGE Capability = 4
 	// Registry mirror/CA configuration is rendered into user data.
 	Capability_CAPABILITY_REGISTRY_CONFIG Capability = 5
+	// RevokeImageShare is implemented.
+	Capability_CAPABILITY_REVOKE_IMAGE_SHARE Capability = 6
 )
 
 // Enum value maps for Capability.
@@ -48,6 +50,7 @@ var (
 		3: "CAPABILITY_GET_VOLUME_IDS",
 		4: "CAPABILITY_SHARE_IMAGE",
 		5: "CAPABILITY_REGISTRY_CONFIG",
+		6: "CAPABILITY_REVOKE_IMAGE_SHARE",
 	}
 	Capability_value = map[string]int32{
 		"CAPABILITY_UNSPECIFIED":        0,
@@ -56,6 +59,7 @@ var (
 		"CAPABILITY_GET_VOLUME_IDS":     3,
 		"CAPABILITY_SHARE_IMAGE":        4,
 		"CAPABILITY_REGISTRY_CONFIG":    5,
+		"CAPABILITY_REVOKE_IMAGE_SHARE": 6,
 	}
 )
 
@@ -378,7 +382,7 @@ const file_machinedriver_v1_identity_proto_rawDesc = "" +
 	"\x13max_user_data_bytes\x18\x02 \x01(\x04R\x10maxUserDataBytes\"\x0e\n" +
 	"\fProbeRequest\"%\n" +
 	"\rProbeResponse\x12\x14\n" +
-	"\x05ready\x18\x01 \x01(\bR\x05ready*\xc4\x01\n" +
+	"\x05ready\x18\x01 \x01(\bR\x05ready*\xe7\x01\n" +
 	"\n" +
 	"Capability\x12\x1a\n" +
 	"\x16CAPABILITY_UNSPECIFIED\x10\x00\x12!\n" +
@@ -386,7 +390,8 @@ const file_machinedriver_v1_identity_proto_rawDesc = "" +
 	"\x18CAPABILITY_LIST_MACHINES\x10\x02\x12\x1d\n" +
 	"\x19CAPABILITY_GET_VOLUME_IDS\x10\x03\x12\x1a\n" +
 	"\x16CAPABILITY_SHARE_IMAGE\x10\x04\x12\x1e\n" +
-	"\x1aCAPABILITY_REGISTRY_CONFIG\x10\x052\xb7\x02\n" +
+	"\x1aCAPABILITY_REGISTRY_CONFIG\x10\x05\x12!\n" +
+	"\x1dCAPABILITY_REVOKE_IMAGE_SHARE\x10\x062\xb7\x02\n" +
 	"\x0fIdentityService\x12`\n" +
 	"\rGetPluginInfo\x12&.machinedriver.v1.GetPluginInfoRequest\x1a'.machinedriver.v1.GetPluginInfoResponse\x12x\n" +
 	"\x15GetPluginCapabilities\x12..machinedriver.v1.GetPluginCapabilitiesRequest\x1a/.machinedriver.v1.GetPluginCapabilitiesResponse\x12H\n" +

@@ -10,6 +10,9 @@ use crate::errors::EcsFailure;
 
 /// ECS's API version.
 pub(crate) const ECS_VERSION: &str = "2014-05-26";
+/// The body's content type.
+const FORM: &str = "application/x-www-form-urlencoded";
+
 /// STS's API version.
 pub(crate) const STS_VERSION: &str = "2015-04-01";
 
@@ -62,8 +65,20 @@ struct ErrorBody {
 }
 
 impl EcsClient {
-    /// A client for `region` with the key pair.
+    /// The HTTP client every key pair shares: no redirects (a redirect would
+    /// carry the signed request elsewhere), no `Referer`, a connect timeout.
+    pub(crate) fn http() -> Result<reqwest::Client, EcsFailure> {
+        reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .referer(false)
+            .connect_timeout(std::time::Duration::from_secs(10))
+            .build()
+            .map_err(|_| EcsFailure::transport("building the HTTP client failed"))
+    }
+
+    /// A client for `region` with the key pair, on the shared `http` client.
     pub(crate) fn new(
+        http: reqwest::Client,
         endpoints: &Endpoints,
         region: &str,
         access_key_id: &str,
@@ -78,8 +93,6 @@ impl EcsClient {
                 (url.clone(), url)
             }
         };
-        let http =
-            reqwest::Client::builder().build().map_err(|_| EcsFailure::transport("building the HTTP client failed"))?;
         Ok(Self {
             http,
             ecs_url,
@@ -108,21 +121,25 @@ impl EcsClient {
         };
         let nonce = uuid::Uuid::new_v4().simple().to_string();
         let date = now_utc();
+        // Parameters travel in the form body, signed through its hash: user data stays out of URLs.
+        let body = crate::ecs::signer::canonical_query(params);
+        let no_query = BTreeMap::new();
         let signed = sign(
             &Unsigned {
                 method: "POST",
                 host: &host,
                 action,
                 version,
-                query: params,
-                body: b"",
+                query: &no_query,
+                body: body.as_bytes(),
+                content_type: Some(FORM),
                 date: &date,
                 nonce: &nonce,
             },
             &self.access_key_id,
             &self.access_key_secret,
         );
-        let mut request = self.http.post(format!("{base}?{}", signed.query));
+        let mut request = self.http.post(base.as_str()).body(body);
         for (name, value) in &signed.headers {
             if name != "host" {
                 request = request.header(name.as_str(), value.as_str());
@@ -132,10 +149,15 @@ impl EcsClient {
             EcsFailure::transport(if e.is_timeout() { "the request timed out" } else { "the endpoint did not answer" })
         })?;
         let status = response.status().as_u16();
+        if (300..400).contains(&status) {
+            return Err(EcsFailure::transport(format!("the endpoint redirected {action} (HTTP {status})")));
+        }
         let bytes = response.bytes().await.map_err(|_| EcsFailure::transport("reading the answer failed"))?;
         if (200..300).contains(&status) {
-            return serde_json::from_slice(&bytes)
-                .map_err(|e| EcsFailure::transport(format!("the answer to {action} is not what ECS sends: {e}")));
+            return serde_json::from_slice(&bytes).map_err(|e| {
+                tracing::debug!(action, error = %e, "undecodable ECS answer");
+                EcsFailure::transport(format!("the answer to {action} is not ECS's JSON"))
+            });
         }
         let body: ErrorBody = serde_json::from_slice(&bytes).unwrap_or_default();
         tracing::debug!(action, status, code = %body.code, request_id = %body.request_id, "ECS call failed");

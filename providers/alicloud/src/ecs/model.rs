@@ -88,6 +88,11 @@ pub(crate) struct Tag {
 }
 
 impl Instance {
+    /// The value of tag `key`.
+    pub(crate) fn tag(&self, key: &str) -> Option<&str> {
+        self.tags.as_ref()?.tag.iter().find(|t| t.tag_key == key).map(|t| t.tag_value.as_str())
+    }
+
     /// The first private IP.
     pub(crate) fn private_ip(&self) -> Option<&str> {
         self.vpc_attributes.as_ref()?.private_ip_address.ip_address.first().map(String::as_str)
@@ -100,6 +105,30 @@ impl Instance {
 pub(crate) struct DescribeImagesAnswer {
     /// Images visible to the caller that matched.
     pub(crate) total_count: i64,
+}
+
+/// `DescribeImageSharePermission`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub(crate) struct DescribeImageSharePermissionAnswer {
+    /// The accounts the image is shared with.
+    pub(crate) accounts: Accounts,
+}
+
+/// `Accounts`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub(crate) struct Accounts {
+    /// Accounts.
+    pub(crate) account: Vec<Account>,
+}
+
+/// One account of a share.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub(crate) struct Account {
+    /// The account's UID.
+    pub(crate) aliyun_id: String,
 }
 
 /// STS `GetCallerIdentity`.

@@ -29,8 +29,10 @@ pub(crate) struct Unsigned<'a> {
     pub(crate) version: &'a str,
     /// The action's parameters, sent in the query string.
     pub(crate) query: &'a BTreeMap<String, String>,
-    /// The body (empty for these RPC-style calls).
+    /// The body: the action's parameters, form-encoded (keeps user data out of URLs).
     pub(crate) body: &'a [u8],
+    /// `content-type` of the body, signed when set.
+    pub(crate) content_type: Option<&'a str>,
     /// `x-acs-date`, `YYYY-MM-DDTHH:MM:SSZ` (UTC).
     pub(crate) date: &'a str,
     /// `x-acs-signature-nonce`.
@@ -52,6 +54,9 @@ pub(crate) fn sign(req: &Unsigned<'_>, access_key_id: &str, access_key_secret: &
     let content_hash = hex::encode(Sha256::digest(req.body));
     let mut headers: BTreeMap<&str, String> = BTreeMap::new();
     headers.insert("host", req.host.to_string());
+    if let Some(ct) = req.content_type {
+        headers.insert("content-type", ct.to_string());
+    }
     headers.insert("x-acs-action", req.action.to_string());
     headers.insert("x-acs-content-sha256", content_hash.clone());
     headers.insert("x-acs-date", req.date.to_string());
@@ -161,6 +166,7 @@ mod tests {
                 version: "2014-05-26",
                 query: &query,
                 body: b"",
+                content_type: None,
                 date: "2023-10-26T10:22:32Z",
                 nonce: "3156853299f313e23d1673dc12e1703d",
             },
@@ -188,6 +194,7 @@ mod tests {
                 version: "2014-05-26",
                 query: &query,
                 body: b"",
+                content_type: None,
                 date: "2023-10-26T10:22:32Z",
                 nonce: "3156853299f313e23d1673dc12e1703d",
             },

@@ -34,7 +34,7 @@ const fn scenario(
 
 /// Every scenario, in run order. Names are fixed: CI filters and dashboards rely on them.
 pub fn all() -> Vec<Scenario> {
-    use Capability::{GetVolumeIds, InitializeMachine, ListMachines, RegistryConfig, ShareImage};
+    use Capability::{GetVolumeIds, InitializeMachine, ListMachines, RegistryConfig, RevokeImageShare, ShareImage};
     vec![
         scenario("identity/probe", "ident", &[], false, identity::probe),
         scenario("identity/health-serving", "health", &[], false, identity::health),
@@ -53,6 +53,13 @@ pub fn all() -> Vec<Scenario> {
         scenario("share-image/idempotent", "shr", &[ShareImage], false, share_image::idempotent),
         scenario("share-image/visible-needs-no-owner", "shrvis", &[ShareImage], false, share_image::visible),
         scenario("share-image/off-allow-list-refused", "shrdeny", &[ShareImage], false, share_image::not_allowed),
+        scenario(
+            "share-image/revoke-takes-access-back",
+            "shrrev",
+            &[ShareImage, RevokeImageShare],
+            false,
+            share_image::revoke_takes_access_back,
+        ),
         scenario("volume-ids/foreign-specs-skipped", "vol", &[GetVolumeIds], false, volume_ids::foreign_skipped),
         scenario("volume-ids/malformed-refused", "volbad", &[GetVolumeIds], false, volume_ids::malformed_refused),
         scenario("registry/mirror-in-user-data", "mirror", &[RegistryConfig], true, registry::mirror_in_user_data),

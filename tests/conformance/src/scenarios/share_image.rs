@@ -1,7 +1,10 @@
-//! ShareImage: idempotency, visible images without owner credentials, the allow-list.
+//! ShareImage: idempotency, visible images without owner credentials, the
+//! allow-list; RevokeImageShare takes access back.
 
 use futures::future::BoxFuture;
-use machine_driver_proto::v1::{ShareImageRequest, ShareImageResponse};
+use machine_driver_proto::v1::{
+    RevokeImageShareRequest, RevokeImageShareResponse, ShareImageRequest, ShareImageResponse,
+};
 use tonic::{Code, Status};
 
 use super::initialize::REFUSE_WRITES;
@@ -91,5 +94,55 @@ pub(crate) fn not_allowed(ctx: Ctx) -> BoxFuture<'static, StepResult> {
             Err(s) => fail!("expected PERMISSION_DENIED (IMAGE_NOT_ALLOWED), got {}", describe(&s)),
             Ok(_) => fail!("ShareImage shared an image that is off the allow-list"),
         }
+    })
+}
+
+async fn revoke(ctx: &Ctx, i: &ShareImageInputs, with_owner: bool) -> Result<RevokeImageShareResponse, Status> {
+    let consumer = i.consumer_secret.as_ref().map(secret_data).unwrap_or_else(|| ctx.secret());
+    let req = RevokeImageShareRequest {
+        image: i.allowed_image.clone(),
+        region: i.region.clone(),
+        owner_secret: with_owner.then(|| secret_data(&i.owner_secret)),
+        consumer_secret: Some(consumer),
+        consumer_account: i.consumer_account.clone(),
+    };
+    Ok(ctx.conn.driver.clone().revoke_image_share(ctx.req(req)).await?.into_inner())
+}
+
+/// Revocation takes access back: after a share, RevokeImageShare answers
+/// revoked_now = true; the consumer then needs the owner again
+/// (ShareImage without owner credentials: FAILED_PRECONDITION
+/// OWNER_CREDENTIALS_REQUIRED); a repeat answers revoked_now = false; without
+/// owner credentials it is FAILED_PRECONDITION. The image is shared again at
+/// the end, as the scenarios before found it.
+pub(crate) fn revoke_takes_access_back(ctx: Ctx) -> BoxFuture<'static, StepResult> {
+    Box::pin(async move {
+        let i = inputs(&ctx)?;
+        share(&ctx, &i, &i.allowed_image, true)
+            .await
+            .map_err(|s| Stop::Fail(format!("ShareImage of the allow-listed image: {}", describe(&s))))?;
+        match revoke(&ctx, &i, false).await {
+            Err(s) if s.code() == Code::FailedPrecondition => {}
+            other => fail!("RevokeImageShare without owner credentials: expected FAILED_PRECONDITION, got {other:?}"),
+        }
+        let first =
+            revoke(&ctx, &i, true).await.map_err(|s| Stop::Fail(format!("RevokeImageShare: {}", describe(&s))))?;
+        ensure!(first.revoked_now, "RevokeImageShare of a shared image answered revoked_now = false");
+        match share(&ctx, &i, &i.allowed_image, false).await {
+            Err(s) if s.code() == Code::FailedPrecondition => {}
+            Err(s) => fail!(
+                "ShareImage without owner after the revocation: expected FAILED_PRECONDITION, got {}",
+                describe(&s)
+            ),
+            Ok(_) => fail!("after RevokeImageShare the consumer can still use the image without the owner"),
+        }
+        let again = revoke(&ctx, &i, true)
+            .await
+            .map_err(|s| Stop::Fail(format!("repeated RevokeImageShare: {}", describe(&s))))?;
+        ensure!(!again.revoked_now, "repeated RevokeImageShare answered revoked_now = true");
+        share(&ctx, &i, &i.allowed_image, true)
+            .await
+            .map_err(|s| Stop::Fail(format!("ShareImage after the revocation: {}", describe(&s))))?;
+        Ok(())
     })
 }
