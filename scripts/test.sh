@@ -3,7 +3,8 @@
 #   1. unit and integration tests of every crate (all features, so the
 #      embedded fakes are compiled in);
 #   2. each fake cloud that has one runs its cross-check with the cloud's own
-#      client (tests/fake-*/crosscheck/run.sh, e.g. Azure's Python SDK);
+#      client (tests/fake-*/crosscheck/ via scripts/crosscheck-fake.sh, e.g.
+#      Azure's and Alibaba's Python SDKs);
 #      the benchmark harness with tiny numbers, so that it keeps working;
 #   3. the conformance suite against each provider binary on its fake cloud;
 #   4. the Go adapter's tests, its lifecycle run through each provider's sidecar.
@@ -19,11 +20,11 @@ cargo test --workspace --all-features
 echo "==> building the driver binaries with their embedded fakes"
 cargo build --workspace --all-features --bins
 
-for check in tests/fake-*/crosscheck/run.sh; do
-    [[ -e "$check" ]] || continue
-    fake="$(basename "$(dirname "$(dirname "$check")")")"
+for check in tests/fake-*/crosscheck; do
+    [[ -d "$check" ]] || continue
+    fake="$(basename "$(dirname "$check")")"
     echo "==> $fake cross-checked with the cloud's own client ($check)"
-    "$check" "$TARGET/debug/$fake"
+    scripts/crosscheck-fake.sh "$check" "$TARGET/debug/$fake"
 done
 
 clouds=()

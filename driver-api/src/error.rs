@@ -39,6 +39,26 @@ pub enum ErrorKind {
     Internal,
 }
 
+/// Longest piece of a cloud's own message copied into a driver error message.
+pub const MAX_CLOUD_MESSAGE: usize = 300;
+
+/// The one form of a classified cloud failure's message:
+/// `<what> failed: <reason> (HTTP <status>): <the cloud's message, cut>`.
+/// `cloud_message` must already be free of volatile parts (request ids,
+/// timestamps): the message ends up in the Machine's status.
+pub fn cloud_failure_message(what: &str, reason: &str, http_status: Option<u16>, cloud_message: &str) -> String {
+    let mut message = format!("{what} failed: {reason}");
+    if let Some(s) = http_status {
+        message.push_str(&format!(" (HTTP {s})"));
+    }
+    let cloud = cloud_message.trim();
+    if !cloud.is_empty() {
+        message.push_str(": ");
+        message.extend(cloud.chars().take(MAX_CLOUD_MESSAGE));
+    }
+    message
+}
+
 /// A classified driver failure.
 ///
 /// The `message` is deterministic and free of secrets and request ids: it ends
@@ -140,5 +160,24 @@ impl fmt::Display for DriverError {
 impl std::error::Error for DriverError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         self.source.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cloud_failure_messages_have_one_form() {
+        assert_eq!(
+            cloud_failure_message("ecs RunInstances", "OperationDenied.NoStock", Some(403), " no stock "),
+            "ecs RunInstances failed: OperationDenied.NoStock (HTTP 403): no stock"
+        );
+        assert_eq!(cloud_failure_message("x", "TRANSPORT", None, ""), "x failed: TRANSPORT");
+        let long = "é".repeat(1000);
+        assert_eq!(
+            cloud_failure_message("x", "R", None, &long).chars().count(),
+            "x failed: R: ".len() + MAX_CLOUD_MESSAGE
+        );
     }
 }

@@ -23,7 +23,7 @@ pub use driver::{
     Capabilities, CreateMachine, CreatedMachine, DeletedMachine, Driver, DriverInfo, InitializedMachine, ListMachines,
     MachineRef, MachineStatus, RevokedImageShare, SecretBytes, ShareImage, SharedImage,
 };
-pub use error::{DriverError, ErrorKind, Result};
+pub use error::{DriverError, ErrorKind, MAX_CLOUD_MESSAGE, Result, cloud_failure_message};
 pub use idempotency::idempotency_token;
 pub use machine::{Address, AddressType, Machine, MachineClass, NodeTemplate};
 pub use provider::{CloudOptions, Provider};

@@ -7,13 +7,10 @@
 
 use std::time::Duration;
 
-use machine_driver_api::{CloudCall, CloudFailure, DriverError, ErrorKind};
+use machine_driver_api::{CloudCall, CloudFailure, DriverError, ErrorKind, cloud_failure_message};
 
 /// Retry delay suggested for throttling, 5xx, transport failures and instances not ready.
 pub(crate) const RETRY_SOON: Duration = Duration::from_secs(5);
-
-/// Longest piece of a cloud message copied into a driver error.
-const MAX_CLOUD_MESSAGE: usize = 300;
 
 /// Codes that mean capacity or quota is exhausted (the Go provider's list and ECS's quota codes).
 const EXHAUSTED_CODES: &[&str] = &[
@@ -132,15 +129,7 @@ impl EcsFailure {
         } else {
             self.code.clone()
         };
-        let mut message = format!("{what} failed: {reason}");
-        if let Some(s) = self.http_status {
-            message.push_str(&format!(" (HTTP {s})"));
-        }
-        let cloud = self.message.trim();
-        if !cloud.is_empty() {
-            message.push_str(": ");
-            message.extend(cloud.chars().take(MAX_CLOUD_MESSAGE));
-        }
+        let message = cloud_failure_message(what, &reason, self.http_status, &self.message);
         let err = DriverError::new(kind, reason, message);
         if kind == ErrorKind::Unavailable { err.with_retry_after(RETRY_SOON) } else { err }
     }

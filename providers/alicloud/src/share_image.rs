@@ -24,18 +24,7 @@ pub(crate) async fn share_image(
     ctx: &CallContext,
     req: ShareImage,
 ) -> Result<SharedImage, DriverError> {
-    let image = req.image.trim().to_string();
-    if image.is_empty() || image.contains([',', ' ']) {
-        return Err(DriverError::invalid_argument("image", format!("{image:?} is not one ECS image id")));
-    }
-    let region = req
-        .region
-        .as_deref()
-        .map(str::trim)
-        .filter(|r| !r.is_empty())
-        .filter(|r| crate::naming::is_region(r))
-        .ok_or_else(|| DriverError::invalid_argument("region", "is required: a region id (ECS images are regional)"))?
-        .to_string();
+    let (image, region) = image_and_region(&req)?;
     let consumer = AccessKey::from_secret(&req.consumer_secret, "consumerSecret")?;
     let consumer_api = pool.api(&consumer, &region, ctx)?;
     let given_account = req.consumer_account.as_deref().map(str::trim).filter(|a| !a.is_empty()).map(str::to_string);
@@ -88,17 +77,7 @@ pub(crate) async fn revoke_image_share(
     ctx: &CallContext,
     req: ShareImage,
 ) -> Result<RevokedImageShare, DriverError> {
-    let image = req.image.trim().to_string();
-    if image.is_empty() || image.contains([',', ' ']) {
-        return Err(DriverError::invalid_argument("image", format!("{image:?} is not one ECS image id")));
-    }
-    let region = req
-        .region
-        .as_deref()
-        .map(str::trim)
-        .filter(|r| crate::naming::is_region(r))
-        .ok_or_else(|| DriverError::invalid_argument("region", "is required: a region id (ECS images are regional)"))?
-        .to_string();
+    let (image, region) = image_and_region(&req)?;
     let owner_secret = req.owner_secret.as_ref().ok_or_else(|| {
         DriverError::new(
             ErrorKind::FailedPrecondition,
@@ -127,4 +106,20 @@ pub(crate) async fn revoke_image_share(
     p.set("RegionId", &region).set("ImageId", &image).set("RemoveAccount.1", &account);
     owner_api.ecs::<Empty>("ModifyImageSharePermission", &p).await?;
     Ok(RevokedImageShare { revoked_now: true, consumer_account: account })
+}
+
+/// The request's image id and region, checked (the region becomes part of a host name).
+fn image_and_region(req: &ShareImage) -> Result<(String, String), DriverError> {
+    let image = req.image.trim().to_string();
+    if image.is_empty() || image.contains([',', ' ']) {
+        return Err(DriverError::invalid_argument("image", format!("{image:?} is not one ECS image id")));
+    }
+    let region = req
+        .region
+        .as_deref()
+        .map(str::trim)
+        .filter(|r| crate::naming::is_region(r))
+        .ok_or_else(|| DriverError::invalid_argument("region", "is required: a region id (ECS images are regional)"))?
+        .to_string();
+    Ok((image, region))
 }

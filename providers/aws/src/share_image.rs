@@ -55,18 +55,7 @@ impl AwsDriver {
             .build();
         let modify = owner.ec2.modify_image_attribute().image_id(&req.image).launch_permission(grant);
         aws_call::ec2(ctx, &owner, "ModifyImageAttribute", || modify.clone().send()).await?;
-        for snapshot in image.block_device_mappings().iter().filter_map(|m| m.ebs().and_then(|e| e.snapshot_id())) {
-            let perm = CreateVolumePermissionModifications::builder()
-                .add(CreateVolumePermission::builder().user_id(&consumer_account).build())
-                .build();
-            let modify = owner
-                .ec2
-                .modify_snapshot_attribute()
-                .snapshot_id(snapshot)
-                .attribute(SnapshotAttributeName::CreateVolumePermission)
-                .create_volume_permission(perm);
-            aws_call::ec2(ctx, &owner, "ModifySnapshotAttribute", || modify.clone().send()).await?;
-        }
+        modify_snapshots(ctx, &owner, &image, &consumer_account, Grant::Add).await?;
         tracing::info!(image = %req.image, consumer_account = %consumer_account, "image shared");
         Ok(SharedImage { image_id: req.image, granted_now: true, consumer_account })
     }
@@ -119,19 +108,8 @@ impl AwsDriver {
         let modify = owner.ec2.modify_image_attribute().image_id(&req.image).launch_permission(take_back);
         aws_call::ec2(ctx, &owner, "ModifyImageAttribute", || modify.clone().send()).await?;
         let image = describe_image(ctx, &owner, &req.image).await?;
-        let snapshots =
-            image.iter().flat_map(|i| i.block_device_mappings()).filter_map(|m| m.ebs().and_then(|e| e.snapshot_id()));
-        for snapshot in snapshots {
-            let perm = CreateVolumePermissionModifications::builder()
-                .remove(CreateVolumePermission::builder().user_id(&consumer_account).build())
-                .build();
-            let modify = owner
-                .ec2
-                .modify_snapshot_attribute()
-                .snapshot_id(snapshot)
-                .attribute(SnapshotAttributeName::CreateVolumePermission)
-                .create_volume_permission(perm);
-            aws_call::ec2(ctx, &owner, "ModifySnapshotAttribute", || modify.clone().send()).await?;
+        if let Some(image) = image {
+            modify_snapshots(ctx, &owner, &image, &consumer_account, Grant::Remove).await?;
         }
         tracing::info!(image = %req.image, consumer_account = %consumer_account, "image share revoked");
         Ok(RevokedImageShare { revoked_now: true, consumer_account })
@@ -150,6 +128,39 @@ impl AwsDriver {
             .map(str::to_string)
             .ok_or_else(|| DriverError::internal("sts GetCallerIdentity returned no account"))
     }
+}
+
+/// Whether a permission is given or taken back.
+#[derive(Debug, Clone, Copy)]
+enum Grant {
+    Add,
+    Remove,
+}
+
+/// One ModifySnapshotAttribute (createVolumePermission) per EBS snapshot of `image`.
+async fn modify_snapshots(
+    ctx: &CallContext,
+    owner: &AwsClients,
+    image: &Image,
+    account: &str,
+    grant: Grant,
+) -> Result<()> {
+    for snapshot in image.block_device_mappings().iter().filter_map(|m| m.ebs().and_then(|e| e.snapshot_id())) {
+        let permission = CreateVolumePermission::builder().user_id(account).build();
+        let change = match grant {
+            Grant::Add => CreateVolumePermissionModifications::builder().add(permission),
+            Grant::Remove => CreateVolumePermissionModifications::builder().remove(permission),
+        }
+        .build();
+        let modify = owner
+            .ec2
+            .modify_snapshot_attribute()
+            .snapshot_id(snapshot)
+            .attribute(SnapshotAttributeName::CreateVolumePermission)
+            .create_volume_permission(change);
+        aws_call::ec2(ctx, owner, "ModifySnapshotAttribute", || modify.clone().send()).await?;
+    }
+    Ok(())
 }
 
 /// The image as these credentials see it; `None` when it is not visible to them.

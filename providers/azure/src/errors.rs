@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use machine_driver_api::{CloudCall, CloudFailure, DriverError, ErrorKind};
+use machine_driver_api::{CloudCall, CloudFailure, DriverError, ErrorKind, cloud_failure_message};
 
 use crate::transport::ResponseMeta;
 
@@ -20,9 +20,6 @@ pub(crate) const RETRY_SOON: Duration = Duration::from_secs(5);
 /// How long Azure keeps a NIC reserved for the VM whose creation failed or
 /// which was deleted (`NicReservedForAnotherVm`).
 pub(crate) const NIC_RESERVATION: Duration = Duration::from_secs(180);
-
-/// Longest piece of a cloud message copied into a driver error.
-const MAX_CLOUD_MESSAGE: usize = 300;
 
 /// ARM codes that mean throttling: the request had no effect.
 const THROTTLING_CODES: &[&str] = &["TooManyRequests", "SubscriptionRequestsThrottled", "OperationThrottled"];
@@ -204,18 +201,9 @@ impl ArmFailure {
     pub(crate) fn driver_error(self, what: &str) -> DriverError {
         let kind = self.kind();
         let reason = self.reason_word();
-        let mut message = format!("{what} failed: {reason}");
-        if let Some(s) = self.http_status {
-            message.push_str(&format!(" (HTTP {s})"));
-        }
         // ARM appends tracking and correlation ids and a timestamp to some messages
         // ("Diagnostic information: ..."): they would make the message change on every call.
-        let cloud_message = deterministic_part(&self.message);
-        if !cloud_message.is_empty() {
-            let cut: String = cloud_message.chars().take(MAX_CLOUD_MESSAGE).collect();
-            message.push_str(": ");
-            message.push_str(&cut);
-        }
+        let message = cloud_failure_message(what, &reason, self.http_status, deterministic_part(&self.message));
         let mut err = DriverError::new(kind, reason, message);
         if kind == ErrorKind::Unavailable {
             let delay = if self.is_nic_reserved() { NIC_RESERVATION } else { self.retry_after.unwrap_or(RETRY_SOON) };

@@ -13,13 +13,10 @@ use google_cloud_gax::error::Error as GaxError;
 use google_cloud_gax::error::rpc::StatusDetails;
 use std::sync::Arc;
 
-use machine_driver_api::{CloudCall, CloudFailure, DriverError, ErrorKind};
+use machine_driver_api::{CloudCall, CloudFailure, DriverError, ErrorKind, cloud_failure_message};
 
 /// Retry delay suggested for throttling, 5xx and transport failures.
 pub(crate) const RETRY_SOON: Duration = Duration::from_secs(5);
-
-/// Longest piece of a cloud message copied into a driver error.
-const MAX_CLOUD_MESSAGE: usize = 300;
 
 /// GCE reasons (HTTP error `errors[].reason` and operation error `code`) that mean throttling.
 const THROTTLING_REASONS: &[&str] = &["rateLimitExceeded", "userRateLimitExceeded", "RATE_LIMIT_EXCEEDED"];
@@ -194,15 +191,7 @@ impl GceFailure {
     pub(crate) fn driver_error(self, operation: &str) -> DriverError {
         let kind = self.kind();
         let reason = self.reason_word();
-        let mut message = format!("compute {operation} failed: {reason}");
-        if let Some(s) = self.http_status {
-            message.push_str(&format!(" (HTTP {s})"));
-        }
-        let cloud = clip(self.message.trim());
-        if !cloud.is_empty() {
-            message.push_str(": ");
-            message.push_str(cloud);
-        }
+        let message = cloud_failure_message(&format!("compute {operation}"), &reason, self.http_status, &self.message);
         let mut err = DriverError::new(kind, reason, message);
         if kind == ErrorKind::Unavailable {
             err = err.with_retry_after(RETRY_SOON);
@@ -232,18 +221,6 @@ fn parse_error_body(body: &[u8]) -> (Option<String>, String) {
     let reason = v.pointer("/error/errors/0/reason").and_then(|r| r.as_str()).map(str::to_string);
     let message = v.pointer("/error/message").and_then(|m| m.as_str()).unwrap_or_default().to_string();
     (reason, message)
-}
-
-/// Cuts a cloud message to [`MAX_CLOUD_MESSAGE`] bytes on a char boundary.
-fn clip(s: &str) -> &str {
-    if s.len() <= MAX_CLOUD_MESSAGE {
-        return s;
-    }
-    let mut end = MAX_CLOUD_MESSAGE;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
 }
 
 #[cfg(test)]
@@ -365,7 +342,17 @@ mod tests {
 
     #[test]
     fn long_messages_are_clipped() {
-        let long = "é".repeat(400);
-        assert!(clip(&long).len() <= MAX_CLOUD_MESSAGE);
+        let failure = GceFailure {
+            http_status: Some(500),
+            reason: None,
+            message: "é".repeat(400),
+            transport: None,
+            source: None,
+        };
+        let err = failure.driver_error("instances.get");
+        assert!(
+            err.message().chars().count()
+                <= "compute instances.get failed: HTTP_500 (HTTP 500): ".len() + machine_driver_api::MAX_CLOUD_MESSAGE
+        );
     }
 }
