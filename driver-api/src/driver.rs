@@ -37,7 +37,7 @@ pub struct Capabilities {
     pub get_volume_ids: bool,
     /// ShareImage is implemented.
     pub share_image: bool,
-    /// RevokeImageShare is implemented.
+    /// RevokeImageShare and ListImageShares are implemented.
     pub revoke_image_share: bool,
 }
 
@@ -107,6 +107,15 @@ pub struct RevokedImageShare {
     pub revoked_now: bool,
     /// The consumer account.
     pub consumer_account: String,
+}
+
+/// ListImageShares output.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ImageShares {
+    /// The accounts the image is shared with, as ShareImage names them, sorted.
+    pub consumer_accounts: Vec<String>,
+    /// True when every account can use the image.
+    pub public: bool,
 }
 
 /// CreateMachine output.
@@ -254,5 +263,16 @@ pub trait Driver: Send + Sync + 'static {
     ) -> impl Future<Output = Result<RevokedImageShare>> + Send {
         let _ = (ctx, req);
         async { Err(DriverError::unimplemented("RevokeImageShare")) }
+    }
+
+    /// The accounts an image is shared with. `req.image`, `req.region` and
+    /// `req.owner_secret` (checked by the server to be set) are used.
+    fn list_image_shares(
+        &self,
+        ctx: &CallContext,
+        req: ShareImage,
+    ) -> impl Future<Output = Result<ImageShares>> + Send {
+        let _ = (ctx, req);
+        async { Err(DriverError::unimplemented("ListImageShares")) }
     }
 }

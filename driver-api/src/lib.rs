@@ -20,8 +20,8 @@ pub use cloud_call::{CallFailure, CloudCall, CloudCaller, CloudFailure, cloud_ca
 pub use coalesce::{BATCH_DEADLINE, BatchFn, Coalescer};
 pub use context::CallContext;
 pub use driver::{
-    Capabilities, CreateMachine, CreatedMachine, DeletedMachine, Driver, DriverInfo, InitializedMachine, ListMachines,
-    MachineRef, MachineStatus, RevokedImageShare, SecretBytes, ShareImage, SharedImage,
+    Capabilities, CreateMachine, CreatedMachine, DeletedMachine, Driver, DriverInfo, ImageShares, InitializedMachine,
+    ListMachines, MachineRef, MachineStatus, RevokedImageShare, SecretBytes, ShareImage, SharedImage,
 };
 pub use error::{DriverError, ErrorKind, MAX_CLOUD_MESSAGE, Result, cloud_failure_message};
 pub use idempotency::idempotency_token;

@@ -192,6 +192,7 @@ pub(crate) fn mcm_operation(rpc: &'static str) -> &'static str {
         "GetVolumeIDs" => "get_volume_ids",
         "ShareImage" => "share_image",
         "RevokeImageShare" => "revoke_image_share",
+        "ListImageShares" => "list_image_shares",
         other => other,
     }
 }

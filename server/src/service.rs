@@ -237,6 +237,48 @@ impl<D: Driver> MachineDriverService for DriverService<D> {
         })
         .await
     }
+
+    async fn list_image_shares(
+        &self,
+        request: Request<pb::ListImageSharesRequest>,
+    ) -> Result<Response<pb::ListImageSharesResponse>, Status> {
+        let ctx = call::context("ListImageShares", request.metadata(), self.settings.default_timeout);
+        let (metadata, _, req) = request.into_parts();
+        let work = async {
+            if !self.info.capabilities.revoke_image_share {
+                return Err(DriverError::unimplemented("ListImageShares"));
+            }
+            let image = req.image.trim().to_string();
+            if image.is_empty() {
+                return Err(DriverError::invalid_argument("image", "is required"));
+            }
+            let owner_secret = match req.owner_secret {
+                Some(s) if !s.data.is_empty() => {
+                    convert::secret(Some(s), "owner_secret", &self.info.required_secret_keys)?
+                }
+                _ => {
+                    return Err(DriverError::new(
+                        ErrorKind::FailedPrecondition,
+                        "OWNER_CREDENTIALS_REQUIRED",
+                        format!("listing the shares of image {image} needs the image owner's credentials"),
+                    ));
+                }
+            };
+            let request = api::ShareImage {
+                image,
+                region: Some(req.region).filter(|r| !r.trim().is_empty()),
+                owner_secret: Some(owner_secret),
+                consumer_secret: api::SecretData::default(),
+                consumer_account: None,
+            };
+            self.driver.list_image_shares(&ctx, request).await
+        };
+        call::run(&self.settings, ctx.clone(), &metadata, CallLabels::default(), work, |mut shares| {
+            shares.consumer_accounts.sort();
+            pb::ListImageSharesResponse { consumer_accounts: shares.consumer_accounts, public: shares.public }
+        })
+        .await
+    }
 }
 
 impl<D: Driver> DriverService<D> {

@@ -11,7 +11,9 @@
 //! missing owner secret is FAILED_PRECONDITION naming what to configure; the
 //! per-image share quota is RESOURCE_EXHAUSTED (`QuotaExceed.ShareImageUser`).
 
-use machine_driver_api::{CallContext, DriverError, ErrorKind, RevokedImageShare, ShareImage, SharedImage};
+use machine_driver_api::{
+    CallContext, DriverError, ErrorKind, ImageShares, RevokedImageShare, ShareImage, SharedImage,
+};
 
 use crate::clients::ClientPool;
 use crate::credentials::AccessKey;
@@ -33,11 +35,11 @@ pub(crate) async fn share_image(
     p.set("RegionId", &region).set("ImageId", &image);
     let seen: DescribeImagesAnswer = consumer_api.ecs("DescribeImages", &p).await?;
     if seen.total_count > 0 {
-        return Ok(SharedImage {
-            image_id: image,
-            granted_now: false,
-            consumer_account: given_account.unwrap_or_default(),
-        });
+        let consumer_account = match given_account {
+            Some(a) => a,
+            None => caller_account(&consumer_api).await?,
+        };
+        return Ok(SharedImage { image_id: image, granted_now: false, consumer_account });
     }
 
     let Some(owner_secret) = &req.owner_secret else {
@@ -53,13 +55,7 @@ pub(crate) async fn share_image(
     let owner = AccessKey::from_secret(owner_secret, "ownerSecret")?;
     let account = match given_account {
         Some(a) => a,
-        None => {
-            let me: CallerIdentity = consumer_api.sts("GetCallerIdentity", &Params::default()).await?;
-            if me.account_id.is_empty() {
-                return Err(DriverError::internal("sts GetCallerIdentity answered without an AccountId"));
-            }
-            me.account_id
-        }
+        None => caller_account(&consumer_api).await?,
     };
     let owner_api = pool.api(&owner, &region, ctx)?;
     let mut p = Params::default();
@@ -90,16 +86,12 @@ pub(crate) async fn revoke_image_share(
         Some(a) => a.to_string(),
         None => {
             let consumer = AccessKey::from_secret(&req.consumer_secret, "consumerSecret")?;
-            let me: CallerIdentity =
-                pool.api(&consumer, &region, ctx)?.sts("GetCallerIdentity", &Params::default()).await?;
-            me.account_id
+            caller_account(&pool.api(&consumer, &region, ctx)?).await?
         }
     };
     let owner_api = pool.api(&owner, &region, ctx)?;
-    let mut p = Params::default();
-    p.set("RegionId", &region).set("ImageId", &image).set("PageSize", 100);
-    let shared: DescribeImageSharePermissionAnswer = owner_api.ecs("DescribeImageSharePermission", &p).await?;
-    if !shared.accounts.account.iter().any(|a| a.aliyun_id == account) {
+    let shared = shares_of(&owner_api, &region, &image).await?;
+    if !shared.consumer_accounts.contains(&account) {
         return Ok(RevokedImageShare { revoked_now: false, consumer_account: account });
     }
     let mut p = Params::default();
@@ -122,4 +114,42 @@ fn image_and_region(req: &ShareImage) -> Result<(String, String), DriverError> {
         .ok_or_else(|| DriverError::invalid_argument("region", "is required: a region id (ECS images are regional)"))?
         .to_string();
     Ok((image, region))
+}
+
+/// ListImageShares: the owner's `DescribeImageSharePermission` (1 call).
+pub(crate) async fn list_image_shares(
+    pool: &ClientPool,
+    ctx: &CallContext,
+    req: ShareImage,
+) -> Result<ImageShares, DriverError> {
+    let (image, region) = image_and_region(&req)?;
+    let owner_secret = req.owner_secret.as_ref().ok_or_else(|| {
+        DriverError::new(
+            ErrorKind::FailedPrecondition,
+            "OWNER_CREDENTIALS_REQUIRED",
+            "listing shares needs the image owner's access key",
+        )
+    })?;
+    let owner = AccessKey::from_secret(owner_secret, "ownerSecret")?;
+    shares_of(&pool.api(&owner, &region, ctx)?, &region, &image).await
+}
+
+/// Who the owner's image is shared with (1 `DescribeImageSharePermission`, up to 100 accounts).
+async fn shares_of(owner_api: &crate::clients::Api<'_>, region: &str, image: &str) -> Result<ImageShares, DriverError> {
+    let mut p = Params::default();
+    p.set("RegionId", region).set("ImageId", image).set("PageSize", 100);
+    let shared: DescribeImageSharePermissionAnswer = owner_api.ecs("DescribeImageSharePermission", &p).await?;
+    Ok(ImageShares {
+        consumer_accounts: shared.accounts.account.into_iter().map(|a| a.aliyun_id).collect(),
+        public: shared.share_groups.share_group.iter().any(|g| g.group == "all"),
+    })
+}
+
+/// The account of the caller's key (1 STS `GetCallerIdentity`).
+async fn caller_account(api: &crate::clients::Api<'_>) -> Result<String, DriverError> {
+    let me: CallerIdentity = api.sts("GetCallerIdentity", &Params::default()).await?;
+    if me.account_id.is_empty() {
+        return Err(DriverError::internal("sts GetCallerIdentity answered without an AccountId"));
+    }
+    Ok(me.account_id)
 }

@@ -64,5 +64,6 @@ async fn a_public_image_needs_no_owner() {
     let driver = cloud.driver();
     let shared = driver.share_image(&ctx("share", 10), request(&cloud, fake_ecs::PUBLIC_IMAGE, false)).await.unwrap();
     assert!(!shared.granted_now);
-    assert_eq!(cloud.calls().await.breakdown(), "DescribeImages×1");
+    assert_eq!(shared.consumer_account, fake_ecs::ACCOUNT_ID);
+    assert_eq!(cloud.calls().await.breakdown(), "DescribeImages×1, GetCallerIdentity×1");
 }

@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex};
 
 use machine_driver_api::{
     CallContext, Capabilities, CloudOptions, CreateMachine, CreatedMachine, DeletedMachine, Driver, DriverError,
-    DriverInfo, InitializedMachine, ListMachines, Machine, MachineRef, MachineStatus, Provider, RecentCreates, Result,
-    RevokedImageShare, SecretData, ShareImage, SharedImage,
+    DriverInfo, ImageShares, InitializedMachine, ListMachines, Machine, MachineRef, MachineStatus, Provider,
+    RecentCreates, Result, RevokedImageShare, SecretData, ShareImage, SharedImage,
 };
 
 use crate::clients::{AwsClients, ClientCache};
@@ -134,5 +134,9 @@ impl Driver for AwsDriver {
 
     async fn revoke_image_share(&self, ctx: &CallContext, req: ShareImage) -> Result<RevokedImageShare> {
         self.revoke(ctx, req).await
+    }
+
+    async fn list_image_shares(&self, ctx: &CallContext, req: ShareImage) -> Result<ImageShares> {
+        self.list_shares(ctx, req).await
     }
 }

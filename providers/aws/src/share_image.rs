@@ -14,7 +14,9 @@ use aws_sdk_ec2::types::{
     CreateVolumePermission, CreateVolumePermissionModifications, Image, LaunchPermission,
     LaunchPermissionModifications, SnapshotAttributeName,
 };
-use machine_driver_api::{CallContext, DriverError, ErrorKind, Result, RevokedImageShare, ShareImage, SharedImage};
+use machine_driver_api::{
+    CallContext, DriverError, ErrorKind, ImageShares, Result, RevokedImageShare, ShareImage, SharedImage,
+};
 
 use crate::aws_call;
 use crate::clients::AwsClients;
@@ -89,16 +91,10 @@ impl AwsDriver {
                 self.consumer_account(ctx, &consumer, None).await?
             }
         };
-        let attribute = aws_call::ec2(ctx, &owner, "DescribeImageAttribute", || {
-            owner
-                .ec2
-                .describe_image_attribute()
-                .image_id(&req.image)
-                .attribute(aws_sdk_ec2::types::ImageAttributeName::LaunchPermission)
-                .send()
-        })
-        .await?;
-        let granted = attribute.launch_permissions().iter().any(|p| p.user_id() == Some(consumer_account.as_str()));
+        let granted = launch_permissions(ctx, &owner, &req.image)
+            .await?
+            .iter()
+            .any(|p| p.user_id() == Some(consumer_account.as_str()));
         if !granted {
             return Ok(RevokedImageShare { revoked_now: false, consumer_account });
         }
@@ -115,6 +111,31 @@ impl AwsDriver {
         Ok(RevokedImageShare { revoked_now: true, consumer_account })
     }
 
+    /// ListImageShares: DescribeImageAttribute (launchPermission) with the
+    /// owner's credentials: the account ids, public when the group `all` is there.
+    pub(crate) async fn list_shares(&self, ctx: &CallContext, req: ShareImage) -> Result<ImageShares> {
+        let region =
+            req.region.clone().filter(|r| !r.is_empty()).ok_or_else(|| {
+                DriverError::invalid_argument("region", "is required for AWS images (AMIs are regional)")
+            })?;
+        if !req.image.starts_with("ami-") {
+            return Err(DriverError::invalid_argument("image", "expected an AMI id (ami-...)"));
+        }
+        let owner_secret = req.owner_secret.as_ref().ok_or_else(|| {
+            DriverError::new(
+                ErrorKind::FailedPrecondition,
+                "OWNER_CREDENTIALS_REQUIRED",
+                "listing shares needs the image owner's credentials",
+            )
+        })?;
+        let owner = self.clients(owner_secret, &region)?;
+        let attribute = launch_permissions(ctx, &owner, &req.image).await?;
+        Ok(ImageShares {
+            consumer_accounts: attribute.iter().filter_map(|p| p.user_id().map(str::to_string)).collect(),
+            public: attribute.iter().any(|p| p.group().is_some_and(|g| g.as_str() == "all")),
+        })
+    }
+
     async fn consumer_account(&self, ctx: &CallContext, consumer: &AwsClients, given: Option<&str>) -> Result<String> {
         if let Some(a) = given.filter(|a| !a.is_empty()) {
             return Ok(a.to_string());
@@ -128,6 +149,20 @@ impl AwsDriver {
             .map(str::to_string)
             .ok_or_else(|| DriverError::internal("sts GetCallerIdentity returned no account"))
     }
+}
+
+/// The image's launch permissions (1 DescribeImageAttribute).
+async fn launch_permissions(ctx: &CallContext, owner: &AwsClients, image_id: &str) -> Result<Vec<LaunchPermission>> {
+    let attribute = aws_call::ec2(ctx, owner, "DescribeImageAttribute", || {
+        owner
+            .ec2
+            .describe_image_attribute()
+            .image_id(image_id)
+            .attribute(aws_sdk_ec2::types::ImageAttributeName::LaunchPermission)
+            .send()
+    })
+    .await?;
+    Ok(attribute.launch_permissions().to_vec())
 }
 
 /// Whether a permission is given or taken back.

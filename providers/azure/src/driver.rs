@@ -4,7 +4,7 @@
 
 use machine_driver_api::{
     Address, CallContext, Capabilities, CloudOptions, CreateMachine, CreatedMachine, DeletedMachine, Driver,
-    DriverError, DriverInfo, KeyedCache, ListMachines, MachineRef, MachineStatus, Provider, RecentCreates,
+    DriverError, DriverInfo, ImageShares, KeyedCache, ListMachines, MachineRef, MachineStatus, Provider, RecentCreates,
     RevokedImageShare, ShareImage, SharedImage,
 };
 
@@ -131,5 +131,9 @@ impl Driver for AzureDriver {
 
     async fn revoke_image_share(&self, ctx: &CallContext, req: ShareImage) -> Result<RevokedImageShare, DriverError> {
         crate::share_image::revoke_image_share(&self.pool, ctx, req).await
+    }
+
+    async fn list_image_shares(&self, ctx: &CallContext, req: ShareImage) -> Result<ImageShares, DriverError> {
+        crate::share_image::list_image_shares(&self.pool, ctx, req).await
     }
 }

@@ -18,7 +18,7 @@
 use std::time::Duration;
 
 use machine_driver_api::{
-    CallContext, CallFailure, DriverError, ErrorKind, RevokedImageShare, ShareImage, SharedImage,
+    CallContext, CallFailure, DriverError, ErrorKind, ImageShares, RevokedImageShare, ShareImage, SharedImage,
 };
 
 use crate::clients::ClientPool;
@@ -164,6 +164,39 @@ pub(crate) async fn revoke_image_share(
     })?;
     let owner = AzureCredentials::from_secret(owner_secret, "ownerSecret")?;
     let owner_api = pool.api(&owner, None, ctx)?;
+    let shared = gallery_shares(&owner_api, &image).await?.consumer_accounts.contains(&consumer_sub);
+    if !shared {
+        return Ok(RevokedImageShare { revoked_now: false, consumer_account: consumer_sub });
+    }
+    update_sharing(&owner_api, &image, "Remove", &consumer_sub).await?;
+    Ok(RevokedImageShare { revoked_now: true, consumer_account: consumer_sub })
+}
+
+/// ListImageShares: the owner's `galleries.get` (the gallery's sharing groups:
+/// subscriptions, and tenants as `tenant:<id>`; public when the gallery is a
+/// community gallery). Sharing is per gallery: every image in it has the same shares.
+pub(crate) async fn list_image_shares(
+    pool: &ClientPool,
+    ctx: &CallContext,
+    req: ShareImage,
+) -> Result<ImageShares, DriverError> {
+    let image = GalleryImageVersion::parse(&req.image)?;
+    let owner_secret = req.owner_secret.as_ref().ok_or_else(|| {
+        DriverError::new(
+            ErrorKind::FailedPrecondition,
+            "OWNER_CREDENTIALS_REQUIRED",
+            "listing shares needs the gallery owner's credentials",
+        )
+    })?;
+    let owner = AzureCredentials::from_secret(owner_secret, "ownerSecret")?;
+    gallery_shares(&pool.api(&owner, None, ctx)?, &image).await
+}
+
+/// The sharing groups of the image's gallery (1 `galleries.get`).
+async fn gallery_shares(
+    owner_api: &crate::clients::Api<'_>,
+    image: &GalleryImageVersion,
+) -> Result<ImageShares, DriverError> {
     let gallery = owner_api
         .call("compute", "galleries.get", || {
             owner_api
@@ -181,22 +214,16 @@ pub(crate) async fn revoke_image_share(
         .map_err(|_| DriverError::internal("reading compute galleries.get's answer failed"))?;
     let gallery: serde_json::Value = serde_json::from_slice(&body)
         .map_err(|_| DriverError::internal("compute galleries.get answered a body that is not a gallery"))?;
-    let shared = gallery
-        .pointer("/properties/sharingProfile/groups")
-        .and_then(serde_json::Value::as_array)
-        .is_some_and(|groups| {
-            groups.iter().any(|g| {
-                g["type"].as_str().is_some_and(|t| t.eq_ignore_ascii_case("Subscriptions"))
-                    && g["ids"]
-                        .as_array()
-                        .is_some_and(|ids| ids.iter().any(|id| id.as_str() == Some(consumer_sub.as_str())))
-            })
-        });
-    if !shared {
-        return Ok(RevokedImageShare { revoked_now: false, consumer_account: consumer_sub });
+    let profile = gallery.pointer("/properties/sharingProfile");
+    let mut consumer_accounts = Vec::new();
+    for group in profile.and_then(|p| p["groups"].as_array()).into_iter().flatten() {
+        let tenants = group["type"].as_str().is_some_and(|t| t.eq_ignore_ascii_case("AADTenants"));
+        for id in group["ids"].as_array().into_iter().flatten().filter_map(serde_json::Value::as_str) {
+            consumer_accounts.push(if tenants { format!("tenant:{id}") } else { id.to_string() });
+        }
     }
-    update_sharing(&owner_api, &image, "Remove", &consumer_sub).await?;
-    Ok(RevokedImageShare { revoked_now: true, consumer_account: consumer_sub })
+    let public = profile.and_then(|p| p["permissions"].as_str()).is_some_and(|p| p.eq_ignore_ascii_case("Community"));
+    Ok(ImageShares { consumer_accounts, public })
 }
 
 /// `gallerySharingProfile.update` with `operation` (`Add`, `Remove`) for the

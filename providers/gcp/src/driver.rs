@@ -4,8 +4,8 @@
 
 use machine_driver_api::{
     CallContext, Capabilities, CloudOptions, CreateMachine, CreatedMachine, DeletedMachine, Driver, DriverError,
-    DriverInfo, ListMachines, MachineRef, MachineStatus, Provider, RecentCreates, RevokedImageShare, ShareImage,
-    SharedImage,
+    DriverInfo, ImageShares, ListMachines, MachineRef, MachineStatus, Provider, RecentCreates, RevokedImageShare,
+    ShareImage, SharedImage,
 };
 
 use crate::clients::{ClientPool, ComputeEndpoint};
@@ -126,5 +126,9 @@ impl Driver for GcpDriver {
 
     async fn revoke_image_share(&self, ctx: &CallContext, req: ShareImage) -> Result<RevokedImageShare, DriverError> {
         crate::share_image::revoke_image_share(&self.pool, ctx, req).await
+    }
+
+    async fn list_image_shares(&self, ctx: &CallContext, req: ShareImage) -> Result<ImageShares, DriverError> {
+        crate::share_image::list_image_shares(&self.pool, ctx, req).await
     }
 }

@@ -9,7 +9,9 @@
 //! drop each other's bindings (a stale etag is re-read and retried).
 
 use google_cloud_compute_v1::model::{Binding, GlobalSetPolicyRequest, Policy};
-use machine_driver_api::{CallContext, DriverError, ErrorKind, RevokedImageShare, ShareImage, SharedImage};
+use machine_driver_api::{
+    CallContext, DriverError, ErrorKind, ImageShares, RevokedImageShare, ShareImage, SharedImage,
+};
 
 use crate::clients::ClientPool;
 use crate::credentials::ServiceAccountKey;
@@ -146,6 +148,44 @@ pub(crate) async fn revoke_image_share(
         tracing::info!(image = %image.path(), member = %member, role = IMAGE_USER_ROLE, "image share revoked");
     }
     Ok(RevokedImageShare { revoked_now: revoked, consumer_account: account })
+}
+
+/// Runs ListImageShares: the members of the image's `roles/compute.imageUser`
+/// binding (1 `images.getIamPolicy`), as ShareImage names them (a service
+/// account by its email); public when `allUsers` or `allAuthenticatedUsers` is one.
+pub(crate) async fn list_image_shares(
+    pool: &ClientPool,
+    ctx: &CallContext,
+    req: ShareImage,
+) -> Result<ImageShares, DriverError> {
+    let image = ImageRef::parse(&req.image)?;
+    let owner_secret = req.owner_secret.as_ref().ok_or_else(|| {
+        DriverError::new(
+            ErrorKind::FailedPrecondition,
+            "OWNER_CREDENTIALS_REQUIRED",
+            "listing shares needs the image owner's credentials",
+        )
+    })?;
+    let owner = ServiceAccountKey::from_secret(owner_secret, "ownerSecret")?;
+    let api = pool.api(&owner, ctx).await?;
+    let policy = api
+        .call("images.getIamPolicy", || {
+            api.clients.images.get_iam_policy().set_project(&image.project).set_resource(&image.name).send()
+        })
+        .await?;
+    let members: Vec<&String> = policy
+        .bindings
+        .iter()
+        .filter(|b| b.role.as_deref() == Some(IMAGE_USER_ROLE) && b.condition.is_none())
+        .flat_map(|b| b.members.iter())
+        .collect();
+    let public = members.iter().any(|m| *m == "allUsers" || *m == "allAuthenticatedUsers");
+    let consumer_accounts = members
+        .into_iter()
+        .filter(|m| *m != "allUsers" && *m != "allAuthenticatedUsers")
+        .map(|m| m.strip_prefix("serviceAccount:").unwrap_or(m).to_string())
+        .collect();
+    Ok(ImageShares { consumer_accounts, public })
 }
 
 /// Reads the image's IAM policy, applies `edit` (false: nothing to change) and

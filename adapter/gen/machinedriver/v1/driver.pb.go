@@ -1025,6 +1025,127 @@ func (x *RevokeImageShareResponse) GetConsumerAccount() string {
 	return ""
 }
 
+// ListImageShares input.
+type ListImageSharesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Image reference in the owner account, as given to ShareImage.
+	Image string `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"`
+	// Region of the image (empty for global images).
+	Region string `protobuf:"bytes,2,opt,name=region,proto3" json:"region,omitempty"`
+	// Image-owner credentials, same keys as a machine secret. Required. Secret.
+	OwnerSecret   *SecretData `protobuf:"bytes,3,opt,name=owner_secret,json=ownerSecret,proto3" json:"owner_secret,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListImageSharesRequest) Reset() {
+	*x = ListImageSharesRequest{}
+	mi := &file_machinedriver_v1_driver_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListImageSharesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListImageSharesRequest) ProtoMessage() {}
+
+func (x *ListImageSharesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_machinedriver_v1_driver_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListImageSharesRequest.ProtoReflect.Descriptor instead.
+func (*ListImageSharesRequest) Descriptor() ([]byte, []int) {
+	return file_machinedriver_v1_driver_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ListImageSharesRequest) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
+func (x *ListImageSharesRequest) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *ListImageSharesRequest) GetOwnerSecret() *SecretData {
+	if x != nil {
+		return x.OwnerSecret
+	}
+	return nil
+}
+
+// ListImageShares output.
+type ListImageSharesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The accounts the image is shared with, in the form ShareImage answers as
+	// consumer_account (AWS account, GCP IAM member, Azure subscription,
+	// Alibaba Cloud account), sorted.
+	ConsumerAccounts []string `protobuf:"bytes,1,rep,name=consumer_accounts,json=consumerAccounts,proto3" json:"consumer_accounts,omitempty"`
+	// True when the image is public (every account can use it).
+	Public        bool `protobuf:"varint,2,opt,name=public,proto3" json:"public,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListImageSharesResponse) Reset() {
+	*x = ListImageSharesResponse{}
+	mi := &file_machinedriver_v1_driver_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListImageSharesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListImageSharesResponse) ProtoMessage() {}
+
+func (x *ListImageSharesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_machinedriver_v1_driver_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListImageSharesResponse.ProtoReflect.Descriptor instead.
+func (*ListImageSharesResponse) Descriptor() ([]byte, []int) {
+	return file_machinedriver_v1_driver_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ListImageSharesResponse) GetConsumerAccounts() []string {
+	if x != nil {
+		return x.ConsumerAccounts
+	}
+	return nil
+}
+
+func (x *ListImageSharesResponse) GetPublic() bool {
+	if x != nil {
+		return x.Public
+	}
+	return false
+}
+
 // ShareImage output.
 type ShareImageResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1040,7 +1161,7 @@ type ShareImageResponse struct {
 
 func (x *ShareImageResponse) Reset() {
 	*x = ShareImageResponse{}
-	mi := &file_machinedriver_v1_driver_proto_msgTypes[16]
+	mi := &file_machinedriver_v1_driver_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1052,7 +1173,7 @@ func (x *ShareImageResponse) String() string {
 func (*ShareImageResponse) ProtoMessage() {}
 
 func (x *ShareImageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_machinedriver_v1_driver_proto_msgTypes[16]
+	mi := &file_machinedriver_v1_driver_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1065,7 +1186,7 @@ func (x *ShareImageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShareImageResponse.ProtoReflect.Descriptor instead.
 func (*ShareImageResponse) Descriptor() ([]byte, []int) {
-	return file_machinedriver_v1_driver_proto_rawDescGZIP(), []int{16}
+	return file_machinedriver_v1_driver_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ShareImageResponse) GetImageId() string {
@@ -1162,12 +1283,19 @@ const file_machinedriver_v1_driver_proto_rawDesc = "" +
 	"\x18RevokeImageShareResponse\x12\x1f\n" +
 	"\vrevoked_now\x18\x01 \x01(\bR\n" +
 	"revokedNow\x12)\n" +
-	"\x10consumer_account\x18\x02 \x01(\tR\x0fconsumerAccount\"{\n" +
+	"\x10consumer_account\x18\x02 \x01(\tR\x0fconsumerAccount\"\x8d\x01\n" +
+	"\x16ListImageSharesRequest\x12\x14\n" +
+	"\x05image\x18\x01 \x01(\tR\x05image\x12\x16\n" +
+	"\x06region\x18\x02 \x01(\tR\x06region\x12E\n" +
+	"\fowner_secret\x18\x03 \x01(\v2\x1c.machinedriver.v1.SecretDataB\x04\x88\xb5\x18\x01R\vownerSecret\"^\n" +
+	"\x17ListImageSharesResponse\x12+\n" +
+	"\x11consumer_accounts\x18\x01 \x03(\tR\x10consumerAccounts\x12\x16\n" +
+	"\x06public\x18\x02 \x01(\bR\x06public\"{\n" +
 	"\x12ShareImageResponse\x12\x19\n" +
 	"\bimage_id\x18\x01 \x01(\tR\aimageId\x12\x1f\n" +
 	"\vgranted_now\x18\x02 \x01(\bR\n" +
 	"grantedNow\x12)\n" +
-	"\x10consumer_account\x18\x03 \x01(\tR\x0fconsumerAccount2\xb5\x06\n" +
+	"\x10consumer_account\x18\x03 \x01(\tR\x0fconsumerAccount2\x9d\a\n" +
 	"\x14MachineDriverService\x12`\n" +
 	"\rCreateMachine\x12&.machinedriver.v1.CreateMachineRequest\x1a'.machinedriver.v1.CreateMachineResponse\x12l\n" +
 	"\x11InitializeMachine\x12*.machinedriver.v1.InitializeMachineRequest\x1a+.machinedriver.v1.InitializeMachineResponse\x12i\n" +
@@ -1177,7 +1305,8 @@ const file_machinedriver_v1_driver_proto_rawDesc = "" +
 	"\fGetVolumeIDs\x12%.machinedriver.v1.GetVolumeIDsRequest\x1a&.machinedriver.v1.GetVolumeIDsResponse\x12W\n" +
 	"\n" +
 	"ShareImage\x12#.machinedriver.v1.ShareImageRequest\x1a$.machinedriver.v1.ShareImageResponse\x12i\n" +
-	"\x10RevokeImageShare\x12).machinedriver.v1.RevokeImageShareRequest\x1a*.machinedriver.v1.RevokeImageShareResponseB\xcc\x01\n" +
+	"\x10RevokeImageShare\x12).machinedriver.v1.RevokeImageShareRequest\x1a*.machinedriver.v1.RevokeImageShareResponse\x12f\n" +
+	"\x0fListImageShares\x12(.machinedriver.v1.ListImageSharesRequest\x1a).machinedriver.v1.ListImageSharesResponseB\xcc\x01\n" +
 	"\x14com.machinedriver.v1B\vDriverProtoP\x01ZFgithub.com/machine-driver/adapter/gen/machinedriver/v1;machinedriverv1\xa2\x02\x03MXX\xaa\x02\x10Machinedriver.V1\xca\x02\x10Machinedriver\\V1\xe2\x02\x1cMachinedriver\\V1\\GPBMetadata\xea\x02\x11Machinedriver::V1b\x06proto3"
 
 var (
@@ -1192,7 +1321,7 @@ func file_machinedriver_v1_driver_proto_rawDescGZIP() []byte {
 	return file_machinedriver_v1_driver_proto_rawDescData
 }
 
-var file_machinedriver_v1_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_machinedriver_v1_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_machinedriver_v1_driver_proto_goTypes = []any{
 	(*CreateMachineRequest)(nil),      // 0: machinedriver.v1.CreateMachineRequest
 	(*CreateMachineResponse)(nil),     // 1: machinedriver.v1.CreateMachineResponse
@@ -1210,57 +1339,62 @@ var file_machinedriver_v1_driver_proto_goTypes = []any{
 	(*ShareImageRequest)(nil),         // 13: machinedriver.v1.ShareImageRequest
 	(*RevokeImageShareRequest)(nil),   // 14: machinedriver.v1.RevokeImageShareRequest
 	(*RevokeImageShareResponse)(nil),  // 15: machinedriver.v1.RevokeImageShareResponse
-	(*ShareImageResponse)(nil),        // 16: machinedriver.v1.ShareImageResponse
-	nil,                               // 17: machinedriver.v1.ListMachinesResponse.MachinesEntry
-	(*Machine)(nil),                   // 18: machinedriver.v1.Machine
-	(*MachineClass)(nil),              // 19: machinedriver.v1.MachineClass
-	(*SecretData)(nil),                // 20: machinedriver.v1.SecretData
-	(*Address)(nil),                   // 21: machinedriver.v1.Address
+	(*ListImageSharesRequest)(nil),    // 16: machinedriver.v1.ListImageSharesRequest
+	(*ListImageSharesResponse)(nil),   // 17: machinedriver.v1.ListImageSharesResponse
+	(*ShareImageResponse)(nil),        // 18: machinedriver.v1.ShareImageResponse
+	nil,                               // 19: machinedriver.v1.ListMachinesResponse.MachinesEntry
+	(*Machine)(nil),                   // 20: machinedriver.v1.Machine
+	(*MachineClass)(nil),              // 21: machinedriver.v1.MachineClass
+	(*SecretData)(nil),                // 22: machinedriver.v1.SecretData
+	(*Address)(nil),                   // 23: machinedriver.v1.Address
 }
 var file_machinedriver_v1_driver_proto_depIdxs = []int32{
-	18, // 0: machinedriver.v1.CreateMachineRequest.machine:type_name -> machinedriver.v1.Machine
-	19, // 1: machinedriver.v1.CreateMachineRequest.machine_class:type_name -> machinedriver.v1.MachineClass
-	20, // 2: machinedriver.v1.CreateMachineRequest.secret:type_name -> machinedriver.v1.SecretData
-	21, // 3: machinedriver.v1.CreateMachineResponse.addresses:type_name -> machinedriver.v1.Address
-	18, // 4: machinedriver.v1.InitializeMachineRequest.machine:type_name -> machinedriver.v1.Machine
-	19, // 5: machinedriver.v1.InitializeMachineRequest.machine_class:type_name -> machinedriver.v1.MachineClass
-	20, // 6: machinedriver.v1.InitializeMachineRequest.secret:type_name -> machinedriver.v1.SecretData
-	18, // 7: machinedriver.v1.GetMachineStatusRequest.machine:type_name -> machinedriver.v1.Machine
-	19, // 8: machinedriver.v1.GetMachineStatusRequest.machine_class:type_name -> machinedriver.v1.MachineClass
-	20, // 9: machinedriver.v1.GetMachineStatusRequest.secret:type_name -> machinedriver.v1.SecretData
-	21, // 10: machinedriver.v1.GetMachineStatusResponse.addresses:type_name -> machinedriver.v1.Address
+	20, // 0: machinedriver.v1.CreateMachineRequest.machine:type_name -> machinedriver.v1.Machine
+	21, // 1: machinedriver.v1.CreateMachineRequest.machine_class:type_name -> machinedriver.v1.MachineClass
+	22, // 2: machinedriver.v1.CreateMachineRequest.secret:type_name -> machinedriver.v1.SecretData
+	23, // 3: machinedriver.v1.CreateMachineResponse.addresses:type_name -> machinedriver.v1.Address
+	20, // 4: machinedriver.v1.InitializeMachineRequest.machine:type_name -> machinedriver.v1.Machine
+	21, // 5: machinedriver.v1.InitializeMachineRequest.machine_class:type_name -> machinedriver.v1.MachineClass
+	22, // 6: machinedriver.v1.InitializeMachineRequest.secret:type_name -> machinedriver.v1.SecretData
+	20, // 7: machinedriver.v1.GetMachineStatusRequest.machine:type_name -> machinedriver.v1.Machine
+	21, // 8: machinedriver.v1.GetMachineStatusRequest.machine_class:type_name -> machinedriver.v1.MachineClass
+	22, // 9: machinedriver.v1.GetMachineStatusRequest.secret:type_name -> machinedriver.v1.SecretData
+	23, // 10: machinedriver.v1.GetMachineStatusResponse.addresses:type_name -> machinedriver.v1.Address
 	6,  // 11: machinedriver.v1.GetMachineStatusResponse.initialization:type_name -> machinedriver.v1.InitializationState
-	18, // 12: machinedriver.v1.DeleteMachineRequest.machine:type_name -> machinedriver.v1.Machine
-	19, // 13: machinedriver.v1.DeleteMachineRequest.machine_class:type_name -> machinedriver.v1.MachineClass
-	20, // 14: machinedriver.v1.DeleteMachineRequest.secret:type_name -> machinedriver.v1.SecretData
-	19, // 15: machinedriver.v1.ListMachinesRequest.machine_class:type_name -> machinedriver.v1.MachineClass
-	20, // 16: machinedriver.v1.ListMachinesRequest.secret:type_name -> machinedriver.v1.SecretData
-	17, // 17: machinedriver.v1.ListMachinesResponse.machines:type_name -> machinedriver.v1.ListMachinesResponse.MachinesEntry
-	20, // 18: machinedriver.v1.ShareImageRequest.owner_secret:type_name -> machinedriver.v1.SecretData
-	20, // 19: machinedriver.v1.ShareImageRequest.consumer_secret:type_name -> machinedriver.v1.SecretData
-	20, // 20: machinedriver.v1.RevokeImageShareRequest.owner_secret:type_name -> machinedriver.v1.SecretData
-	20, // 21: machinedriver.v1.RevokeImageShareRequest.consumer_secret:type_name -> machinedriver.v1.SecretData
-	0,  // 22: machinedriver.v1.MachineDriverService.CreateMachine:input_type -> machinedriver.v1.CreateMachineRequest
-	2,  // 23: machinedriver.v1.MachineDriverService.InitializeMachine:input_type -> machinedriver.v1.InitializeMachineRequest
-	4,  // 24: machinedriver.v1.MachineDriverService.GetMachineStatus:input_type -> machinedriver.v1.GetMachineStatusRequest
-	7,  // 25: machinedriver.v1.MachineDriverService.DeleteMachine:input_type -> machinedriver.v1.DeleteMachineRequest
-	9,  // 26: machinedriver.v1.MachineDriverService.ListMachines:input_type -> machinedriver.v1.ListMachinesRequest
-	11, // 27: machinedriver.v1.MachineDriverService.GetVolumeIDs:input_type -> machinedriver.v1.GetVolumeIDsRequest
-	13, // 28: machinedriver.v1.MachineDriverService.ShareImage:input_type -> machinedriver.v1.ShareImageRequest
-	14, // 29: machinedriver.v1.MachineDriverService.RevokeImageShare:input_type -> machinedriver.v1.RevokeImageShareRequest
-	1,  // 30: machinedriver.v1.MachineDriverService.CreateMachine:output_type -> machinedriver.v1.CreateMachineResponse
-	3,  // 31: machinedriver.v1.MachineDriverService.InitializeMachine:output_type -> machinedriver.v1.InitializeMachineResponse
-	5,  // 32: machinedriver.v1.MachineDriverService.GetMachineStatus:output_type -> machinedriver.v1.GetMachineStatusResponse
-	8,  // 33: machinedriver.v1.MachineDriverService.DeleteMachine:output_type -> machinedriver.v1.DeleteMachineResponse
-	10, // 34: machinedriver.v1.MachineDriverService.ListMachines:output_type -> machinedriver.v1.ListMachinesResponse
-	12, // 35: machinedriver.v1.MachineDriverService.GetVolumeIDs:output_type -> machinedriver.v1.GetVolumeIDsResponse
-	16, // 36: machinedriver.v1.MachineDriverService.ShareImage:output_type -> machinedriver.v1.ShareImageResponse
-	15, // 37: machinedriver.v1.MachineDriverService.RevokeImageShare:output_type -> machinedriver.v1.RevokeImageShareResponse
-	30, // [30:38] is the sub-list for method output_type
-	22, // [22:30] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	20, // 12: machinedriver.v1.DeleteMachineRequest.machine:type_name -> machinedriver.v1.Machine
+	21, // 13: machinedriver.v1.DeleteMachineRequest.machine_class:type_name -> machinedriver.v1.MachineClass
+	22, // 14: machinedriver.v1.DeleteMachineRequest.secret:type_name -> machinedriver.v1.SecretData
+	21, // 15: machinedriver.v1.ListMachinesRequest.machine_class:type_name -> machinedriver.v1.MachineClass
+	22, // 16: machinedriver.v1.ListMachinesRequest.secret:type_name -> machinedriver.v1.SecretData
+	19, // 17: machinedriver.v1.ListMachinesResponse.machines:type_name -> machinedriver.v1.ListMachinesResponse.MachinesEntry
+	22, // 18: machinedriver.v1.ShareImageRequest.owner_secret:type_name -> machinedriver.v1.SecretData
+	22, // 19: machinedriver.v1.ShareImageRequest.consumer_secret:type_name -> machinedriver.v1.SecretData
+	22, // 20: machinedriver.v1.RevokeImageShareRequest.owner_secret:type_name -> machinedriver.v1.SecretData
+	22, // 21: machinedriver.v1.RevokeImageShareRequest.consumer_secret:type_name -> machinedriver.v1.SecretData
+	22, // 22: machinedriver.v1.ListImageSharesRequest.owner_secret:type_name -> machinedriver.v1.SecretData
+	0,  // 23: machinedriver.v1.MachineDriverService.CreateMachine:input_type -> machinedriver.v1.CreateMachineRequest
+	2,  // 24: machinedriver.v1.MachineDriverService.InitializeMachine:input_type -> machinedriver.v1.InitializeMachineRequest
+	4,  // 25: machinedriver.v1.MachineDriverService.GetMachineStatus:input_type -> machinedriver.v1.GetMachineStatusRequest
+	7,  // 26: machinedriver.v1.MachineDriverService.DeleteMachine:input_type -> machinedriver.v1.DeleteMachineRequest
+	9,  // 27: machinedriver.v1.MachineDriverService.ListMachines:input_type -> machinedriver.v1.ListMachinesRequest
+	11, // 28: machinedriver.v1.MachineDriverService.GetVolumeIDs:input_type -> machinedriver.v1.GetVolumeIDsRequest
+	13, // 29: machinedriver.v1.MachineDriverService.ShareImage:input_type -> machinedriver.v1.ShareImageRequest
+	14, // 30: machinedriver.v1.MachineDriverService.RevokeImageShare:input_type -> machinedriver.v1.RevokeImageShareRequest
+	16, // 31: machinedriver.v1.MachineDriverService.ListImageShares:input_type -> machinedriver.v1.ListImageSharesRequest
+	1,  // 32: machinedriver.v1.MachineDriverService.CreateMachine:output_type -> machinedriver.v1.CreateMachineResponse
+	3,  // 33: machinedriver.v1.MachineDriverService.InitializeMachine:output_type -> machinedriver.v1.InitializeMachineResponse
+	5,  // 34: machinedriver.v1.MachineDriverService.GetMachineStatus:output_type -> machinedriver.v1.GetMachineStatusResponse
+	8,  // 35: machinedriver.v1.MachineDriverService.DeleteMachine:output_type -> machinedriver.v1.DeleteMachineResponse
+	10, // 36: machinedriver.v1.MachineDriverService.ListMachines:output_type -> machinedriver.v1.ListMachinesResponse
+	12, // 37: machinedriver.v1.MachineDriverService.GetVolumeIDs:output_type -> machinedriver.v1.GetVolumeIDsResponse
+	18, // 38: machinedriver.v1.MachineDriverService.ShareImage:output_type -> machinedriver.v1.ShareImageResponse
+	15, // 39: machinedriver.v1.MachineDriverService.RevokeImageShare:output_type -> machinedriver.v1.RevokeImageShareResponse
+	17, // 40: machinedriver.v1.MachineDriverService.ListImageShares:output_type -> machinedriver.v1.ListImageSharesResponse
+	32, // [32:41] is the sub-list for method output_type
+	23, // [23:32] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_machinedriver_v1_driver_proto_init() }
@@ -1276,7 +1410,7 @@ func file_machinedriver_v1_driver_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_machinedriver_v1_driver_proto_rawDesc), len(file_machinedriver_v1_driver_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

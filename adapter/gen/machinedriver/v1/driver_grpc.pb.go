@@ -27,6 +27,7 @@ const (
 	MachineDriverService_GetVolumeIDs_FullMethodName      = "/machinedriver.v1.MachineDriverService/GetVolumeIDs"
 	MachineDriverService_ShareImage_FullMethodName        = "/machinedriver.v1.MachineDriverService/ShareImage"
 	MachineDriverService_RevokeImageShare_FullMethodName  = "/machinedriver.v1.MachineDriverService/RevokeImageShare"
+	MachineDriverService_ListImageShares_FullMethodName   = "/machinedriver.v1.MachineDriverService/ListImageShares"
 )
 
 // MachineDriverServiceClient is the client API for MachineDriverService service.
@@ -133,6 +134,17 @@ type MachineDriverServiceClient interface {
 	// account. UNIMPLEMENTED when the driver does not advertise
 	// CAPABILITY_REVOKE_IMAGE_SHARE. Otherwise the common table.
 	RevokeImageShare(ctx context.Context, in *RevokeImageShareRequest, opts ...grpc.CallOption) (*RevokeImageShareResponse, error)
+	// Lists the accounts an image of the owner account is shared with, so that
+	// an operator can reconcile shares with the allow-list (and revoke the
+	// rest). Needs the owner's credentials.
+	//
+	// Idempotency: read-only.
+	//
+	// Errors: FAILED_PRECONDITION (reason OWNER_CREDENTIALS_REQUIRED) without
+	// owner credentials. NOT_FOUND when the image does not exist in the owner
+	// account. UNIMPLEMENTED when the driver does not advertise
+	// CAPABILITY_REVOKE_IMAGE_SHARE. Otherwise the common table.
+	ListImageShares(ctx context.Context, in *ListImageSharesRequest, opts ...grpc.CallOption) (*ListImageSharesResponse, error)
 }
 
 type machineDriverServiceClient struct {
@@ -217,6 +229,16 @@ func (c *machineDriverServiceClient) RevokeImageShare(ctx context.Context, in *R
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RevokeImageShareResponse)
 	err := c.cc.Invoke(ctx, MachineDriverService_RevokeImageShare_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *machineDriverServiceClient) ListImageShares(ctx context.Context, in *ListImageSharesRequest, opts ...grpc.CallOption) (*ListImageSharesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListImageSharesResponse)
+	err := c.cc.Invoke(ctx, MachineDriverService_ListImageShares_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -327,6 +349,17 @@ type MachineDriverServiceServer interface {
 	// account. UNIMPLEMENTED when the driver does not advertise
 	// CAPABILITY_REVOKE_IMAGE_SHARE. Otherwise the common table.
 	RevokeImageShare(context.Context, *RevokeImageShareRequest) (*RevokeImageShareResponse, error)
+	// Lists the accounts an image of the owner account is shared with, so that
+	// an operator can reconcile shares with the allow-list (and revoke the
+	// rest). Needs the owner's credentials.
+	//
+	// Idempotency: read-only.
+	//
+	// Errors: FAILED_PRECONDITION (reason OWNER_CREDENTIALS_REQUIRED) without
+	// owner credentials. NOT_FOUND when the image does not exist in the owner
+	// account. UNIMPLEMENTED when the driver does not advertise
+	// CAPABILITY_REVOKE_IMAGE_SHARE. Otherwise the common table.
+	ListImageShares(context.Context, *ListImageSharesRequest) (*ListImageSharesResponse, error)
 	mustEmbedUnimplementedMachineDriverServiceServer()
 }
 
@@ -360,6 +393,9 @@ func (UnimplementedMachineDriverServiceServer) ShareImage(context.Context, *Shar
 }
 func (UnimplementedMachineDriverServiceServer) RevokeImageShare(context.Context, *RevokeImageShareRequest) (*RevokeImageShareResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RevokeImageShare not implemented")
+}
+func (UnimplementedMachineDriverServiceServer) ListImageShares(context.Context, *ListImageSharesRequest) (*ListImageSharesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListImageShares not implemented")
 }
 func (UnimplementedMachineDriverServiceServer) mustEmbedUnimplementedMachineDriverServiceServer() {}
 func (UnimplementedMachineDriverServiceServer) testEmbeddedByValue()                              {}
@@ -526,6 +562,24 @@ func _MachineDriverService_RevokeImageShare_Handler(srv interface{}, ctx context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MachineDriverService_ListImageShares_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListImageSharesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MachineDriverServiceServer).ListImageShares(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MachineDriverService_ListImageShares_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MachineDriverServiceServer).ListImageShares(ctx, req.(*ListImageSharesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MachineDriverService_ServiceDesc is the grpc.ServiceDesc for MachineDriverService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -564,6 +618,10 @@ var MachineDriverService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RevokeImageShare",
 			Handler:    _MachineDriverService_RevokeImageShare_Handler,
+		},
+		{
+			MethodName: "ListImageShares",
+			Handler:    _MachineDriverService_ListImageShares_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

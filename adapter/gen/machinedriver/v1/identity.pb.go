@@ -37,7 +37,7 @@ const (
 	Capability_CAPABILITY_SHARE_IMAGE Capability = 4
 	// Registry mirror/CA configuration is rendered into user data.
 	Capability_CAPABILITY_REGISTRY_CONFIG Capability = 5
-	// RevokeImageShare is implemented.
+	// RevokeImageShare and ListImageShares are implemented.
 	Capability_CAPABILITY_REVOKE_IMAGE_SHARE Capability = 6
 )
 

@@ -113,6 +113,24 @@ pub(crate) struct DescribeImagesAnswer {
 pub(crate) struct DescribeImageSharePermissionAnswer {
     /// The accounts the image is shared with.
     pub(crate) accounts: Accounts,
+    /// Groups the image is shared with (`all`: public).
+    pub(crate) share_groups: ShareGroups,
+}
+
+/// `ShareGroups`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub(crate) struct ShareGroups {
+    /// Groups.
+    pub(crate) share_group: Vec<ShareGroup>,
+}
+
+/// One group of a share.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub(crate) struct ShareGroup {
+    /// `all` for a public image.
+    pub(crate) group: String,
 }
 
 /// `Accounts`.

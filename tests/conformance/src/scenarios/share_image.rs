@@ -3,7 +3,7 @@
 
 use futures::future::BoxFuture;
 use machine_driver_proto::v1::{
-    RevokeImageShareRequest, RevokeImageShareResponse, ShareImageRequest, ShareImageResponse,
+    ListImageSharesRequest, RevokeImageShareRequest, RevokeImageShareResponse, ShareImageRequest, ShareImageResponse,
 };
 use tonic::{Code, Status};
 
@@ -109,18 +109,35 @@ async fn revoke(ctx: &Ctx, i: &ShareImageInputs, with_owner: bool) -> Result<Rev
     Ok(ctx.conn.driver.clone().revoke_image_share(ctx.req(req)).await?.into_inner())
 }
 
+/// The accounts ListImageShares names for the allowed image.
+async fn listed(ctx: &Ctx, i: &ShareImageInputs) -> StepResult<Vec<String>> {
+    let req = ListImageSharesRequest {
+        image: i.allowed_image.clone(),
+        region: i.region.clone(),
+        owner_secret: Some(secret_data(&i.owner_secret)),
+    };
+    match ctx.conn.driver.clone().list_image_shares(ctx.req(req)).await {
+        Ok(r) => Ok(r.into_inner().consumer_accounts),
+        Err(s) => fail!("ListImageShares: {}", describe(&s)),
+    }
+}
+
 /// Revocation takes access back: after a share, RevokeImageShare answers
 /// revoked_now = true; the consumer then needs the owner again
 /// (ShareImage without owner credentials: FAILED_PRECONDITION
 /// OWNER_CREDENTIALS_REQUIRED); a repeat answers revoked_now = false; without
-/// owner credentials it is FAILED_PRECONDITION. The image is shared again at
-/// the end, as the scenarios before found it.
+/// owner credentials it is FAILED_PRECONDITION. ListImageShares names the
+/// consumer account after the share and not after the revocation. The image
+/// is shared again at the end, as the scenarios before found it.
 pub(crate) fn revoke_takes_access_back(ctx: Ctx) -> BoxFuture<'static, StepResult> {
     Box::pin(async move {
         let i = inputs(&ctx)?;
-        share(&ctx, &i, &i.allowed_image, true)
+        let shared = share(&ctx, &i, &i.allowed_image, true)
             .await
             .map_err(|s| Stop::Fail(format!("ShareImage of the allow-listed image: {}", describe(&s))))?;
+        let account = shared.consumer_account;
+        let before = listed(&ctx, &i).await?;
+        ensure!(before.contains(&account), "ListImageShares after ShareImage: {before:?} lacks {account:?}");
         match revoke(&ctx, &i, false).await {
             Err(s) if s.code() == Code::FailedPrecondition => {}
             other => fail!("RevokeImageShare without owner credentials: expected FAILED_PRECONDITION, got {other:?}"),
