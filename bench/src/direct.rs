@@ -33,9 +33,14 @@ pub(crate) enum DirectClient {
         /// Instance name.
         name: String,
     },
+    /// A build without any direct client (`--no-default-features`): never made.
+    #[cfg(not(any(feature = "aws", feature = "gcp")))]
+    #[allow(dead_code)]
+    None(std::convert::Infallible),
 }
 
 /// The non-empty `/`-separated segments of a providerID after `prefix`.
+#[cfg(any(feature = "aws", feature = "gcp"))]
 fn segments<'a>(provider_id: &'a str, prefix: &str) -> Result<Vec<&'a str>, String> {
     let rest = provider_id
         .strip_prefix(prefix)
@@ -105,6 +110,8 @@ impl DirectClient {
             Self::Aws { .. } => "EC2 DescribeInstances (aws-sdk-ec2, by instance id)",
             #[cfg(feature = "gcp")]
             Self::Gcp { .. } => "Compute instances.get (google-cloud-compute-v1)",
+            #[cfg(not(any(feature = "aws", feature = "gcp")))]
+            Self::None(never) => match *never {},
         }
     }
 
@@ -137,6 +144,8 @@ impl DirectClient {
                     .map_err(|e| format!("instances.get: {e}"))?;
                 Ok(())
             }
+            #[cfg(not(any(feature = "aws", feature = "gcp")))]
+            Self::None(never) => match *never {},
         }
     }
 }

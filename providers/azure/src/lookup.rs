@@ -17,15 +17,17 @@ use crate::credentials::AzureCredentials;
 use crate::naming::VmRef;
 use crate::vm::VirtualMachine;
 
-/// Most names one coalesced batch reads (one list answers any number; the
-/// bound keeps a batch's answer map small).
-const MAX_BATCH_NAMES: usize = 500;
+/// Most names one coalesced batch reads: one list of the group answers any
+/// number of them (the answer map holds only the names asked for), so a batch
+/// takes every poll waiting: a second batch would list the group again.
+const MAX_BATCH_NAMES: usize = 10_000;
 /// Coalesced batches in flight at once per resource group.
 const BATCHES_IN_FLIGHT: usize = 2;
 /// Most coalescers (one per credentials, subscription and resource group).
 const MAX_COALESCERS: usize = 256;
-/// Most pages one list follows (500 VMs a page: far beyond any resource group's limit).
-const MAX_PAGES: usize = 100;
+/// Most pages one list follows: a guard against a nextLink loop, far beyond
+/// any resource group (ARM's page size is its own choice; the fake's is 10).
+const MAX_PAGES: usize = 5000;
 /// API version of the VM list (the SDK's).
 const COMPUTE_API_VERSION: &str = "2024-07-01";
 
