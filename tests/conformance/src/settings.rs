@@ -113,6 +113,11 @@ pub struct ShareImageInputs {
     /// Consumer account id; derived by the driver when absent.
     #[serde(default)]
     pub consumer_account: String,
+    /// A JSON merge patch over the machine class spec that makes it boot the
+    /// shared image; every string `${IMAGE_ID}` in it becomes ShareImage's
+    /// `image_id` (scenario `share-image/shared-image-launches`).
+    #[serde(default)]
+    pub launch_patch: Option<serde_json::Value>,
 }
 
 impl ShareImageInputs {

@@ -54,6 +54,13 @@ pub fn all() -> Vec<Scenario> {
         scenario("share-image/visible-needs-no-owner", "shrvis", &[ShareImage], false, share_image::visible),
         scenario("share-image/off-allow-list-refused", "shrdeny", &[ShareImage], false, share_image::not_allowed),
         scenario(
+            "share-image/shared-image-launches",
+            "shrrun",
+            &[ShareImage],
+            true,
+            share_image::shared_image_launches,
+        ),
+        scenario(
             "share-image/revoke-takes-access-back",
             "shrrev",
             &[ShareImage, RevokeImageShare],

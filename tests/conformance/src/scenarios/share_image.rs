@@ -163,3 +163,52 @@ pub(crate) fn revoke_takes_access_back(ctx: Ctx) -> BoxFuture<'static, StepResul
         Ok(())
     })
 }
+
+/// `patch` with every string `${IMAGE_ID}` replaced by `image_id`.
+fn with_image(patch: &serde_json::Value, image_id: &str) -> serde_json::Value {
+    match patch {
+        serde_json::Value::String(s) if s == "${IMAGE_ID}" => serde_json::Value::String(image_id.to_string()),
+        serde_json::Value::Array(items) => items.iter().map(|v| with_image(v, image_id)).collect(),
+        serde_json::Value::Object(map) => map.iter().map(|(k, v)| (k.clone(), with_image(v, image_id))).collect(),
+        other => other.clone(),
+    }
+}
+
+/// The consumer boots a machine from the image ShareImage shared (the class
+/// patched with `shareImage.launchPatch`); after RevokeImageShare (when
+/// advertised) a new machine from it is refused. The image is shared again at
+/// the end.
+pub(crate) fn shared_image_launches(ctx: Ctx) -> BoxFuture<'static, StepResult> {
+    Box::pin(async move {
+        let i = inputs(&ctx)?;
+        let Some(patch) = i.launch_patch.clone() else {
+            skip!("no shareImage.launchPatch in the provider's conformance.json");
+        };
+        let shared = share(&ctx, &i, &i.allowed_image, true)
+            .await
+            .map_err(|s| Stop::Fail(format!("ShareImage of the allow-listed image: {}", describe(&s))))?;
+        let mut spec = super::bad_input::spec_json(&ctx)?;
+        crate::merge_patch::merge_patch(&mut spec, &with_image(&patch, &shared.image_id));
+        let class = ctx.class_with_spec(super::bad_input::to_text(&spec)?);
+        let mut m = ctx.new_machine();
+        match ctx.create_with(&m, class.clone(), ctx.secret()).await {
+            Ok(r) => m.provider_id = r.provider_id,
+            Err(s) => fail!("CreateMachine from the shared image {}: {}", shared.image_id, describe(&s)),
+        }
+        ctx.must_delete(&m).await?;
+        ctx.wait_gone(&m).await?;
+        if !ctx.has(machine_driver_proto::v1::Capability::RevokeImageShare) {
+            return Ok(());
+        }
+        revoke(&ctx, &i, true).await.map_err(|s| Stop::Fail(format!("RevokeImageShare: {}", describe(&s))))?;
+        let refused = ctx.new_machine();
+        let outcome = ctx.create_with(&refused, class, ctx.secret()).await;
+        share(&ctx, &i, &i.allowed_image, true)
+            .await
+            .map_err(|s| Stop::Fail(format!("ShareImage after the revocation: {}", describe(&s))))?;
+        match outcome {
+            Err(_) => Ok(()),
+            Ok(r) => fail!("after RevokeImageShare the consumer still launched {} from the image", r.provider_id),
+        }
+    })
+}
