@@ -37,16 +37,11 @@ impl AlicloudDriver {
         let params = run_instances_params(&spec, &req);
         let answer = api.ecs::<RunInstancesAnswer>("RunInstances", &params).await;
         let instance_id = match answer {
-            Ok(a) => a
-                .instance_id_sets
-                .instance_id_set
-                .into_iter()
-                .next()
-                .ok_or_else(|| DriverError::internal("ecs RunInstances answered without an instance id"))?,
+            Ok(a) => a.first_instance_id()?,
             Err(CallFailure::Cloud(_, f)) if f.is_idempotent_mismatch() => {
                 match find_by_uid(&api, &spec.region, &req.machine.uid).await? {
                     Some(found) => found.instance_id,
-                    None => self.run_second_generation(&api, params).await?,
+                    None => self.run_second_generation(&api, params, &req.machine.uid).await?,
                 }
             }
             Err(e) => return Err(e.into()),
@@ -65,19 +60,12 @@ impl AlicloudDriver {
 impl AlicloudDriver {
     /// `RunInstances` again with a token derived from the uid and `params`
     /// (without the first token); the instance id.
-    async fn run_second_generation(&self, api: &Api<'_>, mut params: Params) -> Result<String, DriverError> {
+    async fn run_second_generation(&self, api: &Api<'_>, mut params: Params, uid: &str) -> Result<String, DriverError> {
         params.0.remove("ClientToken");
         let digest = idempotency_token("params", &crate::ecs::signer::canonical_query(&params.0), 64);
-        let uid = params.0.iter().find(|(_, v)| v.as_str() == MACHINE_UID_TAG).map(|(k, _)| k.replace("Key", "Value"));
-        let uid = uid.and_then(|k| params.0.get(&k).cloned()).unwrap_or_default();
-        params.set("ClientToken", idempotency_token(&format!("create/{digest}"), &uid, CLIENT_TOKEN_LEN));
+        params.set("ClientToken", idempotency_token(&format!("create/{digest}"), uid, CLIENT_TOKEN_LEN));
         match api.ecs::<RunInstancesAnswer>("RunInstances", &params).await {
-            Ok(a) => a
-                .instance_id_sets
-                .instance_id_set
-                .into_iter()
-                .next()
-                .ok_or_else(|| DriverError::internal("ecs RunInstances answered without an instance id")),
+            Ok(a) => a.first_instance_id(),
             Err(CallFailure::Cloud(call, f)) if f.is_idempotent_mismatch() => Err(DriverError::unavailable(
                 "IdempotentParameterMismatch",
                 format!("{call} failed twice with IdempotentParameterMismatch and no instance carries the uid yet"),

@@ -11,6 +11,15 @@ pub(crate) struct RunInstancesAnswer {
     pub(crate) instance_id_sets: InstanceIdSets,
 }
 
+impl RunInstancesAnswer {
+    /// The one instance launched (the driver sends `Amount=1`).
+    pub(crate) fn first_instance_id(self) -> Result<String, machine_driver_api::DriverError> {
+        self.instance_id_sets.instance_id_set.into_iter().next().ok_or_else(|| {
+            machine_driver_api::DriverError::internal("ecs RunInstances answered without an instance id")
+        })
+    }
+}
+
 /// `InstanceIdSets`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "PascalCase", default)]
