@@ -47,6 +47,29 @@ pub struct ProviderConformance {
     /// 180 s NIC reservation).
     #[serde(default)]
     pub fake_setup: Vec<FakeSetupCall>,
+    /// How to make the fake fail the next VM after accepting it, and the
+    /// answer the driver must give for it (`status/failed-vm-reported`).
+    #[serde(default)]
+    pub failed_vm: Option<FailedVm>,
+    /// JSON patterns every initialized machine's dependents must match: each
+    /// pattern is matched (as a subset) by at least one live dependent named
+    /// after the machine (`initialize/post-creation-state`), e.g. an OpenStack
+    /// port with every pod CIDR among its allowed address pairs.
+    #[serde(default)]
+    pub initialized_dependents: Vec<Value>,
+}
+
+/// A VM the cloud accepts and then fails (Nova ERROR, Azure `Failed`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FailedVm {
+    /// The admin call that makes the fake fail the next VM.
+    pub setup: FakeSetupCall,
+    /// The gRPC code the driver answers for it (`RESOURCE_EXHAUSTED`), from
+    /// CreateMachine or, when the create was accepted, from GetMachineStatus.
+    pub code: String,
+    /// Text the answer's message must contain (the cloud's failure message).
+    pub message_contains: String,
 }
 
 /// One `POST /_admin<path>` with its JSON body.

@@ -2,6 +2,7 @@
 
 mod absent;
 mod bad_input;
+mod cloud_state;
 mod compat;
 mod create;
 mod faults;
@@ -50,6 +51,13 @@ pub fn all() -> Vec<Scenario> {
         scenario("list/shows-created-until-deleted", "list", &[ListMachines], false, list::shows_until_deleted),
         scenario("initialize/convergent", "init", &[InitializeMachine], false, initialize::convergent),
         scenario("initialize/unimplemented-without-capability", "noinit", &[], false, initialize::unimplemented),
+        scenario(
+            "initialize/post-creation-state",
+            "initst",
+            &[InitializeMachine],
+            true,
+            cloud_state::post_creation_state,
+        ),
         scenario("share-image/idempotent", "shr", &[ShareImage], false, share_image::idempotent),
         scenario("share-image/visible-needs-no-owner", "shrvis", &[ShareImage], false, share_image::visible),
         scenario("share-image/off-allow-list-refused", "shrdeny", &[ShareImage], false, share_image::not_allowed),
@@ -85,6 +93,7 @@ pub fn all() -> Vec<Scenario> {
         scenario("fake/throttle-on-create-unavailable", "thr", &[], true, faults::throttle),
         scenario("fake/capacity-on-create-resource-exhausted", "cap", &[], true, faults::capacity),
         scenario("fake/eventual-consistency", "evc", &[], true, faults::eventual_consistency),
+        scenario("status/failed-vm-reported", "failvm", &[], true, cloud_state::failed_vm_reported),
         scenario("fake/not-visible-after-restart", "nvrst", &[], true, faults::not_visible_after_restart),
         scenario("fake/lost-create-response-retried", "lost", &[], true, faults::lost_response),
         scenario("fake/create-fails-after-effect-repeatedly", "lostall", &[], true, faults::lost_every_response),

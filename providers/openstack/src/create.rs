@@ -1,0 +1,325 @@
+//! CreateMachine on OpenStack, idempotent without a client token (Nova has
+//! none), and answering as soon as Nova accepted the server (the Go provider
+//! waits up to 20 minutes for ACTIVE inside the call, blocking a controller
+//! worker; here GetMachineStatus reports the build).
+//!
+//! One create per machine uid at a time in this process. Then, concurrently,
+//! the machine's servers by name (`GET /servers/detail?name=^<name>$`) and its
+//! ports by name (`GET /ports?name=<name>`):
+//! - one server of this machine: adopted (more: OUT_OF_RANGE);
+//! - a port of the machine attached to a server: that server was created by
+//!   an earlier attempt whose answer was lost, and Nova does not list it yet:
+//!   adopted by the port's `device_id` (Neutron is strongly consistent);
+//! - otherwise one port per network of the class (free ones of the machine
+//!   reused, their pod CIDRs completed), made with the security groups, the
+//!   cluster and role tags and the pod CIDRs as allowed address pairs, then
+//!   `POST /servers` on those ports with the metadata (class tags plus the
+//!   machine uid), user data, zone, key, config drive, server group hint and a
+//!   boot volume (`rootDiskSize`, deleted with the server).
+//!
+//! A server refused for good (quota, no valid host, bad class) leaves no port
+//! behind: the machine's free ports are deleted before the error is answered.
+//! After a retryable failure they stay for the retry to reuse.
+//!
+//! Cost of a new machine: 4 calls (2 lookups, port, server) plus, once per
+//! process, the flavor list and security group lookups.
+
+use base64::Engine as _;
+use machine_driver_api::{Address, AddressType, CallContext, CreateMachine, CreatedMachine, DriverError, ErrorKind};
+use serde_json::{Value, json};
+
+use crate::clients::{Api, Call, Verb};
+use crate::credentials::OsCredentials;
+use crate::driver::{Created, OpenStackDriver};
+use crate::lookup::{at_most_one, find_machine};
+use crate::naming::{MACHINE_UID_KEY, provider_id};
+use crate::os::keystone::Service;
+use crate::os::model::{Port, Server};
+use crate::ports::{self, NewPort};
+use crate::spec::{OpenStackSpec, PortPlan};
+
+impl OpenStackDriver {
+    /// CreateMachine (see the module docs).
+    pub(crate) async fn create(&self, ctx: &CallContext, req: CreateMachine) -> Result<CreatedMachine, DriverError> {
+        let creds = OsCredentials::from_secret(&req.secret, "secret")?;
+        let spec = OpenStackSpec::parse(&req.class.provider_spec)?;
+        let api = self.pool.api(&creds, &spec.region, ctx)?;
+        let name = req.machine.name.as_str();
+        let lock = self.create_locks.get_or_insert_with(&req.machine.uid, || tokio::sync::Mutex::new(()));
+        let _one_create_per_machine = lock.lock().await;
+
+        let (cluster_key, _) = spec.cluster_tag().unwrap_or_default();
+        let (servers, existing_ports) =
+            tokio::join!(find_machine(&api, cluster_key, name, &req.machine.uid), ports::named(&api, name));
+        if let Some(server) = at_most_one(servers?, name)? {
+            return Ok(self.answer(&spec, &server.id, name, false, Some(&server)));
+        }
+        let existing_ports = existing_ports?;
+        if let Some(bound) = existing_ports.iter().find(|p| !p.device_id.is_empty()) {
+            tracing::info!(machine = name, server = %bound.device_id, "adopting the server a port of the machine is attached to");
+            return Ok(self.answer(&spec, &bound.device_id, name, false, None));
+        }
+
+        let ports = match self.machine_ports(&api, &creds, &spec, name, existing_ports).await {
+            Ok(p) => p,
+            Err(e) => return Err(e),
+        };
+        match self.post_server(&api, &creds, &spec, &req, &ports).await {
+            Ok(id) => Ok(self.answer(&spec, &id, name, true, None)),
+            Err(e) if is_for_good(&e) => {
+                if e.kind() == ErrorKind::InvalidArgument {
+                    self.resolver.forget(creds.fingerprint, &spec.region);
+                }
+                // Nothing was made: take the ports back, so a refused create leaves no port behind.
+                for port in &ports {
+                    if let Err(cleanup) = ports::delete(&api, &port.id).await {
+                        tracing::warn!(machine = name, port = %port.id, error = %cleanup, "could not delete the port of a refused create");
+                    }
+                }
+                Err(e)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The create's answer for server `id`, remembered for the polls and the
+    /// initialization that follow.
+    fn answer(
+        &self,
+        spec: &OpenStackSpec,
+        id: &str,
+        name: &str,
+        pairs_done: bool,
+        found: Option<&Server>,
+    ) -> CreatedMachine {
+        self.recent.record(id.to_string(), Created { name: name.to_string(), pairs_done });
+        self.deleted.forget(&id.to_string());
+        CreatedMachine {
+            provider_id: provider_id(&spec.region, id),
+            node_name: name.to_string(),
+            last_known_state: String::new(),
+            addresses: found.map(addresses).unwrap_or_default(),
+        }
+    }
+
+    /// One port per network of the class: a free port of the machine on that
+    /// network is reused (its pod CIDRs completed), else one is made.
+    async fn machine_ports(
+        &self,
+        api: &Api<'_>,
+        creds: &OsCredentials,
+        spec: &OpenStackSpec,
+        name: &str,
+        mut existing: Vec<Port>,
+    ) -> Result<Vec<Port>, DriverError> {
+        let cidrs = spec.pod_cidrs();
+        let tags: Vec<String> =
+            [spec.cluster_tag(), spec.role_tag()].into_iter().flatten().map(|(k, _)| k.to_string()).collect();
+        let mut security_groups: Option<Vec<String>> = None;
+        let mut out = Vec::new();
+        for (i, (plan, pod)) in spec.port_plans().into_iter().enumerate() {
+            let field = if spec.networks.is_empty() {
+                "providerSpec.spec.networkID".to_string()
+            } else {
+                format!("providerSpec.spec.networks[{i}]")
+            };
+            let network_id = self.resolver.network(creds.fingerprint, api, &plan.network, &field).await?;
+            let pod_cidrs: &[String] = if pod { &cidrs } else { &[] };
+            if let Some(at) = existing.iter().position(|p| p.network_id == network_id) {
+                let port = existing.swap_remove(at);
+                ports::add_pairs(api, &port, pod_cidrs).await?;
+                out.push(port);
+                continue;
+            }
+            let sgs = match &security_groups {
+                Some(s) => s.clone(),
+                None => {
+                    let s = self.resolver.security_groups(creds.fingerprint, api, &spec.security_groups).await?;
+                    security_groups = Some(s.clone());
+                    s
+                }
+            };
+            let new = NewPort {
+                name,
+                network_id: &network_id,
+                subnets: &plan.subnets,
+                security_groups: &sgs,
+                pod_cidrs,
+                tags: &tags,
+            };
+            let port = ports::create(api, &new).await.map_err(|f| port_error(f, &plan, &field))?;
+            out.push(port);
+        }
+        Ok(out)
+    }
+
+    /// `POST /servers` on `ports`; the new server's id.
+    async fn post_server(
+        &self,
+        api: &Api<'_>,
+        creds: &OsCredentials,
+        spec: &OpenStackSpec,
+        req: &CreateMachine,
+        ports: &[Port],
+    ) -> Result<String, DriverError> {
+        let flavor = self.resolver.flavor(creds.fingerprint, api, spec.flavor_name.trim()).await?;
+        let image = crate::resolve::image_id(api, spec.image()).await?;
+        let body = server_body(spec, req, ports, &flavor, &image);
+        let created: Value =
+            api.json(Call::new(Service::Compute, "servers.create", Verb::Post, "/servers"), &[], Some(&body)).await?;
+        created
+            .pointer("/server/id")
+            .and_then(Value::as_str)
+            .filter(|id| !id.is_empty())
+            .map(str::to_string)
+            .ok_or_else(|| DriverError::internal("compute servers.create answered without a server id"))
+    }
+}
+
+/// True for a refusal that a retry with the same class cannot turn into a
+/// server (retryable kinds leave the ports for the retry).
+fn is_for_good(e: &DriverError) -> bool {
+    !matches!(
+        e.kind(),
+        ErrorKind::Unavailable | ErrorKind::DeadlineExceeded | ErrorKind::Internal | ErrorKind::Unauthenticated
+    )
+}
+
+/// A refused `POST /ports`: a network, subnet or security group the class
+/// names that Neutron does not know is the class's fault.
+fn port_error(
+    f: machine_driver_api::CallFailure<crate::errors::OsFailure>,
+    plan: &PortPlan,
+    field: &str,
+) -> DriverError {
+    let missing = f
+        .cloud()
+        .filter(|c| {
+            matches!(c.name.as_str(), "NetworkNotFound" | "SubnetNotFound" | "SecurityGroupNotFound" | "InvalidInput")
+        })
+        .cloned();
+    match missing {
+        Some(c) => {
+            let field = match c.name.as_str() {
+                "SecurityGroupNotFound" => "providerSpec.spec.securityGroups".to_string(),
+                "SubnetNotFound" if !plan.subnets.is_empty() => "providerSpec.spec.subnetIDs".to_string(),
+                _ => field.to_string(),
+            };
+            DriverError::invalid_argument(
+                field,
+                format!("network ports.create refused it: {} {}", c.name, c.message.trim()),
+            )
+        }
+        None => f.into(),
+    }
+}
+
+/// The body of `POST /servers`.
+pub(crate) fn server_body(
+    spec: &OpenStackSpec,
+    req: &CreateMachine,
+    ports: &[Port],
+    flavor: &str,
+    image: &str,
+) -> Value {
+    let mut metadata: serde_json::Map<String, Value> =
+        spec.tags.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
+    metadata.insert(MACHINE_UID_KEY.to_string(), Value::String(req.machine.uid.clone()));
+    let mut server = json!({
+        "name": req.machine.name,
+        "flavorRef": flavor,
+        "networks": ports.iter().map(|p| json!({"port": p.id})).collect::<Vec<_>>(),
+        "metadata": metadata,
+        "availability_zone": spec.availability_zone.trim(),
+    });
+    if spec.root_disk_size > 0 {
+        let mut bdm = json!({
+            "boot_index": 0,
+            "uuid": image,
+            "source_type": "image",
+            "destination_type": "volume",
+            "volume_size": spec.root_disk_size,
+            "delete_on_termination": true,
+        });
+        if let Some(t) = spec.root_disk_type.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
+            bdm["volume_type"] = json!(t);
+        }
+        server["block_device_mapping_v2"] = json!([bdm]);
+        server["imageRef"] = json!("");
+    } else {
+        server["imageRef"] = json!(image);
+    }
+    if let Some(key) = spec.key_name.as_deref().map(str::trim).filter(|k| !k.is_empty()) {
+        server["key_name"] = json!(key);
+    }
+    if spec.use_config_drive == Some(true) {
+        server["config_drive"] = json!(true);
+    }
+    if !req.user_data.0.is_empty() {
+        server["user_data"] = json!(base64::engine::general_purpose::STANDARD.encode(&req.user_data.0));
+    }
+    let mut body = json!({"server": server});
+    if let Some(group) = spec.server_group_id.as_deref().map(str::trim).filter(|g| !g.is_empty()) {
+        body["os:scheduler_hints"] = json!({"group": group});
+    }
+    body
+}
+
+/// The addresses of a server: every fixed IP, then its host name.
+pub(crate) fn addresses(server: &Server) -> Vec<Address> {
+    let mut out: Vec<Address> = server
+        .addresses
+        .values()
+        .flatten()
+        .filter(|a| !a.addr.is_empty())
+        .map(|a| Address::new(AddressType::InternalIp, a.addr.clone()))
+        .collect();
+    out.push(Address::new(AddressType::Hostname, server.name.clone()));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use machine_driver_api::{Machine, MachineClass, SecretBytes};
+
+    use super::*;
+
+    #[test]
+    fn server_body_carries_everything_the_class_asks_for() {
+        let mut class = crate::spec::tests_support::example();
+        class["spec"]["rootDiskSize"] = json!(50);
+        class["spec"]["rootDiskType"] = json!("ssd");
+        class["spec"]["useConfigDrive"] = json!(true);
+        class["spec"]["serverGroupID"] = json!("sg-1");
+        let spec = OpenStackSpec::parse(&serde_json::to_vec(&class).unwrap()).unwrap();
+        let req = CreateMachine {
+            machine: Machine { name: "m-1".into(), uid: "uid-1".into(), ..Default::default() },
+            class: MachineClass::default(),
+            secret: Default::default(),
+            user_data: SecretBytes(b"#!/bin/sh".to_vec()),
+        };
+        let ports = vec![Port { id: "p-1".into(), ..Default::default() }];
+        let body = server_body(&spec, &req, &ports, "4", "img");
+        let s = &body["server"];
+        assert_eq!(s["name"], "m-1");
+        assert_eq!(s["flavorRef"], "4");
+        assert_eq!(s["networks"], json!([{"port": "p-1"}]));
+        assert_eq!(s["metadata"][MACHINE_UID_KEY], "uid-1");
+        assert_eq!(s["metadata"]["kubernetes.io-role-node"], "1");
+        assert_eq!(s["user_data"], "IyEvYmluL3No");
+        assert_eq!(s["config_drive"], true);
+        assert_eq!(s["key_name"], "shoot--dev--conf-ssh-publickey");
+        assert_eq!(s["imageRef"], "");
+        assert_eq!(s["block_device_mapping_v2"][0]["volume_type"], "ssd");
+        assert_eq!(s["block_device_mapping_v2"][0]["volume_size"], 50);
+        assert_eq!(s["block_device_mapping_v2"][0]["delete_on_termination"], true);
+        assert_eq!(body["os:scheduler_hints"]["group"], "sg-1");
+    }
+
+    #[test]
+    fn retryable_failures_keep_the_ports() {
+        assert!(!is_for_good(&DriverError::unavailable("x", "y", std::time::Duration::from_secs(1))));
+        assert!(is_for_good(&DriverError::new(ErrorKind::ResourceExhausted, "x", "y")));
+        assert!(is_for_good(&DriverError::invalid_argument("f", "y")));
+    }
+}

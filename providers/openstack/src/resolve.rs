@@ -1,0 +1,194 @@
+//! Names in the class turned into the ids the APIs take: flavor (`GET
+//! /flavors/detail`, every page, once), security groups and networks by name
+//! (`GET /security-groups?name=`, `GET /networks?name=`), images by name
+//! (Glance `GET /v2/images?name=`, every time: an image name is re-pointed
+//! when a new image version is uploaded).
+//!
+//! Flavor, security group and network ids do not change under their names in
+//! practice, so they are kept for the life of the process, per credentials and
+//! region; a create the cloud refuses as invalid forgets them
+//! ([`Resolver::forget`]), so a renamed resource is looked up anew.
+
+use std::collections::HashMap;
+
+use machine_driver_api::{DriverError, KeyedCache};
+
+use crate::clients::{Api, Call};
+use crate::os::keystone::Service;
+use crate::os::model::{FlavorsPage, ImagesPage, NetworksPage, SecurityGroupsPage};
+use crate::spec::{ImageRef, NetworkRef};
+
+/// Most cached (credentials, region) entries.
+const MAX_ENTRIES: usize = 256;
+
+/// Ids by name of one credentials and region.
+#[derive(Debug, Default)]
+struct Names {
+    flavors: std::sync::Mutex<Option<HashMap<String, String>>>,
+    security_groups: std::sync::Mutex<HashMap<String, String>>,
+    networks: std::sync::Mutex<HashMap<String, String>>,
+}
+
+/// The name caches of one driver.
+#[derive(Debug)]
+pub(crate) struct Resolver {
+    by_scope: KeyedCache<([u8; 32], String), Names>,
+}
+
+impl Default for Resolver {
+    fn default() -> Self {
+        Self { by_scope: KeyedCache::new(MAX_ENTRIES) }
+    }
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Resolver {
+    fn names(&self, fingerprint: [u8; 32], api: &Api<'_>) -> std::sync::Arc<Names> {
+        self.by_scope.get_or_insert_with(&(fingerprint, api.region().to_string()), Names::default)
+    }
+
+    /// Forgets every id of these credentials and region.
+    pub(crate) fn forget(&self, fingerprint: [u8; 32], region: &str) {
+        self.by_scope.remove(&(fingerprint, region.to_string()));
+    }
+
+    /// The id of flavor `name`.
+    pub(crate) async fn flavor(&self, fingerprint: [u8; 32], api: &Api<'_>, name: &str) -> Result<String, DriverError> {
+        let names = self.names(fingerprint, api);
+        if let Some(id) = lock(&names.flavors).as_ref().and_then(|f| f.get(name).cloned()) {
+            return Ok(id);
+        }
+        let flavors = api
+            .all_pages(Call::get(Service::Compute, "flavors.list", "/flavors/detail"), &[], |p: FlavorsPage| {
+                (p.flavors, p.flavors_links)
+            })
+            .await?;
+        let map: HashMap<String, String> = flavors.into_iter().map(|f| (f.name, f.id)).collect();
+        let id = map.get(name).cloned();
+        *lock(&names.flavors) = Some(map);
+        id.ok_or_else(|| {
+            DriverError::invalid_argument("providerSpec.spec.flavorName", format!("flavor {name:?} does not exist"))
+        })
+    }
+
+    /// The ids of the security groups `names` (a name Neutron does not know
+    /// is taken as an id).
+    pub(crate) async fn security_groups(
+        &self,
+        fingerprint: [u8; 32],
+        api: &Api<'_>,
+        wanted: &[String],
+    ) -> Result<Vec<String>, DriverError> {
+        let names = self.names(fingerprint, api);
+        let mut out = Vec::with_capacity(wanted.len());
+        for (i, name) in wanted.iter().map(|n| n.trim()).enumerate() {
+            if let Some(id) = lock(&names.security_groups).get(name).cloned() {
+                out.push(id);
+                continue;
+            }
+            let page: SecurityGroupsPage = api
+                .json(
+                    Call::get(Service::Network, "security_groups.list", "/security-groups"),
+                    &[("name", name.to_string())],
+                    None,
+                )
+                .await?;
+            let id = match page.security_groups.as_slice() {
+                [one] => one.id.clone(),
+                [] if looks_like_uuid(name) => name.to_string(),
+                [] => {
+                    return Err(DriverError::invalid_argument(
+                        format!("providerSpec.spec.securityGroups[{i}]"),
+                        format!("security group {name:?} does not exist"),
+                    ));
+                }
+                _ => {
+                    return Err(DriverError::invalid_argument(
+                        format!("providerSpec.spec.securityGroups[{i}]"),
+                        format!("{} security groups are named {name:?}: name it by id", page.security_groups.len()),
+                    ));
+                }
+            };
+            lock(&names.security_groups).insert(name.to_string(), id.clone());
+            out.push(id);
+        }
+        Ok(out)
+    }
+
+    /// The id of a network given by id or name (`field` names it in errors).
+    pub(crate) async fn network(
+        &self,
+        fingerprint: [u8; 32],
+        api: &Api<'_>,
+        network: &NetworkRef,
+        field: &str,
+    ) -> Result<String, DriverError> {
+        if let Some(id) = network.id.as_deref().map(str::trim).filter(|i| !i.is_empty()) {
+            return Ok(id.to_string());
+        }
+        let name = network.name.as_deref().unwrap_or_default().trim();
+        let names = self.names(fingerprint, api);
+        if let Some(id) = lock(&names.networks).get(name).cloned() {
+            return Ok(id);
+        }
+        let page: NetworksPage = api
+            .json(Call::get(Service::Network, "networks.list", "/networks"), &[("name", name.to_string())], None)
+            .await?;
+        let id = match page.networks.as_slice() {
+            [one] => one.id.clone(),
+            [] => return Err(DriverError::invalid_argument(field, format!("network {name:?} does not exist"))),
+            many => {
+                return Err(DriverError::invalid_argument(
+                    field,
+                    format!("{} networks are named {name:?}: name it by id", many.len()),
+                ));
+            }
+        };
+        lock(&names.networks).insert(name.to_string(), id.clone());
+        Ok(id)
+    }
+}
+
+/// The image id of the class (1 Glance call for an `imageName`; exactly one
+/// image of that name must be visible).
+pub(crate) async fn image_id(api: &Api<'_>, image: ImageRef<'_>) -> Result<String, DriverError> {
+    let name = match image {
+        ImageRef::Id(id) => return Ok(id.to_string()),
+        ImageRef::Name(name) => name,
+    };
+    let page: ImagesPage =
+        api.json(Call::get(Service::Image, "images.list", "/images"), &[("name", name.to_string())], None).await?;
+    let mut found: Vec<_> = page.images.into_iter().filter(|i| i.name == name).collect();
+    match found.len() {
+        1 => Ok(found.swap_remove(0).id),
+        0 => Err(DriverError::invalid_argument(
+            "providerSpec.spec.imageName",
+            format!("no image named {name:?} is visible to the project (a shared image must be accepted: ShareImage)"),
+        )),
+        n => Err(DriverError::invalid_argument(
+            "providerSpec.spec.imageName",
+            format!("{n} images are named {name:?}: give imageID"),
+        )),
+    }
+}
+
+/// True for a UUID (8-4-4-4-12 hex digits).
+pub(crate) fn looks_like_uuid(s: &str) -> bool {
+    let parts: Vec<&str> = s.split('-').collect();
+    parts.len() == 5
+        && parts.iter().zip([8, 4, 4, 4, 12]).all(|(p, n)| p.len() == n && p.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uuids() {
+        assert!(looks_like_uuid("e4d5f6a7-b8c9-4d0e-9f2a-3b4c5d6e7f80"));
+        assert!(!looks_like_uuid("shoot--dev--conf"));
+    }
+}

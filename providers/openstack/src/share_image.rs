@@ -1,0 +1,206 @@
+//! ShareImage on OpenStack: Glance image members. The consumer is the
+//! project of the cluster's credentials (its token's project, or the request's
+//! `consumer_account`).
+//!
+//! First the consumer's own view (`GET /v2/images/{id}` with the consumer's
+//! credentials): a public or community image, or one the consumer owns, is
+//! done; a shared image it is a member of is done once its membership is
+//! `accepted` (the consumer accepts it itself: membership status decides
+//! whether the image appears in the consumer's listings, which an `imageName`
+//! class needs). Otherwise the owner's credentials are needed: a private image
+//! becomes `shared` (never downgrading public or community), the consumer's
+//! project is added as a member (409: already one), and the consumer accepts.
+//! RevokeImageShare deletes the membership with the owner's credentials;
+//! ListImageShares lists the members.
+
+use machine_driver_api::{
+    CallContext, CallFailure, DriverError, ErrorKind, ImageShares, RevokedImageShare, ShareImage, SharedImage,
+};
+use serde_json::json;
+
+use crate::clients::{Api, Call, ClientPool, Verb};
+use crate::credentials::OsCredentials;
+use crate::os::keystone::Service;
+use crate::os::model::{Image, Member, MembersPage};
+use crate::resolve::looks_like_uuid;
+
+/// Glance's JSON patch media type.
+const JSON_PATCH: &str = "application/openstack-images-v2.1-json-patch";
+
+/// ShareImage (see the module docs).
+pub(crate) async fn share_image(
+    pool: &ClientPool,
+    ctx: &CallContext,
+    req: ShareImage,
+) -> Result<SharedImage, DriverError> {
+    let (image, region) = image_and_region(&req)?;
+    let consumer = OsCredentials::from_secret(&req.consumer_secret, "consumerSecret")?;
+    let consumer_api = pool.api(&consumer, &region, ctx)?;
+    let project = consumer_project(&consumer_api, &req).await?;
+
+    if let Some(seen) = get_image(&consumer_api, &image).await? {
+        if seen.visibility != "shared" || seen.owner == project {
+            return Ok(SharedImage { image_id: image, granted_now: false, consumer_account: project });
+        }
+        let accepted_now = accept(&consumer_api, &image, &project).await?;
+        return Ok(SharedImage { image_id: image, granted_now: accepted_now, consumer_account: project });
+    }
+
+    let owner_secret = req.owner_secret.as_ref().ok_or_else(|| {
+        DriverError::new(
+            ErrorKind::FailedPrecondition,
+            "OWNER_CREDENTIALS_REQUIRED",
+            format!("image {image} is not visible to the consumer project and no owner credentials were given: configure the image owner's credentials to share it"),
+        )
+    })?;
+    let owner = OsCredentials::from_secret(owner_secret, "ownerSecret")?;
+    let owner_api = pool.api(&owner, &region, ctx)?;
+    let owned = get_image(&owner_api, &image)
+        .await?
+        .ok_or_else(|| DriverError::not_found(format!("image {image} (not visible to the owner's project either)")))?;
+    if owned.visibility == "private" {
+        let path = format!("/images/{image}");
+        let patch = serde_json::to_vec(&json!([{"op": "replace", "path": "/visibility", "value": "shared"}]))
+            .unwrap_or_default();
+        owner_api
+            .raw(Call::new(Service::Image, "images.update", Verb::Patch, &path), &[], Some((&patch, JSON_PATCH)))
+            .await?;
+    }
+    let path = format!("/images/{image}/members");
+    match owner_api
+        .json::<Member>(
+            Call::new(Service::Image, "members.create", Verb::Post, &path),
+            &[],
+            Some(&json!({"member": project})),
+        )
+        .await
+    {
+        Ok(_) => {}
+        Err(CallFailure::Cloud(_, f)) if f.is_conflict() => {}
+        Err(e) => return Err(e.into()),
+    }
+    accept(&consumer_api, &image, &project).await?;
+    Ok(SharedImage { image_id: image, granted_now: true, consumer_account: project })
+}
+
+/// RevokeImageShare: `DELETE /v2/images/{id}/members/{project}` with the owner's credentials.
+pub(crate) async fn revoke_image_share(
+    pool: &ClientPool,
+    ctx: &CallContext,
+    req: ShareImage,
+) -> Result<RevokedImageShare, DriverError> {
+    let (image, region) = image_and_region(&req)?;
+    let owner_api = owner_api(pool, ctx, &req, &region, "revoking a share")?;
+    let project = match given_project(&req) {
+        Some(p) => p,
+        None => {
+            let consumer = OsCredentials::from_secret(&req.consumer_secret, "consumerSecret")?;
+            pool.api(&consumer, &region, ctx)?.project_id().await?
+        }
+    };
+    let path = format!("/images/{image}/members/{project}");
+    match owner_api.raw(Call::new(Service::Image, "members.delete", Verb::Delete, &path), &[], None).await {
+        Ok(_) => Ok(RevokedImageShare { revoked_now: true, consumer_account: project }),
+        Err(CallFailure::Cloud(_, f)) if f.is_not_found() => {
+            Ok(RevokedImageShare { revoked_now: false, consumer_account: project })
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// ListImageShares: the image (for its visibility) and its members, with the owner's credentials.
+pub(crate) async fn list_image_shares(
+    pool: &ClientPool,
+    ctx: &CallContext,
+    req: ShareImage,
+) -> Result<ImageShares, DriverError> {
+    let (image, region) = image_and_region(&req)?;
+    let owner_api = owner_api(pool, ctx, &req, &region, "listing shares")?;
+    let found = get_image(&owner_api, &image).await?.ok_or_else(|| DriverError::not_found(format!("image {image}")))?;
+    let path = format!("/images/{image}/members");
+    let members: MembersPage = owner_api.json(Call::get(Service::Image, "members.list", &path), &[], None).await?;
+    Ok(ImageShares {
+        consumer_accounts: members
+            .members
+            .into_iter()
+            .filter(|m| m.status != "rejected")
+            .map(|m| m.member_id)
+            .collect(),
+        public: matches!(found.visibility.as_str(), "public" | "community"),
+    })
+}
+
+/// The consumer accepts its membership (`GET` then, when not yet accepted,
+/// `PUT .../members/{project}`); true when it wrote.
+async fn accept(consumer_api: &Api<'_>, image: &str, project: &str) -> Result<bool, DriverError> {
+    let path = format!("/images/{image}/members/{project}");
+    let member: Member = consumer_api.json(Call::get(Service::Image, "members.get", &path), &[], None).await?;
+    if member.status == "accepted" {
+        return Ok(false);
+    }
+    consumer_api
+        .json::<Member>(
+            Call::new(Service::Image, "members.update", Verb::Put, &path),
+            &[],
+            Some(&json!({"status": "accepted"})),
+        )
+        .await?;
+    Ok(true)
+}
+
+/// `GET /v2/images/{id}`; `None` when the project cannot see it.
+async fn get_image(api: &Api<'_>, image: &str) -> Result<Option<Image>, DriverError> {
+    let path = format!("/images/{image}");
+    match api.json::<Image>(Call::get(Service::Image, "images.get", &path), &[], None).await {
+        Ok(i) => Ok(Some(i)),
+        Err(CallFailure::Cloud(_, f)) if f.is_not_found() => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The consumer's project: the request's, or its token's.
+async fn consumer_project(consumer_api: &Api<'_>, req: &ShareImage) -> Result<String, DriverError> {
+    match given_project(req) {
+        Some(p) => Ok(p),
+        None => Ok(consumer_api.project_id().await?),
+    }
+}
+
+fn given_project(req: &ShareImage) -> Option<String> {
+    req.consumer_account.as_deref().map(str::trim).filter(|a| !a.is_empty()).map(str::to_string)
+}
+
+/// The owner's call handle; FAILED_PRECONDITION naming `what` without owner credentials.
+fn owner_api<'a>(
+    pool: &ClientPool,
+    ctx: &'a CallContext,
+    req: &ShareImage,
+    region: &str,
+    what: &str,
+) -> Result<Api<'a>, DriverError> {
+    let owner_secret = req.owner_secret.as_ref().ok_or_else(|| {
+        DriverError::new(
+            ErrorKind::FailedPrecondition,
+            "OWNER_CREDENTIALS_REQUIRED",
+            format!("{what} needs the image owner's credentials"),
+        )
+    })?;
+    let owner = OsCredentials::from_secret(owner_secret, "ownerSecret")?;
+    pool.api(&owner, region, ctx)
+}
+
+/// The request's image id (a Glance UUID) and region (it selects the catalog's endpoints).
+fn image_and_region(req: &ShareImage) -> Result<(String, String), DriverError> {
+    let image = req.image.trim().to_string();
+    if !looks_like_uuid(&image) {
+        return Err(DriverError::invalid_argument("image", format!("{image:?} is not a Glance image id (a UUID)")));
+    }
+    let region = req
+        .region
+        .as_deref()
+        .map(str::trim)
+        .filter(|r| !r.is_empty() && !r.contains('/'))
+        .ok_or_else(|| DriverError::invalid_argument("region", "is required: the region whose Glance holds the image"))?
+        .to_string();
+    Ok((image, region))
+}

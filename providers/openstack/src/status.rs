@@ -1,0 +1,171 @@
+//! GetMachineStatus on OpenStack (the Go provider answers UNIMPLEMENTED, so
+//! MCM calls its 20-minute CreateMachine on every pass): one server read,
+//! shared with concurrent polls ([`crate::lookup`]), by the machine's name
+//! when there is no providerID.
+//!
+//! BUILD is OK, `vm_state` `build` (the node has not joined yet); ERROR
+//! answers Nova's fault ("No valid host was found" is RESOURCE_EXHAUSTED), so
+//! the machine is replaced rather than waited for. A server made by the Go
+//! provider (no uid in its metadata) may lack pod CIDRs in its ports' address
+//! pairs: its ports are read and the step reported pending; the driver's own
+//! servers get their pairs with their ports.
+
+use machine_driver_api::{CallContext, DriverError, ErrorKind, MachineRef, MachineStatus};
+
+use crate::clients::Api;
+use crate::create::addresses;
+use crate::credentials::OsCredentials;
+use crate::driver::OpenStackDriver;
+use crate::lookup::{at_most_one, find_machine};
+use crate::naming::{MACHINE_UID_KEY, parse_provider_id, provider_id};
+use crate::os::model::Server;
+use crate::ports::{self, ADDRESS_PAIRS_STEP};
+use crate::spec::OpenStackSpec;
+
+/// Where a machine's server is.
+pub(crate) struct Located<'a> {
+    /// The call handle in the server's region.
+    pub(crate) api: Api<'a>,
+    /// The server id, when the providerID gave it.
+    pub(crate) id: Option<String>,
+    /// The server, when Nova shows it.
+    pub(crate) server: Option<Server>,
+}
+
+impl OpenStackDriver {
+    /// The machine's server: by providerID (coalesced), else by name and uid.
+    pub(crate) async fn locate<'a>(&self, ctx: &'a CallContext, req: &MachineRef) -> Result<Located<'a>, DriverError> {
+        let creds = OsCredentials::from_secret(&req.secret, "secret")?;
+        match req.machine.provider_id.as_deref().map(str::trim).filter(|p| !p.is_empty()) {
+            // The providerID says everything: the class is not needed (nor checked).
+            Some(pid) => {
+                let (region, id) = parse_provider_id(pid)?;
+                let api = self.pool.api(&creds, &region, ctx)?;
+                let server = self.lookups.get(&api, creds.fingerprint, &id, &req.machine.name).await?;
+                Ok(Located { api, id: Some(id), server })
+            }
+            None => {
+                let spec = OpenStackSpec::parse(&req.class.provider_spec)?;
+                if req.machine.name.is_empty() {
+                    return Err(DriverError::invalid_argument(
+                        "machine.providerID",
+                        "is required without a machine name",
+                    ));
+                }
+                let api = self.pool.api(&creds, &spec.region, ctx)?;
+                let (cluster_key, _) = spec.cluster_tag().unwrap_or_default();
+                let found = find_machine(&api, cluster_key, &req.machine.name, &req.machine.uid).await?;
+                let server = at_most_one(found, &req.machine.name)?;
+                Ok(Located { api, id: None, server })
+            }
+        }
+    }
+
+    /// GetMachineStatus (see the module docs).
+    pub(crate) async fn status(&self, ctx: &CallContext, req: MachineRef) -> Result<MachineStatus, DriverError> {
+        let Located { api, id, server, .. } = self.locate(ctx, &req).await?;
+        let region = api.region().to_string();
+        if let Some(server) = server {
+            self.recent.forget(&server.id);
+            if server.status.eq_ignore_ascii_case("ERROR") && !server.is_deleting() {
+                return Err(server_error(&server));
+            }
+            let pending = if server.metadata.contains_key(MACHINE_UID_KEY) || server.is_deleting() {
+                Vec::new()
+            } else {
+                self.pending_pairs(&api, &req, &server).await?
+            };
+            return Ok(MachineStatus {
+                provider_id: provider_id(&region, &server.id),
+                node_name: server.name.clone(),
+                addresses: if server.is_deleting() { Vec::new() } else { addresses(&server) },
+                pending_steps: pending,
+                vm_state: if server.is_deleting() { "deleting".into() } else { server.status.to_ascii_lowercase() },
+            });
+        }
+        let Some(id) = id else {
+            return Err(DriverError::not_found(format!("server of machine {}", req.machine.name)));
+        };
+        if let Some(created) = self.recent.get(&id) {
+            return Ok(MachineStatus::not_visible_yet(provider_id(&region, &id), created.name));
+        }
+        Some(&req.machine)
+            .filter(|_| !self.deleted.contains(&id))
+            .and_then(|m| m.young_not_visible_yet(&m.name))
+            .ok_or_else(|| DriverError::not_found(format!("server {}", provider_id(&region, &id))))
+    }
+
+    /// The address-pairs step when a pod network port of the server lacks a
+    /// pod CIDR (needs the class; without one nothing is known to be missing).
+    async fn pending_pairs(
+        &self,
+        api: &Api<'_>,
+        req: &MachineRef,
+        server: &Server,
+    ) -> Result<Vec<String>, DriverError> {
+        let Ok(spec) = OpenStackSpec::parse(&req.class.provider_spec) else {
+            return Ok(Vec::new());
+        };
+        let cidrs = spec.pod_cidrs();
+        let attached = ports::of_server(api, &server.id).await?;
+        let creds = OsCredentials::from_secret(&req.secret, "secret")?;
+        let pod_networks = self.pod_network_ids(api, &creds, &spec).await?;
+        let missing = attached
+            .iter()
+            .filter(|p| pod_networks.contains(&p.network_id))
+            .any(|p| !ports::missing_pairs(p, &cidrs).is_empty());
+        Ok(if missing { vec![ADDRESS_PAIRS_STEP.to_string()] } else { Vec::new() })
+    }
+
+    /// The ids of the class's pod networks.
+    pub(crate) async fn pod_network_ids(
+        &self,
+        api: &Api<'_>,
+        creds: &OsCredentials,
+        spec: &OpenStackSpec,
+    ) -> Result<Vec<String>, DriverError> {
+        let mut out = Vec::new();
+        for (i, (plan, pod)) in spec.port_plans().into_iter().enumerate() {
+            if pod {
+                let field = format!("providerSpec.spec.networks[{i}]");
+                out.push(self.resolver.network(creds.fingerprint, api, &plan.network, &field).await?);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The answer for a server in ERROR: its fault, "No valid host was found"
+/// and quota faults as RESOURCE_EXHAUSTED.
+pub(crate) fn server_error(server: &Server) -> DriverError {
+    let message = server.fault.as_ref().map(|f| f.message.trim()).filter(|m| !m.is_empty()).unwrap_or("no fault given");
+    let exhausted = message.contains("No valid host") || message.to_ascii_lowercase().contains("quota");
+    let (kind, reason) = if exhausted {
+        (ErrorKind::ResourceExhausted, "NoValidHost")
+    } else {
+        (ErrorKind::FailedPrecondition, "ServerError")
+    };
+    let message: String = message.chars().take(machine_driver_api::MAX_CLOUD_MESSAGE).collect();
+    let message = format!("server {} is in ERROR: {message}", server.id);
+    DriverError::new(kind, reason, message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::os::model::Fault;
+
+    #[test]
+    fn error_servers_answer_their_fault() {
+        let server = |message: &str| Server {
+            id: "s-1".into(),
+            status: "ERROR".into(),
+            fault: Some(Fault { message: message.into() }),
+            ..Default::default()
+        };
+        let e = server_error(&server("No valid host was found. There are not enough hosts available."));
+        assert_eq!(e.kind(), ErrorKind::ResourceExhausted);
+        assert!(e.message().contains("No valid host was found"), "{}", e.message());
+        assert_eq!(server_error(&server("Build of instance aborted")).kind(), ErrorKind::FailedPrecondition);
+    }
+}

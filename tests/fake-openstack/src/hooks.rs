@@ -1,0 +1,175 @@
+//! The OpenStack side of the shared admin API: operation classes, the real error per
+//! fault kind and service, the inventory and reset.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use fake_cloud_support::{CloudHooks, FaultKind, Inventory, OpClass};
+use serde_json::json;
+
+use crate::error::{ApiError, Service};
+use crate::state::Store;
+
+/// [`CloudHooks`] for the fake OpenStack.
+#[derive(Debug)]
+pub(crate) struct OpenStackHooks {
+    /// The cloud state the inventory and reset act on.
+    pub(crate) store: Arc<Store>,
+}
+
+/// Every counted operation and its class (`tokens.create` is in no class).
+pub(crate) const OPERATIONS: &[(&str, OpClass)] = &[
+    ("servers.create", OpClass::Create),
+    ("servers.get", OpClass::Read),
+    ("servers.list", OpClass::Read),
+    ("servers.delete", OpClass::Delete),
+    ("flavors.list", OpClass::Read),
+    ("flavors.get", OpClass::Read),
+    ("ports.list", OpClass::Read),
+    ("ports.get", OpClass::Read),
+    ("ports.create", OpClass::Write),
+    ("ports.update", OpClass::Write),
+    ("ports.tags", OpClass::Write),
+    ("ports.delete", OpClass::Delete),
+    ("networks.list", OpClass::Read),
+    ("networks.get", OpClass::Read),
+    ("subnets.list", OpClass::Read),
+    ("subnets.get", OpClass::Read),
+    ("security_groups.list", OpClass::Read),
+    ("security_groups.get", OpClass::Read),
+    ("images.list", OpClass::Read),
+    ("images.get", OpClass::Read),
+    ("images.update", OpClass::Write),
+    ("members.list", OpClass::Read),
+    ("members.get", OpClass::Read),
+    ("members.create", OpClass::Write),
+    ("members.update", OpClass::Write),
+    ("members.delete", OpClass::Delete),
+    ("volumes.list", OpClass::Read),
+    ("volumes.get", OpClass::Read),
+    ("volumes.create", OpClass::Write),
+    ("volumes.delete", OpClass::Delete),
+];
+
+/// The service an operation belongs to.
+pub(crate) fn service_of(operation: &str) -> Service {
+    match operation.split('.').next().unwrap_or("") {
+        "servers" | "flavors" => Service::Nova,
+        "ports" | "networks" | "subnets" | "security_groups" => Service::Neutron,
+        "images" | "members" => Service::Glance,
+        "volumes" => Service::Cinder,
+        _ => Service::Keystone,
+    }
+}
+
+/// The real error of the operation's service for a neutral fault kind.
+pub(crate) fn fault_error(kind: FaultKind, operation: &str, identity_uri: &str) -> ApiError {
+    let service = service_of(operation);
+    let neutron = service == Service::Neutron;
+    let typed = |status: StatusCode, kind: &'static str, message: String| {
+        if neutron { ApiError::neutron(status, kind, message) } else { ApiError::new(service, status, message) }
+    };
+    match kind {
+        FaultKind::Throttle => {
+            let message = if neutron { "Too many requests" } else { "Rate limit exceeded" };
+            typed(StatusCode::TOO_MANY_REQUESTS, "TooManyRequests", message.to_owned())
+        }
+        FaultKind::Capacity => match operation {
+            "servers.create" => ApiError::forbidden(
+                service,
+                "Quota exceeded for instances: Requested 1, but already used 100 of 100 instances",
+            ),
+            "volumes.create" => ApiError::new(
+                service,
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "VolumeSizeExceedsAvailableQuota: Requested volume or snapshot exceeds allowed gigabytes quota. \
+                 Requested 1G, quota is 1000G and 1000G has been consumed.",
+            ),
+            _ => typed(StatusCode::CONFLICT, "Conflict", format!("Quota exceeded for resources of {operation}.")),
+        },
+        FaultKind::Unavailable => typed(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ServiceUnavailable",
+            "The server is currently unavailable. Please try again at a later time.".to_owned(),
+        ),
+        FaultKind::Internal => typed(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "HTTPInternalServerError",
+            "Unexpected API Error. Please report this at http://bugs.launchpad.net/nova/ and attach the Nova API log \
+             if possible."
+                .to_owned(),
+        ),
+        FaultKind::Auth => ApiError::unauthorized(service, identity_uri),
+        FaultKind::Permission => {
+            let rule = operation.replace('.', ":");
+            typed(
+                StatusCode::FORBIDDEN,
+                "PolicyNotAuthorized",
+                format!("Policy doesn't allow os_api:{rule} to be performed."),
+            )
+        }
+        FaultKind::Invalid => typed(
+            StatusCode::BAD_REQUEST,
+            "InvalidInput",
+            format!("Invalid input for operation: the request of {operation} is not valid (injected fault)."),
+        ),
+    }
+}
+
+impl CloudHooks for OpenStackHooks {
+    fn operation_class(&self, operation: &str) -> Option<OpClass> {
+        OPERATIONS.iter().find(|(name, _)| *name == operation).map(|(_, class)| *class)
+    }
+
+    fn fault_response(&self, kind: FaultKind, operation: &str) -> Response {
+        fault_error(kind, operation, "/identity").into_response()
+    }
+
+    fn inventory(&self) -> Inventory {
+        let now = Instant::now();
+        let state = self.store.lock_at(now);
+        let mut instances: Vec<_> =
+            state.servers.values().map(|s| state.server_inventory(s, s.status(), true, now)).collect();
+        instances.extend(state.gone_servers.iter().map(|(_, entry)| entry.clone()));
+        let mut dependents: Vec<_> = state.ports.values().map(|p| state.port_inventory(p, p.status, true)).collect();
+        dependents.extend(state.volumes.values().map(|v| state.volume_inventory(v, v.status(), true)));
+        dependents.extend(state.gone_dependents.iter().map(|(_, entry)| entry.clone()));
+        let images = state
+            .images
+            .values()
+            .map(|image| {
+                json!({
+                    "id": image.id,
+                    "name": image.name,
+                    "owner": image.owner,
+                    "visibility": image.visibility,
+                    "members": image.members.iter().map(|m| json!({"member": m.project_id, "status": m.status})).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        Inventory { instances, images, dependents }
+    }
+
+    fn reset(&self) {
+        self.store.reset();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classes_and_services() {
+        let hooks = OpenStackHooks { store: Arc::new(Store::new()) };
+        assert_eq!(hooks.operation_class("servers.create"), Some(OpClass::Create));
+        assert_eq!(hooks.operation_class("ports.create"), Some(OpClass::Write));
+        assert_eq!(hooks.operation_class("tokens.create"), None);
+        assert_eq!(service_of("members.update"), Service::Glance);
+        assert_eq!(service_of("security_groups.get"), Service::Neutron);
+        let error = fault_error(FaultKind::Capacity, "servers.create", "x");
+        assert_eq!(error.status, StatusCode::FORBIDDEN);
+    }
+}
