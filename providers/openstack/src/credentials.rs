@@ -174,7 +174,10 @@ impl OsCredentials {
             Some(v) if v == "true" => true,
             Some(v) if v == "false" => false,
             Some(_) => {
-                return Err(DriverError::invalid_argument(format!("{field}.insecure"), "must be \"true\" or \"false\""));
+                return Err(DriverError::invalid_argument(
+                    format!("{field}.insecure"),
+                    "must be \"true\" or \"false\"",
+                ));
             }
         };
         let client_identity = match (read("clientCert")?, read("clientKey")?) {
