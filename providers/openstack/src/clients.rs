@@ -15,7 +15,7 @@ use crate::credentials::{OsCredentials, TlsSettings};
 use crate::errors::OsFailure;
 use crate::os::keystone::Service;
 use crate::os::model::{Link, next_link};
-use crate::os::request::{NOVA_MICROVERSION, Reply, send};
+use crate::os::request::{NOVA_MICROVERSION_HEADERS, Reply, send};
 use crate::os::session::Session;
 
 /// What a request answers: the output, or the failure (which converts into a
@@ -225,6 +225,17 @@ impl Api<'_> {
         query: &[(&str, String)],
         body: Option<(&[u8], &str)>,
     ) -> Answer<Reply> {
+        self.raw_with(call, query, body, &[]).await
+    }
+
+    /// [`Api::raw`] with further request headers.
+    pub(crate) async fn raw_with(
+        &self,
+        call: Call<'_>,
+        query: &[(&str, String)],
+        body: Option<(&[u8], &str)>,
+        headers: &[(&str, &str)],
+    ) -> Answer<Reply> {
         let caller = CloudCaller::new("openstack", &self.shared.limiter, self.ctx);
         let session = &self.shared.session;
         let cloud_call = CloudCall { provider: "openstack", service: call.service.label(), operation: call.operation };
@@ -234,18 +245,16 @@ impl Api<'_> {
             let root =
                 token.endpoint(call.service, &self.shared.region).map_err(|f| CallFailure::Cloud(cloud_call, f))?;
             let url = format!("{root}{}", call.path);
-            let extra: &[(&str, &str)] = match call.service {
-                Service::Compute => {
-                    &[("OpenStack-API-Version", "compute 2.67"), ("X-OpenStack-Nova-API-Version", NOVA_MICROVERSION)]
-                }
-                _ => &[],
-            };
+            let mut extra: Vec<(&str, &str)> = headers.to_vec();
+            if call.service == Service::Compute {
+                extra.extend_from_slice(NOVA_MICROVERSION_HEADERS);
+            }
             let method = call.method;
             let answer = caller
                 .send(
                     call.service.label(),
                     call.operation,
-                    || send(session.http(), method.reqwest(), &url, Some(&token.value), query, body, extra),
+                    || send(session.http(), method.reqwest(), &url, Some(&token.value), query, body, &extra),
                     |f| f,
                 )
                 .await;
@@ -282,7 +291,12 @@ impl Api<'_> {
             }
             let (items, links) = split(self.json::<P>(call, &q, None).await?);
             out.extend(items);
-            let next = next_link(&links).and_then(marker_of);
+            let next = match next_link(&links) {
+                Some(href) => {
+                    Some(marker_of(href).ok_or_else(|| broken(call, "answered a next link without a marker"))?)
+                }
+                None => None,
+            };
             match next {
                 // A list the orphan collector acts on must be whole: a marker that does not advance is an error.
                 Some(m) if Some(&m) == marker.as_ref() => {

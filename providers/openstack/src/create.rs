@@ -8,8 +8,11 @@
 //! ports by name (`GET /ports?name=<name>`):
 //! - one server of this machine: adopted (more: OUT_OF_RANGE);
 //! - a port of the machine attached to a server: that server was created by
-//!   an earlier attempt whose answer was lost, and Nova does not list it yet:
-//!   adopted by the port's `device_id` (Neutron is strongly consistent);
+//!   an earlier attempt whose answer was lost: adopted by the port's
+//!   `device_id` (Nova lists a server from its POST on, so the name lookup is
+//!   the main guard; the port, bound once a compute host takes the server, is
+//!   a second one for a cloud whose list lags);
+//! - created by this process a moment ago: the same answer, no call;
 //! - otherwise one port per network of the class (free ones of the machine
 //!   reused, their pod CIDRs completed), made with the security groups, the
 //!   cluster and role tags and the pod CIDRs as allowed address pairs, then
@@ -47,6 +50,10 @@ impl OpenStackDriver {
         let name = req.machine.name.as_str();
         let lock = self.create_locks.get_or_insert_with(&req.machine.uid, || tokio::sync::Mutex::new(()));
         let _one_create_per_machine = lock.lock().await;
+        // This process created it a moment ago: the same answer, no call (Nova may not list it yet).
+        if let Some(id) = self.created_by_uid.get(&req.machine.uid).filter(|id| !self.deleted.contains(id)) {
+            return Ok(self.answer(&spec, &id, name, true, None));
+        }
 
         let (cluster_key, _) = spec.cluster_tag().unwrap_or_default();
         let (servers, existing_ports) =
@@ -60,17 +67,22 @@ impl OpenStackDriver {
             return Ok(self.answer(&spec, &bound.device_id, name, false, None));
         }
 
-        let ports = match self.machine_ports(&api, &creds, &spec, name, existing_ports).await {
-            Ok(p) => p,
-            Err(e) => return Err(e),
+        let mut ports = Vec::new();
+        let made = match self.machine_ports(&api, &creds, &spec, name, existing_ports, &mut ports).await {
+            Ok(()) => self.post_server(&api, &creds, &spec, &req, &ports).await,
+            Err(e) => Err(e),
         };
-        match self.post_server(&api, &creds, &spec, &req, &ports).await {
-            Ok(id) => Ok(self.answer(&spec, &id, name, true, None)),
+        match made {
+            Ok(id) => {
+                self.created_by_uid.record(req.machine.uid.clone(), id.clone());
+                Ok(self.answer(&spec, &id, name, true, None))
+            }
             Err(e) if is_for_good(&e) => {
                 if e.kind() == ErrorKind::InvalidArgument {
+                    // A flavor, network or security group the cache names may be gone: look them up anew.
                     self.resolver.forget(creds.fingerprint, &spec.region);
                 }
-                // Nothing was made: take the ports back, so a refused create leaves no port behind.
+                // No server was made: take the machine's ports back, so a refused create leaves none behind.
                 for port in &ports {
                     if let Err(cleanup) = ports::delete(&api, &port.id).await {
                         tracing::warn!(machine = name, port = %port.id, error = %cleanup, "could not delete the port of a refused create");
@@ -102,8 +114,9 @@ impl OpenStackDriver {
         }
     }
 
-    /// One port per network of the class: a free port of the machine on that
-    /// network is reused (its pod CIDRs completed), else one is made.
+    /// One port per network of the class into `out`: a free port of the
+    /// machine on that network is reused (its pod CIDRs completed), else one
+    /// is made. On failure `out` holds the ports made or reused so far.
     async fn machine_ports(
         &self,
         api: &Api<'_>,
@@ -111,12 +124,12 @@ impl OpenStackDriver {
         spec: &OpenStackSpec,
         name: &str,
         mut existing: Vec<Port>,
-    ) -> Result<Vec<Port>, DriverError> {
+        out: &mut Vec<Port>,
+    ) -> Result<(), DriverError> {
         let cidrs = spec.pod_cidrs();
         let tags: Vec<String> =
             [spec.cluster_tag(), spec.role_tag()].into_iter().flatten().map(|(k, _)| k.to_string()).collect();
         let mut security_groups: Option<Vec<String>> = None;
-        let mut out = Vec::new();
         for (i, (plan, pod)) in spec.port_plans().into_iter().enumerate() {
             let field = if spec.networks.is_empty() {
                 "providerSpec.spec.networkID".to_string()
@@ -127,8 +140,8 @@ impl OpenStackDriver {
             let pod_cidrs: &[String] = if pod { &cidrs } else { &[] };
             if let Some(at) = existing.iter().position(|p| p.network_id == network_id) {
                 let port = existing.swap_remove(at);
+                out.push(port.clone());
                 ports::add_pairs(api, &port, pod_cidrs).await?;
-                out.push(port);
                 continue;
             }
             let sgs = match &security_groups {
@@ -150,7 +163,7 @@ impl OpenStackDriver {
             let port = ports::create(api, &new).await.map_err(|f| port_error(f, &plan, &field))?;
             out.push(port);
         }
-        Ok(out)
+        Ok(())
     }
 
     /// `POST /servers` on `ports`; the new server's id.

@@ -54,9 +54,15 @@ impl OpenStackDriver {
         for id in &ids {
             already_gone &= !self.delete_server(&api, id).await?;
         }
+        // With the class at hand, a free port must carry its cluster key: a port
+        // of that name in another cluster of the project is not this machine's.
+        let cluster_key = OpenStackSpec::parse(&req.class.provider_spec)
+            .ok()
+            .and_then(|s| s.cluster_tag().map(|(k, _)| k.to_string()));
         if !name.is_empty() {
             for port in ports::named(&api, &name).await? {
-                if port.device_id.is_empty() || ids.contains(&port.device_id) {
+                let ours = cluster_key.as_ref().is_none_or(|k| port.tags.contains(k));
+                if ids.contains(&port.device_id) || (port.device_id.is_empty() && ours) {
                     ports::delete(&api, &port.id).await?;
                     already_gone = false;
                 }

@@ -17,6 +17,8 @@ use crate::resolve::Resolver;
 /// Largest user data Nova takes: 65535 bytes of base64.
 pub const MAX_USER_DATA_BYTES: usize = 65535 / 4 * 3;
 
+/// Most servers remembered as initialized.
+const MAX_PAIRS_COMPLETE: usize = 16_384;
 /// Most per-machine create locks kept.
 const MAX_CREATE_LOCKS: usize = 4096;
 
@@ -36,10 +38,15 @@ pub struct OpenStackDriver {
     /// Servers created in the last moments (by id), for status polls Nova cannot answer yet
     /// and the InitializeMachine that follows a create.
     pub(crate) recent: RecentCreates<String, Created>,
+    /// The server each machine uid got from this process's create in the last moments.
+    pub(crate) created_by_uid: RecentCreates<String, String>,
     /// Servers deleted in the last moments: gone is NOT_FOUND, not "not visible yet".
     pub(crate) deleted: RecentCreates<String>,
     pub(crate) lookups: ServerLookups,
     pub(crate) resolver: Resolver,
+    /// Servers made by the Go provider whose ports were found complete: their
+    /// status polls read no ports again.
+    pub(crate) pairs_complete: KeyedCache<String, ()>,
     /// One create at a time per machine uid (Nova has no client token: two
     /// concurrent creates of one machine would both find nothing and make two servers).
     pub(crate) create_locks: KeyedCache<String, tokio::sync::Mutex<()>>,
@@ -54,9 +61,11 @@ impl OpenStackDriver {
         Self {
             pool: ClientPool::new(config.auth_override, config.rate_limit, config.burst),
             recent: RecentCreates::default(),
+            created_by_uid: RecentCreates::default(),
             deleted: RecentCreates::default(),
             lookups: ServerLookups::default(),
             resolver: Resolver::default(),
+            pairs_complete: KeyedCache::new(MAX_PAIRS_COMPLETE),
             create_locks: KeyedCache::new(MAX_CREATE_LOCKS),
         }
     }

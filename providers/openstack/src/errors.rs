@@ -93,7 +93,10 @@ impl OsFailure {
         if self.is_throttling() {
             return ErrorKind::Unavailable;
         }
-        if self.message.contains("No valid host was found") || (matches!(status, 403 | 413) && self.mentions_quota()) {
+        if self.message.contains("No valid host was found")
+            || (matches!(status, 403 | 409 | 413) && self.mentions_quota())
+            || self.name == "IpAddressGenerationFailure"
+        {
             return ErrorKind::ResourceExhausted;
         }
         match status {
@@ -101,8 +104,12 @@ impl OsFailure {
             401 => ErrorKind::Unauthenticated,
             403 => ErrorKind::PermissionDenied,
             404 => ErrorKind::NotFound,
+            // The class asks for what the network refuses (address pairs without port security).
+            409 if self.name.contains("PortSecurity") => ErrorKind::FailedPrecondition,
             // A conflict with a resource's state (a port still in use, a volume still attached) passes.
-            409 | 412 => ErrorKind::Unavailable,
+            408 | 409 | 412 => ErrorKind::Unavailable,
+            // The microversion is not served (a Nova older than Stein).
+            406 => ErrorKind::FailedPrecondition,
             s if s >= 500 => ErrorKind::Unavailable,
             _ => ErrorKind::Internal,
         }
@@ -232,6 +239,24 @@ mod tests {
         assert_eq!(kind(401, ""), ErrorKind::Unauthenticated);
         assert_eq!(kind(404, ""), ErrorKind::NotFound);
         assert_eq!(kind(409, ""), ErrorKind::Unavailable);
+        let neutron = |t: &str, m: &str| {
+            OsFailure::from_answer(
+                409,
+                None,
+                format!(r#"{{"NeutronError":{{"type":"{t}","message":"{m}","detail":""}}}}"#).as_bytes(),
+            )
+            .kind()
+        };
+        assert_eq!(neutron("OverQuota", "Quota exceeded for resources: ['port']."), ErrorKind::ResourceExhausted);
+        assert_eq!(
+            neutron("IpAddressGenerationFailure", "No more IP addresses available on network x."),
+            ErrorKind::ResourceExhausted
+        );
+        assert_eq!(
+            neutron("AddressPairAndPortSecurityRequired", "Port Security must be enabled"),
+            ErrorKind::FailedPrecondition
+        );
+        assert_eq!(kind(406, ""), ErrorKind::FailedPrecondition);
         assert!(OsFailure::from_answer(429, None, b"").is_throttled());
         assert!(!OsFailure::from_answer(403, None, b"").is_throttled());
         assert_eq!(OsFailure::transport("reset").kind(), ErrorKind::Unavailable);

@@ -5,10 +5,10 @@
 //! that lacks a CIDR, and a repeat writes nothing.
 //!
 //! Cost: none right after this process created the server (its ports were
-//! made with the pairs); otherwise one `GET /ports?device_id=` (Neutron shows
-//! a new server's ports before Nova lists the server) and one `PUT` per port
-//! that lacks a CIDR. A young server without its ports yet answers
-//! UNAVAILABLE, and MCM retries.
+//! made with the pairs); otherwise one `GET /ports?device_id=` (and, while
+//! Nova has not bound the ports to the server yet, one `GET /ports?name=`)
+//! and one `PUT` per port that lacks a CIDR. A young server without its ports
+//! yet answers UNAVAILABLE, and MCM retries.
 
 use machine_driver_api::{CallContext, DriverError, InitializedMachine, MachineRef};
 
@@ -52,7 +52,16 @@ impl OpenStackDriver {
                 }
             },
         };
-        let attached = ports::of_server(&api, &id).await?;
+        let mut attached = ports::of_server(&api, &id).await?;
+        if attached.is_empty() && !name.is_empty() {
+            // Nova binds a port to its server once a compute host takes the server: until
+            // then the machine's own ports are found by their name.
+            attached = ports::named(&api, &name)
+                .await?
+                .into_iter()
+                .filter(|p| p.device_id.is_empty() || p.device_id == id)
+                .collect();
+        }
         let pod_networks = self.pod_network_ids(&api, &creds, &spec).await?;
         let pod_ports: Vec<_> = attached.iter().filter(|p| pod_networks.contains(&p.network_id)).collect();
         if pod_ports.is_empty() {
@@ -70,6 +79,7 @@ impl OpenStackDriver {
         for port in pod_ports {
             wrote |= ports::add_pairs(&api, port, &cidrs).await?;
         }
+        self.pairs_complete.insert(id.clone(), std::sync::Arc::new(()));
         if wrote {
             tracing::info!(machine = %req.machine.name, server = %id, "pod CIDRs added as allowed address pairs");
         }

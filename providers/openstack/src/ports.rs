@@ -49,25 +49,45 @@ pub(crate) struct NewPort<'a> {
     pub(crate) tags: &'a [String],
 }
 
-/// `POST /ports`.
+/// `POST /ports` with the tags in the body; a Neutron that does not take
+/// tags on create (before Ussuri: 400 naming `tags`) gets the port without
+/// them and then `PUT /ports/{id}/tags`, as the Go provider tags its port.
 pub(crate) async fn create(api: &Api<'_>, new: &NewPort<'_>) -> Result<Port, CallFailure<crate::errors::OsFailure>> {
     let mut port = json!({
         "name": new.name,
         "network_id": new.network_id,
-        "security_groups": new.security_groups,
         "tags": new.tags,
         "description": "made by machine-driver-openstack for its machine",
     });
+    // No key at all (not an empty list) leaves Neutron's `default` group on the port.
+    if !new.security_groups.is_empty() {
+        port["security_groups"] = json!(new.security_groups);
+    }
     if !new.subnets.is_empty() {
         port["fixed_ips"] = Value::Array(new.subnets.iter().map(|s| json!({"subnet_id": s})).collect());
     }
     if !new.pod_cidrs.is_empty() {
         port["allowed_address_pairs"] = Value::Array(new.pod_cidrs.iter().map(|c| json!({"ip_address": c})).collect());
     }
-    let created: PortOne = api
-        .json(Call::new(Service::Network, "ports.create", Verb::Post, "/ports"), &[], Some(&json!({"port": port})))
-        .await?;
-    Ok(created.port)
+    let call = Call::new(Service::Network, "ports.create", Verb::Post, "/ports");
+    match api.json::<PortOne>(call, &[], Some(&json!({"port": port}))).await {
+        Ok(created) => Ok(created.port),
+        Err(CallFailure::Cloud(_, f)) if f.http_status == Some(400) && f.message.contains("tags") => {
+            if let Some(p) = port.as_object_mut() {
+                p.remove("tags");
+            }
+            let created: PortOne = api.json(call, &[], Some(&json!({"port": port}))).await?;
+            let path = format!("/ports/{}/tags", created.port.id);
+            api.json::<serde_json::Value>(
+                Call::new(Service::Network, "ports.tags", Verb::Put, &path),
+                &[],
+                Some(&json!({"tags": new.tags})),
+            )
+            .await?;
+            Ok(created.port)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// The pod CIDRs `port` lacks among its allowed address pairs.
@@ -77,8 +97,10 @@ pub(crate) fn missing_pairs<'c>(port: &Port, cidrs: &'c [String]) -> Vec<&'c Str
 
 /// Adds the missing pod CIDRs to the port's pairs, keeping every pair it has
 /// (`PUT /ports/{id}` replaces the list, so the merged list is sent: the Go
-/// provider sent one CIDR at a time, and only the last survived). No call
-/// when nothing is missing; true when it wrote.
+/// provider sent one CIDR at a time, and only the last survived), on the
+/// condition that nobody changed the port since it was read (`If-Match` on
+/// its revision: a concurrent change answers 412, UNAVAILABLE, and the retry
+/// reads again). No call when nothing is missing; true when it wrote.
 pub(crate) async fn add_pairs(api: &Api<'_>, port: &Port, cidrs: &[String]) -> Result<bool, DriverError> {
     let missing = missing_pairs(port, cidrs);
     if missing.is_empty() {
@@ -87,8 +109,11 @@ pub(crate) async fn add_pairs(api: &Api<'_>, port: &Port, cidrs: &[String]) -> R
     let mut pairs: Vec<AddressPair> = port.allowed_address_pairs.clone();
     pairs.extend(missing.into_iter().map(|c| AddressPair { ip_address: c.clone(), mac_address: None }));
     let path = format!("/ports/{}", port.id);
-    let body = json!({"port": {"allowed_address_pairs": pairs}});
-    api.json::<PortOne>(Call::new(Service::Network, "ports.update", Verb::Put, &path), &[], Some(&body)).await?;
+    let body = serde_json::to_vec(&json!({"port": {"allowed_address_pairs": pairs}})).unwrap_or_default();
+    let revision = port.revision_number.map(|r| format!("revision_number={r}"));
+    let headers: Vec<(&str, &str)> = revision.as_deref().map(|r| ("If-Match", r)).into_iter().collect();
+    let call = Call::new(Service::Network, "ports.update", Verb::Put, &path);
+    api.raw_with(call, &[], Some((&body, "application/json")), &headers).await?;
     Ok(true)
 }
 

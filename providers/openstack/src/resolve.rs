@@ -159,8 +159,13 @@ pub(crate) async fn image_id(api: &Api<'_>, image: ImageRef<'_>) -> Result<Strin
         ImageRef::Id(id) => return Ok(id.to_string()),
         ImageRef::Name(name) => name,
     };
-    let page: ImagesPage =
-        api.json(Call::get(Service::Image, "images.list", "/images"), &[("name", name.to_string())], None).await?;
+    let page: ImagesPage = api
+        .json(
+            Call::get(Service::Image, "images.list", "/images"),
+            &[("name", name.to_string()), ("status", "active".to_string())],
+            None,
+        )
+        .await?;
     let mut found: Vec<_> = page.images.into_iter().filter(|i| i.name == name).collect();
     match found.len() {
         1 => Ok(found.swap_remove(0).id),

@@ -79,7 +79,8 @@ pub(crate) async fn share_image(
         Err(CallFailure::Cloud(_, f)) if f.is_conflict() => {}
         Err(e) => return Err(e.into()),
     }
-    accept(&consumer_api, &image, &project).await?;
+    // The member was just added (pending) or was there already: the consumer accepts.
+    set_accepted(&consumer_api, &image, &project).await?;
     Ok(SharedImage { image_id: image, granted_now: true, consumer_account: project })
 }
 
@@ -101,7 +102,10 @@ pub(crate) async fn revoke_image_share(
     let path = format!("/images/{image}/members/{project}");
     match owner_api.raw(Call::new(Service::Image, "members.delete", Verb::Delete, &path), &[], None).await {
         Ok(_) => Ok(RevokedImageShare { revoked_now: true, consumer_account: project }),
-        Err(CallFailure::Cloud(_, f)) if f.is_not_found() => {
+        // Not a member, or an image that is not `shared` (Glance: "Only shared images have members").
+        Err(CallFailure::Cloud(_, f))
+            if f.is_not_found() || f.http_status == Some(403) && f.message.contains("Only shared images") =>
+        {
             Ok(RevokedImageShare { revoked_now: false, consumer_account: project })
         }
         Err(e) => Err(e.into()),
@@ -117,6 +121,11 @@ pub(crate) async fn list_image_shares(
     let (image, region) = image_and_region(&req)?;
     let owner_api = owner_api(pool, ctx, &req, &region, "listing shares")?;
     let found = get_image(&owner_api, &image).await?.ok_or_else(|| DriverError::not_found(format!("image {image}")))?;
+    let public = matches!(found.visibility.as_str(), "public" | "community");
+    // Only a `shared` image has members (Glance refuses the list for others).
+    if found.visibility != "shared" {
+        return Ok(ImageShares { consumer_accounts: Vec::new(), public });
+    }
     let path = format!("/images/{image}/members");
     let members: MembersPage = owner_api.json(Call::get(Service::Image, "members.list", &path), &[], None).await?;
     Ok(ImageShares {
@@ -126,7 +135,7 @@ pub(crate) async fn list_image_shares(
             .filter(|m| m.status != "rejected")
             .map(|m| m.member_id)
             .collect(),
-        public: matches!(found.visibility.as_str(), "public" | "community"),
+        public,
     })
 }
 
@@ -138,14 +147,16 @@ async fn accept(consumer_api: &Api<'_>, image: &str, project: &str) -> Result<bo
     if member.status == "accepted" {
         return Ok(false);
     }
-    consumer_api
-        .json::<Member>(
-            Call::new(Service::Image, "members.update", Verb::Put, &path),
-            &[],
-            Some(&json!({"status": "accepted"})),
-        )
-        .await?;
+    set_accepted(consumer_api, image, project).await?;
     Ok(true)
+}
+
+/// `PUT /v2/images/{id}/members/{project}` `accepted`, with the consumer's credentials.
+async fn set_accepted(consumer_api: &Api<'_>, image: &str, project: &str) -> Result<(), DriverError> {
+    let path = format!("/images/{image}/members/{project}");
+    let call = Call::new(Service::Image, "members.update", Verb::Put, &path);
+    consumer_api.json::<Member>(call, &[], Some(&json!({"status": "accepted"}))).await?;
+    Ok(())
 }
 
 /// `GET /v2/images/{id}`; `None` when the project cannot see it.

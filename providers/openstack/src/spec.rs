@@ -215,8 +215,12 @@ impl OpenStackSpec {
             return bad("tags", &format!("{} is set by the driver", crate::naming::MACHINE_UID_KEY));
         }
         for (k, v) in &self.tags {
-            if k.is_empty() || k.len() > 255 || v.len() > 255 {
-                return bad("tags", &format!("key {k:?}: keys must be 1-255 and values at most 255 characters"));
+            let key_ok = k.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_:. ".contains(&b));
+            if k.is_empty() || k.len() > 255 || v.len() > 255 || !key_ok {
+                return bad(
+                    "tags",
+                    &format!("key {k:?}: Nova takes keys of 1-255 characters of [A-Za-z0-9-_:. ] and values up to 255"),
+                );
             }
         }
         let has_network_id = self.network_id.as_deref().is_some_and(|n| !n.trim().is_empty());
@@ -272,17 +276,25 @@ pub(crate) enum ImageRef<'a> {
     Name(&'a str),
 }
 
-/// True for an IPv4 or IPv6 CIDR (`a.b.c.d/n`, `x::/n`).
+/// True for an IPv4 or IPv6 CIDR without host bits (`10.96.0.0/11`,
+/// `fd00::/48`; Neutron refuses `10.96.0.1/11`).
 pub(crate) fn is_cidr(s: &str) -> bool {
     let Some((ip, bits)) = s.split_once('/') else {
         return false;
     };
-    let Ok(bits) = bits.parse::<u8>() else {
+    let Ok(bits) = bits.parse::<u32>() else {
         return false;
     };
+    let host_bits_clear = |value: u128, width: u32| {
+        let Some(host) = width.checked_sub(bits) else {
+            return false;
+        };
+        let mask = if host >= 128 { u128::MAX } else { (1u128 << host) - 1 };
+        value & mask == 0
+    };
     match ip.parse::<std::net::IpAddr>() {
-        Ok(std::net::IpAddr::V4(_)) => bits <= 32,
-        Ok(std::net::IpAddr::V6(_)) => bits <= 128,
+        Ok(std::net::IpAddr::V4(v4)) => host_bits_clear(u128::from(u32::from(v4)), 32),
+        Ok(std::net::IpAddr::V6(v6)) => host_bits_clear(u128::from(v6), 128),
         Err(_) => false,
     }
 }
@@ -383,5 +395,9 @@ mod tests {
         assert!(!is_cidr("10.0.0.0"));
         assert!(!is_cidr("fd00::/129"));
         assert!(!is_cidr("x/1"));
+        assert!(!is_cidr("10.96.0.1/11"), "host bits set");
+        assert!(is_cidr("0.0.0.0/0"));
+        assert!(is_cidr("10.0.0.1/32"));
+        assert!(!is_cidr("fd00::1/64"));
     }
 }

@@ -3,7 +3,7 @@
 //! shared with concurrent polls ([`crate::lookup`]), by the machine's name
 //! when there is no providerID.
 //!
-//! BUILD is OK, `vm_state` `build` (the node has not joined yet); ERROR
+//! BUILD is OK, `vm_state` `pending` (the node has not joined yet); ERROR
 //! answers Nova's fault ("No valid host was found" is RESOURCE_EXHAUSTED), so
 //! the machine is replaced rather than waited for. A server made by the Go
 //! provider (no uid in its metadata) may lack pod CIDRs in its ports' address
@@ -70,7 +70,8 @@ impl OpenStackDriver {
             if server.status.eq_ignore_ascii_case("ERROR") && !server.is_deleting() {
                 return Err(server_error(&server));
             }
-            let pending = if server.metadata.contains_key(MACHINE_UID_KEY) || server.is_deleting() {
+            let complete = self.pairs_complete.get(&server.id).is_some();
+            let pending = if server.metadata.contains_key(MACHINE_UID_KEY) || server.is_deleting() || complete {
                 Vec::new()
             } else {
                 self.pending_pairs(&api, &req, &server).await?
@@ -80,7 +81,7 @@ impl OpenStackDriver {
                 node_name: server.name.clone(),
                 addresses: if server.is_deleting() { Vec::new() } else { addresses(&server) },
                 pending_steps: pending,
-                vm_state: if server.is_deleting() { "deleting".into() } else { server.status.to_ascii_lowercase() },
+                vm_state: vm_state(&server),
             });
         }
         let Some(id) = id else {
@@ -114,7 +115,11 @@ impl OpenStackDriver {
             .iter()
             .filter(|p| pod_networks.contains(&p.network_id))
             .any(|p| !ports::missing_pairs(p, &cidrs).is_empty());
-        Ok(if missing { vec![ADDRESS_PAIRS_STEP.to_string()] } else { Vec::new() })
+        if missing {
+            return Ok(vec![ADDRESS_PAIRS_STEP.to_string()]);
+        }
+        self.pairs_complete.insert(server.id.clone(), std::sync::Arc::new(()));
+        Ok(Vec::new())
     }
 
     /// The ids of the class's pod networks.
@@ -132,6 +137,20 @@ impl OpenStackDriver {
             }
         }
         Ok(out)
+    }
+}
+
+/// The server's state in the words every provider uses where they apply
+/// (`pending`, `running`, `deleting`; the tools wait for `running`), else
+/// Nova's status lowercased (`shutoff`, `paused`, ...).
+fn vm_state(server: &Server) -> String {
+    if server.is_deleting() {
+        return "deleting".into();
+    }
+    match server.status.to_ascii_uppercase().as_str() {
+        "BUILD" => "pending".into(),
+        "ACTIVE" => "running".into(),
+        other => other.to_ascii_lowercase(),
     }
 }
 

@@ -203,3 +203,47 @@ async fn one_token_serves_every_call_and_a_revoked_one_is_replaced_once() {
 async fn reqwest_get(url: &str) -> Value {
     reqwest::get(url).await.unwrap().error_for_status().unwrap().json().await.unwrap()
 }
+
+#[tokio::test]
+async fn a_server_made_by_the_go_provider_gets_every_pod_cidr_from_initialize() {
+    let cloud = FakeCloud::start().await;
+    // As the Go provider makes it: no uid metadata, a port Nova makes on the network.
+    let made = cloud
+        .os(
+            reqwest::Method::POST,
+            "/compute/v2.1/servers",
+            Some(json!({"server": {
+                "name": "m-go", "flavorRef": "4", "imageRef": fake_openstack::PUBLIC_IMAGE,
+                "networks": [{"uuid": fake_openstack::NETWORK_ID}], "availability_zone": "nova",
+                "metadata": {"kubernetes.io-cluster-shoot--dev--conf": "1", "kubernetes.io-role-node": "1"}}})),
+        )
+        .await;
+    let id = made["server"]["id"].as_str().unwrap().to_string();
+    // The Go provider's bug: one PUT per CIDR, so only the last survives.
+    let ports = cloud.os(reqwest::Method::GET, &format!("/network/v2.0/ports?device_id={id}"), None).await;
+    let port_id = ports["ports"][0]["id"].as_str().unwrap().to_string();
+    cloud
+        .os(
+            reqwest::Method::PUT,
+            &format!("/network/v2.0/ports/{port_id}"),
+            Some(json!({"port": {"allowed_address_pairs": [{"ip_address": "fd00:100:96::/48"}]}})),
+        )
+        .await;
+
+    let driver = cloud.driver();
+    let mut req = cloud.machine_ref("m-go");
+    req.machine.provider_id = Some(format!("openstack:///RegionOne/{id}"));
+    let status = driver.get_machine_status(&ctx("status", 10), req.clone()).await.unwrap();
+    assert_eq!(status.pending_steps, vec!["allowed-address-pairs"]);
+    let init = driver.initialize_machine(&ctx("init", 10), req.clone()).await.unwrap();
+    assert_eq!(init.applied_steps, vec!["allowed-address-pairs"]);
+    let port = cloud.os(reqwest::Method::GET, &format!("/network/v2.0/ports/{port_id}"), None).await;
+    assert_eq!(pairs(&port["port"]), vec!["fd00:100:96::/48", "100.96.0.0/11"], "the pair it had is kept");
+
+    // Initialized: a repeat writes nothing, and status reads no ports any more.
+    assert!(driver.initialize_machine(&ctx("init", 10), req.clone()).await.unwrap().applied_steps.is_empty());
+    cloud.admin.reset_calls().await.unwrap();
+    let status = driver.get_machine_status(&ctx("status", 10), req).await.unwrap();
+    assert!(status.pending_steps.is_empty());
+    assert_eq!(cloud.calls().await.breakdown(), "servers.get×1");
+}

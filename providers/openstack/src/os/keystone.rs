@@ -43,17 +43,29 @@ impl Service {
         }
     }
 
-    /// The API root from a catalog URL: Nova `/v2.1`, Neutron `/v2.0` and
-    /// Glance `/v2` are appended when the catalog lists the unversioned root.
+    /// The API root from a catalog URL: a version the catalog names at the
+    /// end of the path (Nova's legacy `/v2/<project>` included) is replaced by
+    /// the one the driver speaks: Nova `/v2.1` (microversions need it),
+    /// Neutron `/v2.0`, Glance `/v2`.
     fn api_root(self, url: &str) -> String {
         let url = url.trim_end_matches('/');
-        let suffix = match self {
-            Self::Compute if !url.contains("/v2") => "/v2.1",
-            Self::Network if !url.ends_with("/v2.0") => "/v2.0",
-            Self::Image if !url.ends_with("/v2") => "/v2",
-            _ => "",
+        let path_at = url.find("://").map_or(0, |s| url[s + 3..].find('/').map_or(url.len(), |p| s + 3 + p));
+        let (base, path) = url.split_at(path_at);
+        let mut segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+        let is_version =
+            |s: &str| s.len() > 1 && s.starts_with('v') && s[1..].bytes().all(|b| b.is_ascii_digit() || b == b'.');
+        match segments.as_slice() {
+            [.., v, _project] if self == Self::Compute && is_version(v) => segments.truncate(segments.len() - 2),
+            [.., v] if is_version(v) => segments.truncate(segments.len() - 1),
+            _ => {}
+        }
+        let version = match self {
+            Self::Compute => "v2.1",
+            Self::Network => "v2.0",
+            Self::Image => "v2",
         };
-        format!("{url}{suffix}")
+        segments.push(version);
+        format!("{base}/{}", segments.join("/"))
     }
 }
 
@@ -241,6 +253,21 @@ mod tests {
         tokio::time::advance(std::time::Duration::from_secs(2)).await;
         assert!(!t.is_fresh(), "refreshed five minutes before expiry");
         assert!(!format!("{t:?}").contains("tok"));
+    }
+
+    #[test]
+    fn api_roots_from_catalog_urls() {
+        assert_eq!(Service::Compute.api_root("https://nova:8774/v2.1/"), "https://nova:8774/v2.1");
+        assert_eq!(Service::Compute.api_root("https://nova:8774/v2/0123abcd"), "https://nova:8774/v2.1");
+        assert_eq!(
+            Service::Compute.api_root("https://v2cloud.example/compute"),
+            "https://v2cloud.example/compute/v2.1"
+        );
+        assert_eq!(Service::Compute.api_root("https://nova:8774"), "https://nova:8774/v2.1");
+        assert_eq!(Service::Network.api_root("https://neutron:9696/"), "https://neutron:9696/v2.0");
+        assert_eq!(Service::Network.api_root("https://cloud/network/v2.0"), "https://cloud/network/v2.0");
+        assert_eq!(Service::Image.api_root("https://glance:9292/v2"), "https://glance:9292/v2");
+        assert_eq!(Service::Image.api_root("https://cloud/image"), "https://cloud/image/v2");
     }
 
     #[test]

@@ -51,7 +51,9 @@ pub(crate) struct Server {
 impl Server {
     /// True while a delete of the server is under way.
     pub(crate) fn is_deleting(&self) -> bool {
-        self.task_state.as_deref() == Some("deleting") || self.status.eq_ignore_ascii_case("DELETED")
+        self.task_state.as_deref() == Some("deleting")
+            || self.status.eq_ignore_ascii_case("DELETED")
+            || self.status.eq_ignore_ascii_case("SOFT_DELETED")
     }
 }
 
@@ -129,6 +131,12 @@ pub(crate) struct Port {
     /// Allowed address pairs.
     #[serde(default)]
     pub(crate) allowed_address_pairs: Vec<AddressPair>,
+    /// Tags.
+    #[serde(default)]
+    pub(crate) tags: Vec<String>,
+    /// Revision (for `If-Match`), when Neutron reports it.
+    #[serde(default)]
+    pub(crate) revision_number: Option<u64>,
 }
 
 /// An allowed address pair.

@@ -8,17 +8,24 @@ use reqwest::header::HeaderMap;
 use crate::errors::OsFailure;
 
 /// Nova microversion the driver speaks (2.67: `volume_type` in block device
-/// mappings; every release since Stein serves it).
-pub(crate) const NOVA_MICROVERSION: &str = "2.67";
+/// mappings; every release since Stein serves it), in both of Nova's headers.
+pub(crate) const NOVA_MICROVERSION_HEADERS: &[(&str, &str)] =
+    &[("OpenStack-API-Version", "compute 2.67"), ("X-OpenStack-Nova-API-Version", "2.67")];
 
-/// A successful answer.
-#[derive(Debug)]
+/// A successful answer. Its headers may hold a token (`X-Subject-Token`):
+/// `Debug` shows the status and body size only.
 pub(crate) struct Reply {
     /// HTTP status.
     pub(crate) status: u16,
     headers: HeaderMap,
     /// The body.
     pub(crate) body: Vec<u8>,
+}
+
+impl std::fmt::Debug for Reply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reply").field("status", &self.status).field("body_bytes", &self.body.len()).finish()
+    }
 }
 
 impl Reply {
@@ -44,7 +51,10 @@ pub(crate) async fn send(
         rb = rb.query(query);
     }
     if let Some(token) = token {
-        rb = rb.header("X-Auth-Token", token);
+        let mut value = reqwest::header::HeaderValue::from_str(token)
+            .map_err(|_| OsFailure::transport("the token is not a valid header value"))?;
+        value.set_sensitive(true);
+        rb = rb.header("X-Auth-Token", value);
     }
     for (name, value) in extra {
         rb = rb.header(*name, *value);

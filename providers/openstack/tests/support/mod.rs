@@ -121,3 +121,40 @@ impl FakeCloud {
 pub fn ctx(rpc: &'static str, secs: u64) -> CallContext {
     CallContext::with_timeout(rpc, std::time::Duration::from_secs(secs))
 }
+
+impl FakeCloud {
+    /// A Keystone token of the cluster project (for calls the driver does not make).
+    pub async fn token(&self) -> String {
+        let body = serde_json::json!({"auth": {
+            "identity": {"methods": ["password"], "password": {"user": {
+                "name": fake_openstack::USERNAME, "domain": {"name": fake_openstack::DOMAIN_NAME},
+                "password": fake_openstack::PASSWORD}}},
+            "scope": {"project": {"name": fake_openstack::PROJECT_NAME, "domain": {"name": fake_openstack::DOMAIN_NAME}}}}});
+        let answer = reqwest::Client::new()
+            .post(format!("{}/identity/v3/auth/tokens", self.fake.url()))
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+            .error_for_status()
+            .unwrap();
+        answer.headers()["x-subject-token"].to_str().unwrap().to_string()
+    }
+
+    /// Sends `method` `path` (below the fake's root) with `body` and the cluster's token; the JSON answer.
+    pub async fn os(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+        let token = self.token().await;
+        let mut rb = reqwest::Client::new()
+            .request(method, format!("{}{path}", self.fake.url()))
+            .header("X-Auth-Token", token)
+            .header("OpenStack-API-Version", "compute 2.67");
+        if let Some(b) = body {
+            rb = rb.json(&b);
+        }
+        let answer = rb.send().await.unwrap();
+        let status = answer.status();
+        let text = answer.text().await.unwrap();
+        assert!(status.is_success(), "{path}: {status} {text}");
+        serde_json::from_str(&text).unwrap_or(Value::Null)
+    }
+}
