@@ -2,7 +2,8 @@
 // sidecar over its Unix socket (the contract machinedriver.v1), as
 // docs/mcm-adapter.md describes: requests mapped field by field, errors turned
 // into MCM's own machinecodes statuses, "Uninitialized" rebuilt from the
-// status answer, addresses kept, the caller's deadline passed through.
+// status answer, addresses kept, the caller's deadline and W3C trace context
+// passed through.
 package driver
 
 import (
@@ -42,7 +43,9 @@ func Dial(ctx context.Context, socketPath string, wait time.Duration) (*Driver, 
 	if !strings.HasPrefix(socketPath, "/") {
 		return nil, fmt.Errorf("sidecar socket %q: must be an absolute path", socketPath)
 	}
-	conn, err := grpc.NewClient("unix://"+socketPath, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient("unix://"+socketPath,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithUnaryInterceptor(propagateTraceContext))
 	if err != nil {
 		return nil, fmt.Errorf("sidecar socket %q: %w", socketPath, err)
 	}
