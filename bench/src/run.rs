@@ -34,6 +34,9 @@ async fn session(args: &Args, extra: &[String]) -> Result<Session, String> {
     let (info, caps) = conn.describe().await?;
     let inputs = Inputs::load(&info.provider, args.machine_class.as_deref(), args.secret.as_deref())?;
     let admin = Admin::for_cloud_url(driver.cloud_url())?;
+    for (path, body) in crate::workload::fake_setup(&info.provider)? {
+        admin.post(&path, body).await.map_err(|e| format!("fakeSetup {path}: {e}"))?;
+    }
     Ok(Session {
         sidecar: Sidecar::new(conn, inputs.clone()),
         admin,

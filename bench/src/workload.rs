@@ -84,6 +84,27 @@ fn spec_variants(provider: &str, spec: &str) -> Result<Vec<String>, String> {
         .collect()
 }
 
+/// The provider's `fakeSetup` admin calls (`examples/conformance.json`): what
+/// its fake needs for a workload of this size (OpenStack's instance quota,
+/// Azure's NIC reservation scaled down), as (path below `/_admin`, body).
+pub(crate) fn fake_setup(provider: &str) -> Result<Vec<(String, serde_json::Value)>, String> {
+    let path = examples_dir(provider).join("conformance.json");
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return Ok(Vec::new());
+    };
+    let conf: serde_json::Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(conf
+        .get("fakeSetup")
+        .and_then(serde_json::Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|call| {
+            let path = call.get("path")?.as_str()?.to_string();
+            Some((path, call.get("body").cloned().unwrap_or(serde_json::Value::Null)))
+        })
+        .collect())
+}
+
 /// `providers/<provider>/examples` under the current directory, else next to this crate.
 fn examples_dir(provider: &str) -> PathBuf {
     let rel = PathBuf::from("providers").join(provider).join("examples");

@@ -110,6 +110,10 @@ async fn serve_checked<D: Driver>(
         // default) itself and answers DEADLINE_EXCEEDED; this layer catches a
         // handler that ignores it.
         .timeout(args.default_timeout.max(BACKSTOP_TIMEOUT))
+        // Streams a connection may have open at once (HTTP/2 SETTINGS): a
+        // client beyond it queues its calls on its side instead of flooding
+        // the connection with streams the server cannot take yet.
+        .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION)
         .layer(GlobalConcurrencyLimitLayer::new(args.max_concurrent_calls))
         .add_service(health_service)
         .add_service(reflection().build_v1().map_err(|e| ServeError::Config(e.to_string()))?)
@@ -179,6 +183,12 @@ const ABANDON_FLUSH: std::time::Duration = std::time::Duration::from_millis(200)
 
 /// Longest any call may run, whatever deadline the caller asked for.
 const BACKSTOP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Most HTTP/2 streams one connection may have open at once. MCM runs up to
+/// 50 calls at a time; beyond this a client waits for a stream to close. Without
+/// it a client that opens thousands of streams at once had its connection
+/// closed under it (broken pipe), every call on it lost (`hostile_input` tests).
+const MAX_STREAMS_PER_CONNECTION: u32 = 1024;
 
 /// Reflection serves the contract, health, and the `google.rpc` error
 /// details the answers carry (ErrorInfo, RetryInfo, BadRequest), so that

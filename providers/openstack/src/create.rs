@@ -104,7 +104,10 @@ impl OpenStackDriver {
         pairs_done: bool,
         found: Option<&Server>,
     ) -> CreatedMachine {
-        self.recent.record(id.to_string(), Created { name: name.to_string(), pairs_done });
+        self.recent.record(id.to_string(), Created { name: name.to_string() });
+        if pairs_done {
+            self.pairs_complete.insert(id.to_string(), std::sync::Arc::new(()));
+        }
         self.deleted.forget(&id.to_string());
         CreatedMachine {
             provider_id: provider_id(&spec.region, id),

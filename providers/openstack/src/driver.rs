@@ -27,8 +27,6 @@ const MAX_CREATE_LOCKS: usize = 4096;
 pub(crate) struct Created {
     /// The machine name (the server's name).
     pub(crate) name: String,
-    /// The server's ports were made (or found) with every pod CIDR.
-    pub(crate) pairs_done: bool,
 }
 
 /// The OpenStack machine driver.
@@ -44,8 +42,10 @@ pub struct OpenStackDriver {
     pub(crate) deleted: RecentCreates<String>,
     pub(crate) lookups: ServerLookups,
     pub(crate) resolver: Resolver,
-    /// Servers made by the Go provider whose ports were found complete: their
-    /// status polls read no ports again.
+    /// Servers whose pod-network ports are known to carry every pod CIDR (made
+    /// so by this process's create, or found or made so by initialization):
+    /// InitializeMachine makes no call for them, and status polls of servers
+    /// the Go provider made read no ports again.
     pub(crate) pairs_complete: KeyedCache<String, ()>,
     /// One create at a time per machine uid (Nova has no client token: two
     /// concurrent creates of one machine would both find nothing and make two servers).

@@ -27,13 +27,14 @@ impl OpenStackDriver {
         req: MachineRef,
     ) -> Result<InitializedMachine, DriverError> {
         let spec = OpenStackSpec::parse(&req.class.provider_spec)?;
-        // Right after this process's create: its ports already carry every pod CIDR.
+        // Known complete (this process's create made the ports with every pod CIDR): no call.
         if let Some(pid) = req.machine.provider_id.as_deref().map(str::trim).filter(|p| !p.is_empty()) {
             let (region, id) = parse_provider_id(pid)?;
-            if let Some(created) = self.recent.get(&id).filter(|c| c.pairs_done) {
+            if self.pairs_complete.get(&id).is_some() {
+                let name = self.recent.get(&id).map(|c| c.name).unwrap_or_else(|| req.machine.name.clone());
                 return Ok(InitializedMachine {
                     provider_id: provider_id(&region, &id),
-                    node_name: created.name,
+                    node_name: name,
                     applied_steps: Vec::new(),
                 });
             }

@@ -18,6 +18,9 @@ use tonic::transport::Channel;
 #[derive(Debug, Default)]
 pub struct Seen {
     pub calls: AtomicUsize,
+    /// Calls inside provider code right now, and the most there ever were at once.
+    pub in_flight: AtomicUsize,
+    pub max_in_flight: AtomicUsize,
     pub last_remaining: Mutex<Option<Duration>>,
     pub last_user_data: Mutex<Vec<u8>>,
 }
@@ -58,10 +61,13 @@ fn steer(name: &str) -> Option<DriverError> {
 impl TestDriver {
     async fn enter(&self, ctx: &CallContext, name: &str) -> Result<()> {
         self.seen.calls.fetch_add(1, Ordering::SeqCst);
+        let now = self.seen.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.seen.max_in_flight.fetch_max(now, Ordering::SeqCst);
         *self.seen.last_remaining.lock().await = Some(ctx.remaining());
         if let Some(ms) = name.strip_prefix("slow-").and_then(|m| m.parse().ok()) {
             tokio::time::sleep(Duration::from_millis(ms)).await;
         }
+        self.seen.in_flight.fetch_sub(1, Ordering::SeqCst);
         match steer(name) {
             Some(e) => Err(e),
             None => Ok(()),
