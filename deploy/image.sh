@@ -12,8 +12,9 @@
 # glibc, libgcc_s and CA bundle (localhost/machine-driver-base:glibc, a few MB,
 # non-root user 65532, no shell) through deploy/Dockerfile's `packaged` target.
 #
-# Result: localhost/<name>:dev in the storage of deploy/podman/env.sh, and
-# $IMAGE_DIR/<name>.oci.tar (default $CARGO_TARGET_DIR/images).
+# Result: localhost/<name>:debug (or :release) in the storage of
+# deploy/podman/env.sh, and $IMAGE_DIR/<name>.oci.tar (default
+# $CARGO_TARGET_DIR/images).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source deploy/podman/env.sh
@@ -65,7 +66,7 @@ if ldd "$stage/app" >/dev/null 2>&1; then
 fi
 
 buildah build --quiet --isolation chroot --layers=false -f deploy/Dockerfile --target packaged \
-    --build-arg BASE_IMAGE="$base" -t "localhost/$name:dev" "$stage" >/dev/null
+    --build-arg BASE_IMAGE="$base" -t "localhost/$name:$profile" "$stage" >/dev/null
 rm -f "$out/$name.oci.tar"
-podman save --quiet --format oci-archive -o "$out/$name.oci.tar" "localhost/$name:dev"
-echo "localhost/$name:dev  $(du -h "$out/$name.oci.tar" | cut -f1)  $out/$name.oci.tar"
+podman save --quiet --format oci-archive -o "$out/$name.oci.tar" "localhost/$name:$profile"
+echo "localhost/$name:$profile  $(du -h "$out/$name.oci.tar" | cut -f1)  $out/$name.oci.tar"

@@ -7,7 +7,7 @@ The Deployment's pod keeps only the sidecar (the controller images come from a
 registry this machine cannot reach, and podman 4.3 runs init containers to
 completion, so the native sidecar becomes a plain container here) with its
 image, user, security context and environment as rendered, and for the test:
-- the image is the one deploy/image.sh built (localhost/machine-driver-PROVIDER:dev);
+- the image is the one deploy/image.sh built (localhost/machine-driver-PROVIDER:debug);
 - the socket directory is a host directory, so the suite on the host dials it;
 - host network, so the embedded fake's admin API (--embedded-fake on
   127.0.0.1:FAKE_PORT) and metrics (127.0.0.1:METRICS_PORT) are reachable;
@@ -30,7 +30,7 @@ def main():
     sidecar.pop("restartPolicy", None)
     for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
         sidecar.pop(probe, None)
-    sidecar["image"] = f"localhost/machine-driver-{provider}:dev"
+    sidecar["image"] = f"localhost/machine-driver-{provider}:debug"
     sidecar["args"] = ["--embedded-fake", "--embedded-fake-listen", f"127.0.0.1:{fake_port}"]
     env = [e for e in sidecar.get("env", []) if e["name"] not in ("MACHINE_DRIVER_METRICS_LISTEN", "MACHINE_DRIVER_SHARE_IMAGE_ALLOW_LIST")]
     env.append({"name": "MACHINE_DRIVER_METRICS_LISTEN", "value": f"127.0.0.1:{metrics_port}"})
