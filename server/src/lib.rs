@@ -28,6 +28,8 @@ use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
 use tower::limit::GlobalConcurrencyLimitLayer;
 
 pub use config::{CloudArgs, Endpoint, LogFormat, ServerArgs, parse_duration};
+#[doc(hidden)]
+pub mod fuzzing;
 pub use error::ServeError;
 pub use provider_main::{EmbeddedFake, StartFake, StartedFake, provider_main, run};
 pub use status::{ERROR_DOMAIN, code_for, to_status};

@@ -20,3 +20,14 @@ mod volumes;
 
 pub use config::AlicloudConfig;
 pub use driver::{AlicloudDriver, MAX_USER_DATA_BYTES};
+
+/// Checks a machine class's providerSpec as every RPC does (INVALID_ARGUMENT
+/// naming the field), without a cloud call: for tools and the fuzz targets.
+pub fn check_provider_spec(raw: &[u8]) -> Result<(), machine_driver_api::DriverError> {
+    spec::AlicloudProviderSpec::parse(raw).map(|_| ())
+}
+
+/// Checks a secret's access key as every RPC does, without a call.
+pub fn check_secret(secret: &machine_driver_api::SecretData) -> Result<(), machine_driver_api::DriverError> {
+    credentials::AccessKey::from_secret(secret, "secret").map(|_| ())
+}
