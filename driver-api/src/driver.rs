@@ -6,6 +6,7 @@ use crate::context::CallContext;
 use crate::error::{DriverError, Result};
 use crate::machine::{Address, Machine, MachineClass};
 use crate::secret::SecretData;
+use crate::secret_keys::SecretKeys;
 
 /// Static facts about a driver, served by the identity service.
 #[derive(Debug, Clone)]
@@ -20,10 +21,10 @@ pub struct DriverInfo {
     pub capabilities: Capabilities,
     /// Largest user data the cloud accepts (raw bytes, before any transport encoding).
     pub max_user_data_bytes: usize,
-    /// Secret keys every machine RPC needs; each inner list holds aliases of one
-    /// setting (`["providerAccessKeyId", "accessKeyID"]`). The server rejects a
-    /// request lacking one before provider code runs.
-    pub required_secret_keys: Vec<Vec<&'static str>>,
+    /// Secret keys every machine RPC needs, in each credential form the
+    /// provider accepts. The server rejects a secret that completes no form
+    /// before provider code runs.
+    pub secret_keys: SecretKeys,
 }
 
 /// Optional RPCs a driver implements.

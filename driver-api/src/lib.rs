@@ -13,6 +13,7 @@ mod provider;
 mod rate_limit;
 mod recent;
 mod secret;
+mod secret_keys;
 mod spec;
 
 pub use cache::KeyedCache;
@@ -30,4 +31,5 @@ pub use provider::{CloudOptions, Provider};
 pub use rate_limit::{RateLimiter, UNLIMITED_THROTTLE_PAUSE};
 pub use recent::{AWAIT_VISIBILITY, RecentCreates, VISIBILITY_GRACE};
 pub use secret::SecretData;
+pub use secret_keys::SecretKeys;
 pub use spec::{parse_provider_spec, set_strict_provider_spec};

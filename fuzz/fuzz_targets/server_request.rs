@@ -4,10 +4,12 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use machine_driver_api::ErrorKind;
+use machine_driver_api::{ErrorKind, SecretKeys};
 
 fuzz_target!(|data: &[u8]| {
-    let required = [vec!["accessKeyID", "providerAccessKeyId"]];
+    let required = SecretKeys::none()
+        .or_form("static keys", &[&["accessKeyID", "providerAccessKeyId"], &["secretAccessKey"]])
+        .or_form("workload identity", &[&["workloadIdentityTokenFile"], &["roleARN"]]);
     if let Err(e) = machine_driver_server::fuzzing::create_machine_request(data, &required, 16 * 1024) {
         assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{}", e.message());
         assert!(e.field().is_some_and(|f| !f.is_empty()), "refusal names no field: {}", e.message());

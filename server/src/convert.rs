@@ -92,18 +92,10 @@ fn classify(e: &serde_json::Error) -> &'static str {
 pub(crate) fn secret(
     s: Option<pb::SecretData>,
     field: &str,
-    required: &[Vec<&'static str>],
+    required: &api::SecretKeys,
 ) -> Result<api::SecretData, DriverError> {
     let data = api::SecretData::new(s.map(|s| s.data.into_iter().collect()).unwrap_or_default());
-    for aliases in required {
-        if !aliases.iter().any(|k| data.has(k)) {
-            let first = aliases.first().copied().unwrap_or("?");
-            return Err(DriverError::invalid_argument(
-                format!("{field}.{first}"),
-                format!("is required (accepted keys: {})", aliases.join(", ")),
-            ));
-        }
-    }
+    required.check(&data, field)?;
     Ok(data)
 }
 
@@ -155,7 +147,10 @@ mod tests {
     #[test]
     fn missing_secret_key_is_named_without_values() {
         let s = pb::SecretData { data: [("accessKeyID".to_string(), b"AKID".to_vec())].into_iter().collect() };
-        let req = vec![vec!["providerAccessKeyId", "accessKeyID"], vec!["providerSecretAccessKey", "secretAccessKey"]];
+        let req = api::SecretKeys::all_of(&[
+            &["providerAccessKeyId", "accessKeyID"],
+            &["providerSecretAccessKey", "secretAccessKey"],
+        ]);
         let err = secret(Some(s), "secret", &req).unwrap_err();
         assert_eq!(err.field(), Some("secret.providerSecretAccessKey"));
         assert!(!err.message().contains("AKID"));

@@ -9,13 +9,13 @@ use crate::convert::{self, MachineNeeds};
 use crate::user_data::UserDataPreparer;
 
 /// Decodes `bytes` as a CreateMachineRequest and checks it as the server does
-/// before the provider sees it (machine, class, secret with `required` keys,
+/// before the provider sees it (machine, class, secret with the `required` keys,
 /// user data within `max_user_data` with the class's registry configuration
 /// merged in). `Ok(None)` when the bytes are no such message (tonic answers
 /// that itself); a refusal must be INVALID_ARGUMENT naming a field.
 pub fn create_machine_request(
     bytes: &[u8],
-    required: &[Vec<&'static str>],
+    required: &machine_driver_api::SecretKeys,
     max_user_data: usize,
 ) -> Result<Option<()>, DriverError> {
     let Ok(req) = pb::CreateMachineRequest::decode(bytes) else {

@@ -34,7 +34,7 @@ impl<D: Driver> DriverService<D> {
     ) -> Result<MachineParts, DriverError> {
         let machine = convert::machine(machine, needs)?;
         let (class, registry) = convert::machine_class(class)?;
-        let secret = convert::secret(secret, "secret", &self.info.required_secret_keys)?;
+        let secret = convert::secret(secret, "secret", &self.info.secret_keys)?;
         Ok((machine, class, registry, secret))
     }
 
@@ -145,7 +145,7 @@ impl<D: Driver> MachineDriverService for DriverService<D> {
                 return Err(DriverError::unimplemented("ListMachines"));
             }
             let (class, _) = convert::machine_class(req.machine_class)?;
-            let secret = convert::secret(req.secret, "secret", &self.info.required_secret_keys)?;
+            let secret = convert::secret(req.secret, "secret", &self.info.secret_keys)?;
             self.driver.list_machines(&ctx, api::ListMachines { class, secret }).await
         };
         call::run(&self.settings, ctx.clone(), &metadata, CallLabels::default(), work, |list| {
@@ -253,9 +253,7 @@ impl<D: Driver> MachineDriverService for DriverService<D> {
                 return Err(DriverError::invalid_argument("image", "is required"));
             }
             let owner_secret = match req.owner_secret {
-                Some(s) if !s.data.is_empty() => {
-                    convert::secret(Some(s), "owner_secret", &self.info.required_secret_keys)?
-                }
+                Some(s) if !s.data.is_empty() => convert::secret(Some(s), "owner_secret", &self.info.secret_keys)?,
                 _ => {
                     return Err(DriverError::new(
                         ErrorKind::FailedPrecondition,
@@ -296,11 +294,9 @@ impl<D: Driver> DriverService<D> {
         if image.is_empty() {
             return Err(DriverError::invalid_argument("image", "is required"));
         }
-        let consumer_secret = convert::secret(consumer_secret, "consumer_secret", &self.info.required_secret_keys)?;
+        let consumer_secret = convert::secret(consumer_secret, "consumer_secret", &self.info.secret_keys)?;
         let owner_secret = match owner_secret {
-            Some(s) if !s.data.is_empty() => {
-                Some(convert::secret(Some(s), "owner_secret", &self.info.required_secret_keys)?)
-            }
+            Some(s) if !s.data.is_empty() => Some(convert::secret(Some(s), "owner_secret", &self.info.secret_keys)?),
             _ => None,
         };
         let region = Some(region).filter(|r| !r.trim().is_empty());

@@ -5,7 +5,7 @@
 use machine_driver_api::{
     CallContext, Capabilities, CloudOptions, CreateMachine, CreatedMachine, DeletedMachine, Driver, DriverError,
     DriverInfo, ImageShares, ListMachines, MachineRef, MachineStatus, Provider, RecentCreates, RevokedImageShare,
-    ShareImage, SharedImage,
+    SecretKeys, ShareImage, SharedImage,
 };
 
 use crate::clients::ClientPool;
@@ -65,7 +65,7 @@ impl Driver for AlicloudDriver {
                 revoke_image_share: true,
             },
             max_user_data_bytes: MAX_USER_DATA_BYTES,
-            required_secret_keys: vec![ACCESS_KEY_ID_KEYS.to_vec(), ACCESS_KEY_SECRET_KEYS.to_vec()],
+            secret_keys: SecretKeys::all_of(&[ACCESS_KEY_ID_KEYS, ACCESS_KEY_SECRET_KEYS]),
         }
     }
 

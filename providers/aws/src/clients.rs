@@ -2,19 +2,32 @@
 //! one client-side rate limiter per (access key id, region).
 //!
 //! Clients are built once and reused: no SDK configuration, credential
-//! provider or HTTP connection pool is created per call.
+//! provider or HTTP connection pool is created per call. Workload identity
+//! (a token file and a role) has one role session per (role, token file,
+//! region): the token is exchanged for temporary keys with one STS
+//! AssumeRoleWithWebIdentity call, through the same call path as every other
+//! request, and exchanged again shortly before the keys expire. Concurrent
+//! RPCs that find the session expiring wait for one exchange.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use aws_credential_types::Credentials;
 use aws_sdk_ec2::config::retry::RetryConfig;
 use aws_sdk_ec2::config::timeout::TimeoutConfig;
 use aws_sdk_ec2::config::{BehaviorVersion, Region};
-use machine_driver_api::{Coalescer, KeyedCache, RateLimiter, Result, SecretData};
+use machine_driver_api::{CallContext, Coalescer, DriverError, KeyedCache, RateLimiter, Result, SecretData};
+use sha2::{Digest, Sha256};
 
+use crate::aws_call;
 use crate::config::AwsConfig;
-use crate::credentials::StaticKeys;
+use crate::credentials::{AwsCredentials, StaticKeys, WebIdentity};
+
+/// The role session name the driver's temporary keys carry (CloudTrail shows it).
+const ROLE_SESSION_NAME: &str = "gardener-machine-driver";
+/// Temporary keys are renewed this long before they expire, at most (half
+/// their lifetime when that is shorter).
+const RENEW_BEFORE_EXPIRY: Duration = Duration::from_secs(5 * 60);
 
 /// Most cached client sets (rotated keys leave old entries behind).
 const MAX_CACHED: usize = 256;
@@ -43,7 +56,20 @@ type ClientKey = (String, String, String);
 pub(crate) struct ClientCache {
     config: AwsConfig,
     clients: KeyedCache<ClientKey, AwsClients>,
+    sessions: KeyedCache<ClientKey, RoleSession>,
     limiters: KeyedCache<(String, String), RateLimiter>,
+}
+
+/// A workload identity's current temporary keys: their clients and when to renew them.
+#[derive(Debug, Default)]
+struct RoleSession {
+    current: tokio::sync::Mutex<Option<(Arc<AwsClients>, SystemTime)>>,
+}
+
+/// When keys expiring at `expiration`, received at `now`, are renewed.
+fn renew_at(now: SystemTime, expiration: SystemTime) -> SystemTime {
+    let lifetime = expiration.duration_since(now).unwrap_or_default();
+    expiration - RENEW_BEFORE_EXPIRY.min(lifetime / 2)
 }
 
 /// Retries: none inside the SDK. One RPC makes exactly the EC2 calls its
@@ -64,17 +90,84 @@ fn timeout_config() -> TimeoutConfig {
 impl ClientCache {
     /// An empty cache for `config`.
     pub(crate) fn new(config: AwsConfig) -> Self {
-        Self { config, clients: KeyedCache::new(MAX_CACHED), limiters: KeyedCache::new(MAX_LIMITERS) }
+        Self {
+            config,
+            clients: KeyedCache::new(MAX_CACHED),
+            sessions: KeyedCache::new(MAX_CACHED),
+            limiters: KeyedCache::new(MAX_LIMITERS),
+        }
     }
 
-    /// The clients for the credentials in `secret` and `region`, built on first use.
-    pub(crate) fn get(&self, secret: &SecretData, region: &str) -> Result<Arc<AwsClients>> {
-        let keys = StaticKeys::from_secret(secret)?;
+    /// The clients for the credentials in `secret` and `region`, built on first
+    /// use; for workload identity, with keys no older than their renewal time
+    /// (an STS call under `ctx` when they are).
+    pub(crate) async fn get(&self, ctx: &CallContext, secret: &SecretData, region: &str) -> Result<Arc<AwsClients>> {
+        match AwsCredentials::from_secret(secret)? {
+            AwsCredentials::Keys(keys) => Ok(self.static_clients(&keys, region)),
+            AwsCredentials::WebIdentity(identity) => self.role_clients(ctx, &identity, region).await,
+        }
+    }
+
+    fn static_clients(&self, keys: &StaticKeys, region: &str) -> Arc<AwsClients> {
         let key = (keys.access_key_id.clone(), keys.secret_fingerprint(), region.to_string());
-        Ok(self.clients.get_or_insert_with(&key, || {
+        self.clients.get_or_insert_with(&key, || {
             tracing::debug!(access_key_id = %keys.access_key_id, region, "building AWS clients");
-            self.build(&keys, region)
-        }))
+            let creds =
+                Credentials::new(&keys.access_key_id, &keys.secret_access_key, None, None, "machine-class-secret");
+            self.build(&keys.access_key_id, creds, region)
+        })
+    }
+
+    async fn role_clients(&self, ctx: &CallContext, identity: &WebIdentity, region: &str) -> Result<Arc<AwsClients>> {
+        let file = hex::encode(Sha256::digest(identity.token_file.as_os_str().as_encoded_bytes()));
+        let key = (identity.role_arn.clone(), file, region.to_string());
+        let session = self.sessions.get_or_insert_with(&key, RoleSession::default);
+        let mut current = session.current.lock().await;
+        if let Some((clients, renew_at)) = current.as_ref()
+            && SystemTime::now() < *renew_at
+        {
+            return Ok(Arc::clone(clients));
+        }
+        let token = identity.read_token()?;
+        let limiter = self.limiter(&identity.role_arn, region);
+        let assume = self
+            .anonymous_sts(region)
+            .assume_role_with_web_identity()
+            .role_arn(&identity.role_arn)
+            .role_session_name(ROLE_SESSION_NAME)
+            .web_identity_token(token);
+        let out = aws_call::call(ctx, &limiter, "sts", "AssumeRoleWithWebIdentity", || assume.clone().send()).await?;
+        let issued = SystemTime::now();
+        let keys = out.credentials().ok_or_else(|| {
+            DriverError::internal("STS AssumeRoleWithWebIdentity answered without credentials".to_string())
+        })?;
+        let expiration = SystemTime::try_from(*keys.expiration()).map_err(|_| {
+            DriverError::internal("STS AssumeRoleWithWebIdentity answered an unusable expiration".to_string())
+        })?;
+        tracing::debug!(role_arn = %identity.role_arn, region, "assumed the role with the workload identity token");
+        let creds = Credentials::new(
+            keys.access_key_id(),
+            keys.secret_access_key(),
+            Some(keys.session_token().to_string()),
+            Some(expiration),
+            "workload-identity",
+        );
+        let clients = Arc::new(self.build(&identity.role_arn, creds, region));
+        *current = Some((Arc::clone(&clients), renew_at(issued, expiration)));
+        Ok(clients)
+    }
+
+    /// An STS client without credentials: AssumeRoleWithWebIdentity is not signed.
+    fn anonymous_sts(&self, region: &str) -> aws_sdk_sts::Client {
+        let mut sts = aws_sdk_sts::Config::builder()
+            .behavior_version(aws_sdk_sts::config::BehaviorVersion::latest())
+            .region(aws_sdk_sts::config::Region::new(region.to_string()))
+            .retry_config(retry_config())
+            .timeout_config(timeout_config());
+        if let Some(url) = &self.config.sts_endpoint {
+            sts = sts.endpoint_url(url);
+        }
+        aws_sdk_sts::Client::from_conf(sts.build())
     }
 
     fn limiter(&self, access_key_id: &str, region: &str) -> Arc<RateLimiter> {
@@ -83,8 +176,9 @@ impl ClientCache {
         })
     }
 
-    fn build(&self, keys: &StaticKeys, region: &str) -> AwsClients {
-        let creds = Credentials::new(&keys.access_key_id, &keys.secret_access_key, None, None, "machine-class-secret");
+    /// Clients signing with `creds`, under the rate limiter of `identity` (the
+    /// access key id or the role ARN) in `region`.
+    fn build(&self, identity: &str, creds: Credentials, region: &str) -> AwsClients {
         let mut ec2 = aws_sdk_ec2::Config::builder()
             .behavior_version(BehaviorVersion::latest())
             .region(Region::new(region.to_string()))
@@ -104,7 +198,7 @@ impl ClientCache {
             sts = sts.endpoint_url(url);
         }
         let ec2 = aws_sdk_ec2::Client::from_conf(ec2.build());
-        let limiter = self.limiter(&keys.access_key_id, region);
+        let limiter = self.limiter(identity, region);
         let instances_by_id = Coalescer::new(
             "ec2 DescribeInstances",
             crate::lookup::batch_fetch(ec2.clone(), limiter.clone()),
@@ -132,13 +226,24 @@ mod tests {
     #[tokio::test]
     async fn clients_are_reused_and_limiters_shared_per_key_and_region() {
         let cache = ClientCache::new(AwsConfig { rate_limit: 1.0, burst: 1, ..Default::default() });
-        let a = cache.get(&secret("AK1", "s1"), "eu-west-1").unwrap();
-        let b = cache.get(&secret("AK1", "s1"), "eu-west-1").unwrap();
+        let ctx = CallContext::with_timeout("test", Duration::from_secs(5));
+        let a = cache.get(&ctx, &secret("AK1", "s1"), "eu-west-1").await.unwrap();
+        let b = cache.get(&ctx, &secret("AK1", "s1"), "eu-west-1").await.unwrap();
         assert!(Arc::ptr_eq(&a, &b), "same credentials and region reuse the clients");
-        let rotated = cache.get(&secret("AK1", "s2"), "eu-west-1").unwrap();
+        let rotated = cache.get(&ctx, &secret("AK1", "s2"), "eu-west-1").await.unwrap();
         assert!(!Arc::ptr_eq(&a, &rotated), "a rotated secret builds new clients");
         assert!(Arc::ptr_eq(&a.limiter, &rotated.limiter), "one limiter per access key and region");
-        let other_region = cache.get(&secret("AK1", "s1"), "us-east-1").unwrap();
+        let other_region = cache.get(&ctx, &secret("AK1", "s1"), "us-east-1").await.unwrap();
         assert!(!Arc::ptr_eq(&a.limiter, &other_region.limiter));
+    }
+
+    #[test]
+    fn keys_are_renewed_before_they_expire() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let hour = now + Duration::from_secs(3600);
+        assert_eq!(renew_at(now, hour), hour - Duration::from_secs(300), "5 minutes ahead of a 1 h session");
+        let short = now + Duration::from_secs(4);
+        assert_eq!(renew_at(now, short), now + Duration::from_secs(2), "half of a short lifetime");
+        assert_eq!(renew_at(now, now - Duration::from_secs(1)), now - Duration::from_secs(1), "already expired");
     }
 }

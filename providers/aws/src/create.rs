@@ -30,7 +30,7 @@ const MAX_LAUNCH_GENERATIONS: usize = 4;
 impl AwsDriver {
     pub(crate) async fn create(&self, ctx: &CallContext, req: CreateMachine) -> Result<CreatedMachine> {
         let spec = parse_and_validate(&req.class.provider_spec)?;
-        let c = self.clients(&req.secret, &spec.region)?;
+        let c = self.clients(ctx, &req.secret, &spec.region).await?;
         let root =
             if spec.needs_root_device_name() { Some(self.root_device_name(ctx, &c, &spec).await?) } else { None };
         let mut token = idempotency_token("create", &req.machine.uid, CLIENT_TOKEN_LEN);

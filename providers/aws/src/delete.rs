@@ -19,7 +19,7 @@ impl AwsDriver {
         if region.is_empty() {
             return Err(machine_driver_api::DriverError::invalid_argument("providerSpec.region", "is required"));
         }
-        let c = self.clients(&req.secret, &region)?;
+        let c = self.clients(ctx, &req.secret, &region).await?;
         let ids: Vec<String> = match instance_id {
             Some(id) => vec![id],
             None => lookup::by_machine_tags(ctx, &c, &spec, &req.machine)

@@ -6,12 +6,12 @@ use std::sync::{Arc, Mutex};
 use machine_driver_api::{
     CallContext, Capabilities, CloudOptions, CreateMachine, CreatedMachine, DeletedMachine, Driver, DriverError,
     DriverInfo, ImageShares, InitializedMachine, ListMachines, Machine, MachineRef, MachineStatus, Provider,
-    RecentCreates, Result, RevokedImageShare, SecretData, ShareImage, SharedImage,
+    RecentCreates, Result, RevokedImageShare, SecretData, SecretKeys, ShareImage, SharedImage,
 };
 
 use crate::clients::{AwsClients, ClientCache};
 use crate::config::AwsConfig;
-use crate::credentials::{ACCESS_KEY_ID_KEYS, SECRET_ACCESS_KEY_KEYS};
+use crate::credentials::{ACCESS_KEY_ID_KEYS, ROLE_ARN_KEYS, SECRET_ACCESS_KEY_KEYS, TOKEN_FILE_KEYS};
 use crate::initialize::Launched;
 use crate::recent::RecentLaunches;
 use crate::spec::AwsProviderSpec;
@@ -68,8 +68,13 @@ impl AwsDriver {
     }
 
     /// The cached clients of `secret` in `region`.
-    pub(crate) fn clients(&self, secret: &SecretData, region: &str) -> Result<Arc<AwsClients>> {
-        self.clients.get(secret, region)
+    pub(crate) async fn clients(
+        &self,
+        ctx: &CallContext,
+        secret: &SecretData,
+        region: &str,
+    ) -> Result<Arc<AwsClients>> {
+        self.clients.get(ctx, secret, region).await
     }
 }
 
@@ -100,7 +105,9 @@ impl Driver for AwsDriver {
                 revoke_image_share: true,
             },
             max_user_data_bytes: 16 * 1024,
-            required_secret_keys: vec![ACCESS_KEY_ID_KEYS.to_vec(), SECRET_ACCESS_KEY_KEYS.to_vec()],
+            secret_keys: SecretKeys::none()
+                .or_form("static keys", &[ACCESS_KEY_ID_KEYS, SECRET_ACCESS_KEY_KEYS])
+                .or_form("workload identity", &[TOKEN_FILE_KEYS, ROLE_ARN_KEYS]),
         }
     }
 

@@ -78,6 +78,10 @@ const UNAUTHENTICATED: &[&str] = &[
     "InvalidAccessKeyId",
     "ExpiredToken",
     "UnrecognizedClientException",
+    // STS AssumeRoleWithWebIdentity: the workload identity token is refused.
+    "InvalidIdentityToken",
+    "ExpiredTokenException",
+    "IDPRejectedClaim",
 ];
 
 const PERMISSION_DENIED: &[&str] =

@@ -39,7 +39,7 @@ impl AwsDriver {
         let spec: AwsProviderSpec = parse_provider_spec(&req.class.provider_spec)?;
         crate::spec_validation::validate(&spec)?;
         let (region, instance_id) = Self::locate(&spec, &req.machine)?;
-        let c = self.clients(&req.secret, &region)?;
+        let c = self.clients(ctx, &req.secret, &region).await?;
         let known_id = instance_id.clone().or_else(|| self.recent_launch(&req).map(|l| l.instance_id));
         // Taken, not read: a retry after a failed or lost write computes its work from a fresh read.
         if let Some((id, launched)) = known_id.and_then(|id| self.launched.take(&id).map(|l| (id, l))) {

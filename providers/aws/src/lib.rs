@@ -24,5 +24,5 @@ mod tags;
 mod volumes;
 
 pub use config::AwsConfig;
-pub use credentials::{ACCESS_KEY_ID_KEYS, SECRET_ACCESS_KEY_KEYS};
+pub use credentials::{ACCESS_KEY_ID_KEYS, ROLE_ARN_KEYS, SECRET_ACCESS_KEY_KEYS, TOKEN_FILE_KEYS};
 pub use driver::AwsDriver;

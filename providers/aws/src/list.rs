@@ -13,7 +13,7 @@ impl AwsDriver {
         let (Some(cluster), Some(role)) = (spec.cluster_tag_key(), spec.role_tag_key()) else {
             return Err(DriverError::invalid_argument("providerSpec.tags", "cluster and role tags are required"));
         };
-        let c = self.clients(&req.secret, &spec.region)?;
+        let c = self.clients(ctx, &req.secret, &spec.region).await?;
         let found = lookup::all_matching(ctx, &c, tags::list_filters(cluster, role)).await?;
         let mut out: Vec<(String, String)> = found
             .iter()

@@ -32,7 +32,7 @@ impl AwsDriver {
         if !req.image.starts_with("ami-") {
             return Err(DriverError::invalid_argument("image", "expected an AMI id (ami-...)"));
         }
-        let consumer = self.clients(&req.consumer_secret, &region)?;
+        let consumer = self.clients(ctx, &req.consumer_secret, &region).await?;
         if describe_image(ctx, &consumer, &req.image).await?.is_some() {
             let consumer_account = self.consumer_account(ctx, &consumer, req.consumer_account.as_deref()).await?;
             return Ok(SharedImage { image_id: req.image, granted_now: false, consumer_account });
@@ -47,7 +47,7 @@ impl AwsDriver {
                 ),
             ));
         };
-        let owner = self.clients(owner_secret, &region)?;
+        let owner = self.clients(ctx, owner_secret, &region).await?;
         let image = describe_image(ctx, &owner, &req.image)
             .await?
             .ok_or_else(|| DriverError::not_found(format!("image {} in the owner account", req.image)))?;
@@ -83,11 +83,11 @@ impl AwsDriver {
                 "revoking a share needs the image owner's credentials",
             )
         })?;
-        let owner = self.clients(owner_secret, &region)?;
+        let owner = self.clients(ctx, owner_secret, &region).await?;
         let consumer_account = match req.consumer_account.as_deref().filter(|a| !a.trim().is_empty()) {
             Some(a) => a.trim().to_string(),
             None => {
-                let consumer = self.clients(&req.consumer_secret, &region)?;
+                let consumer = self.clients(ctx, &req.consumer_secret, &region).await?;
                 self.consumer_account(ctx, &consumer, None).await?
             }
         };
@@ -128,7 +128,7 @@ impl AwsDriver {
                 "listing shares needs the image owner's credentials",
             )
         })?;
-        let owner = self.clients(owner_secret, &region)?;
+        let owner = self.clients(ctx, owner_secret, &region).await?;
         let attribute = launch_permissions(ctx, &owner, &req.image).await?;
         Ok(ImageShares {
             consumer_accounts: attribute.iter().filter_map(|p| p.user_id().map(str::to_string)).collect(),

@@ -16,7 +16,7 @@ impl AwsDriver {
         let spec: AwsProviderSpec = parse_provider_spec(&req.class.provider_spec)?;
         crate::spec_validation::validate(&spec)?;
         let (region, instance_id) = Self::locate(&spec, &req.machine)?;
-        let c = self.clients(&req.secret, &region)?;
+        let c = self.clients(ctx, &req.secret, &region).await?;
         match lookup::machine_instance(ctx, &c, &spec, &req.machine, instance_id.as_deref()).await? {
             Lookup::Live(i) => Ok(machine_status(&spec, &region, &i)),
             Lookup::Dead => Err(DriverError::not_found(format!("instance of machine {}", req.machine.name))),

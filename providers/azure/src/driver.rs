@@ -5,12 +5,14 @@
 use machine_driver_api::{
     Address, CallContext, Capabilities, CloudOptions, CreateMachine, CreatedMachine, DeletedMachine, Driver,
     DriverError, DriverInfo, ImageShares, KeyedCache, ListMachines, MachineRef, MachineStatus, Provider, RecentCreates,
-    RevokedImageShare, ShareImage, SharedImage,
+    RevokedImageShare, SecretKeys, ShareImage, SharedImage,
 };
 
 use crate::clients::ClientPool;
 use crate::config::AzureConfig;
-use crate::credentials::{AzureCredentials, CLIENT_ID_KEYS, SUBSCRIPTION_ID_KEYS, TENANT_ID_KEYS};
+use crate::credentials::{
+    AzureCredentials, CLIENT_ID_KEYS, CLIENT_SECRET_KEYS, SUBSCRIPTION_ID_KEYS, TENANT_ID_KEYS, TOKEN_FILE_KEYS,
+};
 use crate::lookup::VmLookups;
 use crate::naming::{VmRef, parse_provider_id};
 use crate::spec::AzureProviderSpec;
@@ -100,8 +102,9 @@ impl Driver for AzureDriver {
                 revoke_image_share: true,
             },
             max_user_data_bytes: MAX_USER_DATA_BYTES,
-            // The client secret or the workload identity token file is checked by the provider (either one).
-            required_secret_keys: vec![CLIENT_ID_KEYS.to_vec(), TENANT_ID_KEYS.to_vec(), SUBSCRIPTION_ID_KEYS.to_vec()],
+            secret_keys: SecretKeys::none()
+                .or_form("a client secret", &[CLIENT_ID_KEYS, CLIENT_SECRET_KEYS, TENANT_ID_KEYS, SUBSCRIPTION_ID_KEYS])
+                .or_form("workload identity", &[CLIENT_ID_KEYS, TOKEN_FILE_KEYS, TENANT_ID_KEYS, SUBSCRIPTION_ID_KEYS]),
         }
     }
 

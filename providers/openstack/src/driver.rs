@@ -5,7 +5,7 @@
 use machine_driver_api::{
     CallContext, Capabilities, CloudOptions, CreateMachine, CreatedMachine, DeletedMachine, Driver, DriverError,
     DriverInfo, ImageShares, InitializedMachine, KeyedCache, ListMachines, MachineRef, MachineStatus, Provider,
-    RecentCreates, RevokedImageShare, ShareImage, SharedImage,
+    RecentCreates, RevokedImageShare, SecretKeys, ShareImage, SharedImage,
 };
 
 use crate::clients::ClientPool;
@@ -95,7 +95,7 @@ impl Driver for OpenStackDriver {
                 revoke_image_share: true,
             },
             max_user_data_bytes: MAX_USER_DATA_BYTES,
-            required_secret_keys: vec![AUTH_URL_KEYS.to_vec()],
+            secret_keys: SecretKeys::all_of(&[AUTH_URL_KEYS]),
         }
     }
 

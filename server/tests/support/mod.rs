@@ -98,7 +98,7 @@ impl Driver for TestDriver {
                 revoke_image_share: false,
             },
             max_user_data_bytes: 1024,
-            required_secret_keys: vec![vec!["accessKeyID", "providerAccessKeyId"]],
+            secret_keys: SecretKeys::all_of(&[&["accessKeyID", "providerAccessKeyId"]]),
         }
     }
 

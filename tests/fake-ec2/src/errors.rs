@@ -115,11 +115,16 @@ impl Ec2Error {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct StsError {
     pub(crate) status: StatusCode,
-    pub(crate) code: &'static str,
-    pub(crate) message: &'static str,
+    pub(crate) code: String,
+    pub(crate) message: String,
 }
 
 impl StsError {
+    /// An STS error with its status, code and message.
+    pub(crate) fn new(status: StatusCode, code: &str, message: impl Into<String>) -> Self {
+        Self { status, code: code.to_owned(), message: message.into() }
+    }
+
     /// The STS error for an injected fault.
     pub(crate) fn from_fault(kind: FaultKind) -> Self {
         let (status, code, message) = match kind {
@@ -136,7 +141,7 @@ impl StsError {
             FaultKind::Permission => (StatusCode::FORBIDDEN, "AccessDenied", "Access denied."),
             FaultKind::Invalid => (StatusCode::BAD_REQUEST, "ValidationError", "1 validation error detected."),
         };
-        Self { status, code, message }
+        Self::new(status, code, message)
     }
 
     /// The STS error document.
@@ -144,8 +149,8 @@ impl StsError {
         let kind = if self.status.is_server_error() { "Receiver" } else { "Sender" };
         let body = format!(
             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ErrorResponse xmlns=\"{STS_NAMESPACE}\"><Error><Type>{kind}</Type><Code>{}</Code><Message>{}</Message></Error><RequestId>{request_id}</RequestId></ErrorResponse>",
-            self.code,
-            escape(self.message),
+            escape(&self.code),
+            escape(&self.message),
         );
         xml_response(self.status, request_id, body)
     }

@@ -1,4 +1,5 @@
-//! A stateful fake of the EC2 Query API (plus STS `GetCallerIdentity`) for tests.
+//! A stateful fake of the EC2 Query API (plus STS `GetCallerIdentity` and
+//! `AssumeRoleWithWebIdentity`, for workload identity) for tests.
 //!
 //! It speaks the real wire protocol (form-encoded `Action=...`, XML answers in the
 //! `2016-11-15` namespace, real error codes and statuses), so `aws-sdk-ec2` talks to it
@@ -16,6 +17,7 @@ mod query;
 mod render;
 mod server;
 mod store;
+mod sts;
 mod xml;
 
 use std::net::SocketAddr;

@@ -3,12 +3,13 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use axum::Json;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::any;
+use axum::routing::{any, get};
 use fake_cloud_support::{Admin, admin_router};
 
 use crate::actions::{Ctx, dispatch};
@@ -16,7 +17,8 @@ use crate::caller::Caller;
 use crate::errors::{Ec2Error, xml_response};
 use crate::query::Params;
 use crate::store::Store;
-use crate::xml::{STS_NAMESPACE, ec2_document, escape};
+use crate::sts::{self, StsSettings};
+use crate::xml::ec2_document;
 
 /// Shared state of the HTTP handlers.
 #[derive(Clone)]
@@ -30,7 +32,22 @@ pub(crate) fn router() -> Router {
     let store = Arc::new(Store::new());
     let admin = Admin::new(store.clone());
     let app = App { admin: admin.clone(), store };
-    Router::new().route("/", any(handle)).with_state(app).merge(admin_router(admin))
+    Router::new()
+        .route("/", any(handle))
+        .route("/_admin/sts", get(sts_settings).post(configure_sts))
+        .with_state(app)
+        .merge(admin_router(admin))
+}
+
+/// `GET /_admin/sts`: the session length override and the sessions issued.
+async fn sts_settings(State(app): State<App>) -> Json<StsSettings> {
+    Json(app.store.sessions.settings())
+}
+
+/// `POST /_admin/sts` with `{"sessionSeconds": 4}`: every new role session lasts that long.
+async fn configure_sts(State(app): State<App>, Json(settings): Json<StsSettings>) -> Json<StsSettings> {
+    app.store.sessions.configure(&settings);
+    Json(app.store.sessions.settings())
 }
 
 async fn handle(State(app): State<App>, RawQuery(query): RawQuery, headers: HeaderMap, body: Bytes) -> Response {
@@ -42,13 +59,21 @@ async fn handle(State(app): State<App>, RawQuery(query): RawQuery, headers: Head
         Ok(guard) => guard,
         Err(rejection) => return rejection.into_response(),
     };
-    let Some(caller) = Caller::from_headers(&headers) else {
+    if action == "AssumeRoleWithWebIdentity" {
+        // Unsigned, as in AWS: the web identity token is the credential.
+        return guard.finish(app.store.sessions.assume_role_with_web_identity(&params, &request_id));
+    }
+    let Some(mut caller) = Caller::from_headers(&headers) else {
         let error = Ec2Error::auth_failure("AWS was not able to validate the provided access credentials");
         return guard.finish(error.to_response(&request_id));
     };
+    let session_token = headers.get("x-amz-security-token").and_then(|v| v.to_str().ok());
+    if let Err(refusal) = app.store.sessions.authorize(&mut caller, session_token) {
+        return guard.finish(refusal.to_response(&action, &request_id));
+    }
     tracing::debug!(action = %action, account = %caller.account, "fake-ec2 request");
     let response = if action == "GetCallerIdentity" {
-        get_caller_identity(&caller, &request_id)
+        sts::get_caller_identity(&caller, &request_id)
     } else if action.is_empty() {
         Ec2Error::client("MissingAction", "The request must contain the parameter Action").to_response(&request_id)
     } else {
@@ -68,15 +93,4 @@ async fn handle(State(app): State<App>, RawQuery(query): RawQuery, headers: Head
         }
     };
     guard.finish(response)
-}
-
-/// STS GetCallerIdentity (awsQuery protocol, STS namespace).
-fn get_caller_identity(caller: &Caller, request_id: &str) -> Response {
-    let account = escape(&caller.account);
-    let body = format!(
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<GetCallerIdentityResponse xmlns=\"{STS_NAMESPACE}\"><GetCallerIdentityResult>\
-         <Arn>arn:aws:iam::{account}:user/fake-user</Arn><UserId>AIDAFAKE{account}</UserId><Account>{account}</Account>\
-         </GetCallerIdentityResult><ResponseMetadata><RequestId>{request_id}</RequestId></ResponseMetadata></GetCallerIdentityResponse>"
-    );
-    xml_response(StatusCode::OK, request_id, body)
 }

@@ -103,12 +103,14 @@ impl World {
 #[derive(Debug)]
 pub(crate) struct Store {
     world: Mutex<World>,
+    /// STS role sessions (temporary keys handed out for web identity tokens).
+    pub(crate) sessions: crate::sts::Sessions,
 }
 
 impl Store {
     /// A store in its initial state.
     pub(crate) fn new() -> Self {
-        Self { world: Mutex::new(World::seeded()) }
+        Self { world: Mutex::new(World::seeded()), sessions: crate::sts::Sessions::default() }
     }
 
     /// Locks the world (never held across an `.await`).
@@ -206,7 +208,7 @@ impl CloudHooks for Store {
 
     fn fault_response(&self, kind: FaultKind, operation: &str) -> Response {
         let request_id = uuid::Uuid::new_v4().to_string();
-        if operation == "GetCallerIdentity" {
+        if crate::sts::is_sts_action(operation) {
             StsError::from_fault(kind).to_response(&request_id)
         } else {
             Ec2Error::from_fault(kind).to_response(&request_id)
@@ -243,5 +245,6 @@ impl CloudHooks for Store {
 
     fn reset(&self) {
         *self.world() = World::seeded();
+        self.sessions.reset();
     }
 }

@@ -64,6 +64,13 @@ impl AdminClient {
         self.send(self.http.post(format!("{}{path}", self.base)).json(&body), &path).await.map(|_| ())
     }
 
+    /// `GET <path>` answered with JSON (a fake's own admin routes, e.g. fake-ec2's `/sts`).
+    pub async fn get_json(&self, path: &str) -> Result<Value, String> {
+        let path = format!("/{}", path.trim_start_matches('/'));
+        let resp = self.send(self.http.get(format!("{}{path}", self.base)), &path).await?;
+        resp.json().await.map_err(|e| format!("fake admin {path}: {e}"))
+    }
+
     /// `GET /calls`: request counters since the last reset, by operation and by class.
     pub async fn calls(&self) -> Result<CallCounts, String> {
         let resp = self.send(self.http.get(format!("{}/calls", self.base)), "/calls").await?;

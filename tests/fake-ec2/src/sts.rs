@@ -1,0 +1,331 @@
+//! The STS actions the driver uses (awsQuery protocol, STS namespace) and the
+//! role sessions they create.
+//!
+//! `AssumeRoleWithWebIdentity` is unsigned, as in AWS: it checks that the token
+//! is a JWT whose `exp` (when present) has not passed, and hands out temporary
+//! keys (`ASIA...`) with a session token. Requests signed with such keys act in
+//! the role's account; after the keys expire they are refused with
+//! `RequestExpired`, and unknown `ASIA` keys or a wrong session token with
+//! `AuthFailure`, as EC2 answers.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::http::StatusCode;
+use axum::response::Response;
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+
+use crate::caller::Caller;
+use crate::clock::iso8601;
+use crate::errors::{Ec2Error, StsError, xml_response};
+use crate::query::Params;
+use crate::xml::{STS_NAMESPACE, escape};
+
+/// Whether `action` is an STS action (answered with STS documents and errors).
+pub(crate) fn is_sts_action(action: &str) -> bool {
+    matches!(action, "GetCallerIdentity" | "AssumeRoleWithWebIdentity")
+}
+
+/// Why a request signed with temporary keys is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// Unknown keys or a session token that is not theirs.
+    Unknown,
+    /// The keys' session has ended.
+    Expired,
+}
+
+impl Refusal {
+    /// The answer of EC2 (or of STS for an STS `action`).
+    pub(crate) fn to_response(self, action: &str, request_id: &str) -> Response {
+        match (self, is_sts_action(action)) {
+            (Refusal::Unknown, false) => {
+                Ec2Error::auth_failure("AWS was not able to validate the provided access credentials")
+                    .to_response(request_id)
+            }
+            (Refusal::Expired, false) => Ec2Error::client(
+                "RequestExpired",
+                "Request has expired: the temporary security credentials have expired.",
+            )
+            .to_response(request_id),
+            (Refusal::Unknown, true) => StsError::new(
+                StatusCode::FORBIDDEN,
+                "InvalidClientTokenId",
+                "The security token included in the request is invalid.",
+            )
+            .to_response(request_id),
+            (Refusal::Expired, true) => StsError::new(
+                StatusCode::BAD_REQUEST,
+                "ExpiredToken",
+                "The security token included in the request is expired",
+            )
+            .to_response(request_id),
+        }
+    }
+}
+
+/// The session length when the request names none (AWS's default).
+const DEFAULT_SESSION: Duration = Duration::from_secs(3600);
+
+/// One set of temporary keys.
+#[derive(Debug, Clone)]
+struct Session {
+    secret_access_key: String,
+    session_token: String,
+    account: String,
+    role_arn: String,
+    expires: SystemTime,
+}
+
+/// Role sessions handed out so far, by temporary access key id.
+#[derive(Debug, Default)]
+pub(crate) struct Sessions {
+    sessions: Mutex<HashMap<String, Session>>,
+    /// A session length that overrides the request's (`POST /_admin/sts`), so
+    /// that tests see keys expire in seconds.
+    session_override: Mutex<Option<Duration>>,
+    /// Sessions created so far (`GET /_admin/sts`).
+    issued: Mutex<u64>,
+}
+
+/// Body of `POST /_admin/sts` and `GET /_admin/sts`.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct StsSettings {
+    /// Length of every new session in seconds (absent or 0: as requested).
+    #[serde(default)]
+    pub(crate) session_seconds: Option<u64>,
+    /// Sessions issued so far (answered by GET; ignored in POST).
+    #[serde(default)]
+    pub(crate) sessions_issued: u64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Sessions {
+    /// Applies `POST /_admin/sts`.
+    pub(crate) fn configure(&self, settings: &StsSettings) {
+        *lock(&self.session_override) = settings.session_seconds.filter(|s| *s > 0).map(Duration::from_secs);
+    }
+
+    /// Answers `GET /_admin/sts`.
+    pub(crate) fn settings(&self) -> StsSettings {
+        StsSettings {
+            session_seconds: lock(&self.session_override).map(|d| d.as_secs()),
+            sessions_issued: *lock(&self.issued),
+        }
+    }
+
+    /// Forgets every session (admin reset).
+    pub(crate) fn reset(&self) {
+        lock(&self.sessions).clear();
+        *lock(&self.session_override) = None;
+        *lock(&self.issued) = 0;
+    }
+
+    /// The account a request signed with temporary keys acts in; `caller` is
+    /// what its `Authorization` header says, `session_token` its
+    /// `X-Amz-Security-Token`.
+    pub(crate) fn authorize(&self, caller: &mut Caller, session_token: Option<&str>) -> Result<(), Refusal> {
+        if !caller.access_key_id.starts_with("ASIA") {
+            return Ok(());
+        }
+        let sessions = lock(&self.sessions);
+        let Some(session) =
+            sessions.get(&caller.access_key_id).filter(|s| Some(s.session_token.as_str()) == session_token)
+        else {
+            return Err(Refusal::Unknown);
+        };
+        if SystemTime::now() >= session.expires {
+            return Err(Refusal::Expired);
+        }
+        caller.account = session.account.clone();
+        Ok(())
+    }
+
+    /// STS AssumeRoleWithWebIdentity.
+    pub(crate) fn assume_role_with_web_identity(&self, params: &Params, request_id: &str) -> Response {
+        match self.assume(params) {
+            Ok(body) => {
+                xml_response(StatusCode::OK, request_id, document("AssumeRoleWithWebIdentity", request_id, &body))
+            }
+            Err(error) => error.to_response(request_id),
+        }
+    }
+
+    fn assume(&self, params: &Params) -> Result<String, StsError> {
+        let required = |name: &str| {
+            params.get(name).ok_or_else(|| {
+                StsError::new(
+                    StatusCode::BAD_REQUEST,
+                    "MissingParameter",
+                    format!("The request must contain the parameter {name}"),
+                )
+            })
+        };
+        let role_arn = required("RoleArn")?;
+        let session_name = required("RoleSessionName")?;
+        let token = required("WebIdentityToken")?;
+        let account =
+            role_account(role_arn).ok_or_else(|| validation(format!("Request ARN is invalid: {role_arn}")))?;
+        if session_name.len() < 2 || session_name.len() > 64 {
+            return Err(validation("1 validation error detected: Value at 'roleSessionName' failed to satisfy constraint: Member must have length between 2 and 64".into()));
+        }
+        let requested = match params.get("DurationSeconds") {
+            None => DEFAULT_SESSION,
+            Some(raw) => match raw.parse::<u64>() {
+                Ok(s) if (900..=43_200).contains(&s) => Duration::from_secs(s),
+                _ => {
+                    return Err(validation(format!(
+                        "1 validation error detected: Value '{raw}' at 'durationSeconds' failed to satisfy constraint: Member must have value between 900 and 43200"
+                    )));
+                }
+            },
+        };
+        check_token(token)?;
+        let length = lock(&self.session_override).unwrap_or(requested);
+        let now = SystemTime::now();
+        let suffix = uuid::Uuid::new_v4().simple().to_string().to_uppercase();
+        let access_key_id = format!("ASIA{}", &suffix[..16]);
+        let session = Session {
+            secret_access_key: uuid::Uuid::new_v4().simple().to_string(),
+            session_token: URL_SAFE_NO_PAD.encode(uuid::Uuid::new_v4().as_bytes()),
+            account: account.to_string(),
+            role_arn: role_arn.to_string(),
+            expires: now + length,
+        };
+        let role_name = role_arn.rsplit('/').next().unwrap_or_default();
+        let body = format!(
+            "<Credentials><AccessKeyId>{}</AccessKeyId><SecretAccessKey>{}</SecretAccessKey>\
+             <SessionToken>{}</SessionToken><Expiration>{}</Expiration></Credentials>\
+             <SubjectFromWebIdentityToken>system:serviceaccount:fake</SubjectFromWebIdentityToken>\
+             <AssumedRoleUser><Arn>arn:aws:sts::{}:assumed-role/{}/{}</Arn><AssumedRoleId>AROAFAKE:{}</AssumedRoleId></AssumedRoleUser>\
+             <Audience>sts.amazonaws.com</Audience><Provider>fake-oidc</Provider>",
+            access_key_id,
+            session.secret_access_key,
+            session.session_token,
+            iso8601(session.expires),
+            escape(&session.account),
+            escape(role_name),
+            escape(session_name),
+            escape(session_name),
+        );
+        tracing::debug!(role_arn = %session.role_arn, "fake STS issued a role session");
+        lock(&self.sessions).insert(access_key_id, session);
+        *lock(&self.issued) += 1;
+        Ok(body)
+    }
+}
+
+/// STS GetCallerIdentity.
+pub(crate) fn get_caller_identity(caller: &Caller, request_id: &str) -> Response {
+    let account = escape(&caller.account);
+    let body = format!(
+        "<Arn>arn:aws:iam::{account}:user/fake-user</Arn><UserId>AIDAFAKE{account}</UserId><Account>{account}</Account>"
+    );
+    xml_response(StatusCode::OK, request_id, document("GetCallerIdentity", request_id, &body))
+}
+
+fn document(action: &str, request_id: &str, result: &str) -> String {
+    format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<{action}Response xmlns=\"{STS_NAMESPACE}\"><{action}Result>{result}</{action}Result>\
+         <ResponseMetadata><RequestId>{request_id}</RequestId></ResponseMetadata></{action}Response>"
+    )
+}
+
+fn validation(message: String) -> StsError {
+    StsError::new(StatusCode::BAD_REQUEST, "ValidationError", message)
+}
+
+/// The account of `arn:aws:iam::<account>:role/<name>`.
+fn role_account(arn: &str) -> Option<&str> {
+    let parts: Vec<&str> = arn.split(':').collect();
+    let [_, _, "iam", "", account, resource] = parts.as_slice() else {
+        return None;
+    };
+    (account.len() == 12 && account.bytes().all(|b| b.is_ascii_digit()) && resource.starts_with("role/"))
+        .then_some(*account)
+}
+
+/// A JWT (three base64url parts) whose payload's `exp`, when present, is in the future.
+fn check_token(token: &str) -> Result<(), StsError> {
+    let invalid = || {
+        StsError::new(
+            StatusCode::BAD_REQUEST,
+            "InvalidIdentityToken",
+            "The ID Token provided is not a valid JWT. (You may see this error if you sent an Access Token)",
+        )
+    };
+    let parts: Vec<&str> = token.split('.').collect();
+    let [_, payload, _] = parts.as_slice() else {
+        return Err(invalid());
+    };
+    let claims: serde_json::Value = URL_SAFE_NO_PAD
+        .decode(payload.trim_end_matches('='))
+        .ok()
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .ok_or_else(invalid)?;
+    if let Some(exp) = claims.get("exp").and_then(serde_json::Value::as_u64) {
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
+        if exp <= now {
+            return Err(StsError::new(
+                StatusCode::BAD_REQUEST,
+                "ExpiredTokenException",
+                format!("Token expired: current date/time {now} must be before the expiration date/time {exp}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn jwt(claims: serde_json::Value) -> String {
+        format!("eyJhbGciOiJSUzI1NiJ9.{}.c2ln", URL_SAFE_NO_PAD.encode(claims.to_string()))
+    }
+
+    #[test]
+    fn tokens_must_be_unexpired_jwts() {
+        assert!(check_token(&jwt(serde_json::json!({"sub": "sa"}))).is_ok());
+        let future = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs() + 60;
+        assert!(check_token(&jwt(serde_json::json!({"exp": future}))).is_ok());
+        assert_eq!(check_token(&jwt(serde_json::json!({"exp": 1}))).unwrap_err().code, "ExpiredTokenException");
+        assert_eq!(check_token("not-a-jwt").unwrap_err().code, "InvalidIdentityToken");
+    }
+
+    #[test]
+    fn role_arns_name_their_account() {
+        assert_eq!(role_account("arn:aws:iam::222222222222:role/mcm"), Some("222222222222"));
+        assert_eq!(role_account("arn:aws:iam::222222222222:user/u"), None);
+        assert_eq!(role_account("arn:aws:iam::2222:role/r"), None);
+    }
+
+    #[test]
+    fn temporary_keys_act_in_the_role_account_until_they_expire() {
+        let sessions = Sessions::default();
+        let params = Params::parse(&format!(
+            "Action=AssumeRoleWithWebIdentity&RoleArn=arn%3Aaws%3Aiam%3A%3A111111111111%3Arole%2Fr&RoleSessionName=s1&WebIdentityToken={}",
+            jwt(serde_json::json!({"sub": "sa"}))
+        ));
+        let body = sessions.assume(&params).unwrap();
+        let between = |open: &str, close: &str| {
+            body.split(open).nth(1).and_then(|r| r.split(close).next()).unwrap_or_default().to_string()
+        };
+        let akid = between("<AccessKeyId>", "</AccessKeyId>");
+        let token = between("<SessionToken>", "</SessionToken>");
+        let mut caller =
+            Caller { account: "222222222222".into(), access_key_id: akid.clone(), region: "eu-west-1".into() };
+        sessions.authorize(&mut caller, Some(&token)).unwrap();
+        assert_eq!(caller.account, "111111111111");
+        assert_eq!(sessions.authorize(&mut caller.clone(), Some("wrong")).unwrap_err(), Refusal::Unknown);
+        lock(&sessions.sessions).get_mut(&akid).unwrap().expires = SystemTime::now() - Duration::from_secs(1);
+        assert_eq!(sessions.authorize(&mut caller, Some(&token)).unwrap_err(), Refusal::Expired);
+        assert_eq!(sessions.settings().sessions_issued, 1);
+    }
+}
