@@ -12,7 +12,37 @@ use tonic::{Response, Status};
 use tracing::Instrument;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
+use machine_driver_proto::v1 as pb;
+
 use crate::status::{code_for, to_status};
+
+/// How MCM's Go providers count an answer in MCM's driver metrics.
+pub(crate) trait McmAnswer {
+    /// MCM's numeric error code when the Go providers return this answer as an
+    /// error: a machine whose initialization is pending is `Uninitialized`
+    /// (17), counted as a failure without a duration, as the AWS provider does.
+    fn mcm_error_code(&self) -> Option<i32> {
+        None
+    }
+}
+
+/// The code of MCM's `codes.Uninitialized` (machine-controller-manager `pkg/util/provider/machinecodes/codes`).
+const MCM_UNINITIALIZED: i32 = 17;
+
+impl McmAnswer for pb::GetMachineStatusResponse {
+    fn mcm_error_code(&self) -> Option<i32> {
+        self.initialization.as_ref().is_some_and(|i| !i.initialized).then_some(MCM_UNINITIALIZED)
+    }
+}
+
+impl McmAnswer for pb::CreateMachineResponse {}
+impl McmAnswer for pb::InitializeMachineResponse {}
+impl McmAnswer for pb::DeleteMachineResponse {}
+impl McmAnswer for pb::ListMachinesResponse {}
+impl McmAnswer for pb::GetVolumeIDsResponse {}
+impl McmAnswer for pb::ShareImageResponse {}
+impl McmAnswer for pb::RevokeImageShareResponse {}
+impl McmAnswer for pb::ListImageSharesResponse {}
 
 /// Per-server settings the call wrapper needs.
 #[derive(Debug, Clone)]
@@ -56,6 +86,7 @@ pub(crate) async fn run<T, R, F>(
     into_response: impl FnOnce(T) -> R,
 ) -> Result<Response<R>, Status>
 where
+    R: McmAnswer,
     F: Future<Output = Result<T, DriverError>>,
 {
     let rpc = ctx.rpc();
@@ -94,11 +125,19 @@ where
     };
     span.record("code", format!("{code:?}"));
     let code_label = format!("{code:?}");
+    let result = result.map(into_response);
     // As MCM's metrics package declares them and the Go providers record them:
     // duration of successful calls only, failures by MCM's numeric code.
-    if result.is_ok() {
-        metrics::histogram!("mcm_cloud_api_driver_request_duration_seconds", "provider" => settings.provider, "operation" => mcm_operation(rpc))
-            .record(elapsed.as_secs_f64());
+    match result.as_ref().map(McmAnswer::mcm_error_code) {
+        Ok(None) => {
+            metrics::histogram!("mcm_cloud_api_driver_request_duration_seconds", "provider" => settings.provider, "operation" => mcm_operation(rpc))
+                .record(elapsed.as_secs_f64());
+        }
+        Ok(Some(mcm_code)) => {
+            metrics::counter!("mcm_cloud_api_driver_requests_failed_total", "provider" => settings.provider, "operation" => mcm_operation(rpc), "error_code" => mcm_code.to_string())
+                .increment(1);
+        }
+        Err(_) => {}
     }
     metrics::histogram!("machine_driver_rpc_duration_seconds", "method" => rpc, "grpc_status_code" => code_label.clone())
         .record(elapsed.as_secs_f64());
@@ -111,7 +150,7 @@ where
             } else {
                 tracing::debug!(elapsed_ms = elapsed.as_millis() as u64, "rpc ok");
             }
-            Ok(Response::new(into_response(v)))
+            Ok(Response::new(v))
         }
         Err(e) => {
             metrics::counter!("mcm_cloud_api_driver_requests_failed_total", "provider" => settings.provider, "operation" => mcm_operation(rpc), "error_code" => (code as i32).to_string())

@@ -47,13 +47,26 @@ async fn metrics_and_healthz() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let mut c = client(&socket).await;
-    c.get_machine_status(status("m1")).await.expect("ok call");
+    c.create_machine(create("m1")).await.expect("ok call");
+    // The test driver's machines are never initialized: as MCM's Go providers
+    // do, that answer counts as a failure with MCM's code 17 (Uninitialized).
+    c.get_machine_status(status("m1")).await.expect("uninitialized answer");
     c.get_machine_status(status("err-throttle")).await.expect_err("failing call");
 
     let (code, body) = get(addr, "/metrics").await;
     assert_eq!(code, 200, "{body}");
     assert!(body.contains("mcm_cloud_api_driver_request_duration_seconds_bucket"), "{body}");
-    assert!(body.contains(r#"operation="get_machine_status""#), "{body}");
+    assert!(body.contains(r#"operation="create_machine""#), "{body}");
+    assert!(
+        body.contains(r#"mcm_cloud_api_driver_requests_failed_total{provider="test",operation="get_machine_status",error_code="17"} 1"#),
+        "{body}"
+    );
+    assert!(
+        !body.contains(
+            r#"mcm_cloud_api_driver_request_duration_seconds_count{provider="test",operation="get_machine_status"}"#
+        ),
+        "an uninitialized status records no duration: {body}"
+    );
     assert!(
         body.contains(r#"mcm_cloud_api_driver_requests_failed_total{provider="test",operation="get_machine_status",error_code="14"} 1"#),
         "{body}"
