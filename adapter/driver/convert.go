@@ -29,11 +29,30 @@ func toMachine(m *v1alpha1.Machine, class *v1alpha1.MachineClass) *pb.Machine {
 		ProviderId:     m.Spec.ProviderID,
 		NodeName:       m.Labels[v1alpha1.NodeLabelKey],
 		LastKnownState: m.Status.LastKnownState,
+		Annotations:    m.Annotations,
+	}
+	// The node template: providers read settings from its annotations as the Go
+	// providers do (AWS: machine.sapcloud.io/awsPlacement).
+	if nt := toNodeTemplateSpec(&m.Spec.NodeTemplateSpec); nt != nil {
+		out.NodeTemplateSpec = nt
 	}
 	// A young machine whose VM the cloud does not show yet is "not visible yet",
 	// not NOT_FOUND, also after a sidecar restart.
 	if !m.CreationTimestamp.IsZero() {
 		out.CreationTime = timestamppb.New(m.CreationTimestamp.Time)
+	}
+	return out
+}
+
+// toNodeTemplateSpec maps the machine's node template (labels, annotations,
+// taints); nil when it has none of them.
+func toNodeTemplateSpec(t *v1alpha1.NodeTemplateSpec) *pb.NodeTemplateSpec {
+	if len(t.Labels) == 0 && len(t.Annotations) == 0 && len(t.Spec.Taints) == 0 {
+		return nil
+	}
+	out := &pb.NodeTemplateSpec{Labels: t.Labels, Annotations: t.Annotations}
+	for _, taint := range t.Spec.Taints {
+		out.Taints = append(out.Taints, &pb.Taint{Key: taint.Key, Value: taint.Value, Effect: string(taint.Effect)})
 	}
 	return out
 }

@@ -16,10 +16,14 @@ import (
 )
 
 func TestMachineClassAndSecretMapFieldByField(t *testing.T) {
+	placement := `{"AvailabilityZone":"eu-west-1b","Tenancy":"host"}`
 	m := &v1alpha1.Machine{
 		ObjectMeta: metav1.ObjectMeta{Name: "m-1", UID: "uid-1", Labels: map[string]string{"node": "ip-10-0-0-1", "x": "y"},
-			CreationTimestamp: metav1.Unix(1_700_000_000, 0)},
-		Spec:   v1alpha1.MachineSpec{ProviderID: "aws:///eu-west-1/i-1"},
+			Annotations: map[string]string{"a": "b"}, CreationTimestamp: metav1.Unix(1_700_000_000, 0)},
+		Spec: v1alpha1.MachineSpec{ProviderID: "aws:///eu-west-1/i-1", NodeTemplateSpec: v1alpha1.NodeTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"pool": "p"}, Annotations: map[string]string{"machine.sapcloud.io/awsPlacement": placement}},
+			Spec:       corev1.NodeSpec{Taints: []corev1.Taint{{Key: "k", Value: "v", Effect: corev1.TaintEffectNoSchedule}}},
+		}},
 		Status: v1alpha1.MachineStatus{LastKnownState: `{"instanceId":"i-1"}`},
 	}
 	class := &v1alpha1.MachineClass{
@@ -34,7 +38,10 @@ func TestMachineClassAndSecretMapFieldByField(t *testing.T) {
 	got := toMachine(m, class)
 	want := &pb.Machine{Name: "m-1", Namespace: "shoot--a--b", Uid: "uid-1", Labels: m.Labels,
 		ProviderId: "aws:///eu-west-1/i-1", NodeName: "ip-10-0-0-1", LastKnownState: `{"instanceId":"i-1"}`,
-		CreationTime: timestamppb.New(time.Unix(1_700_000_000, 0))}
+		CreationTime: timestamppb.New(time.Unix(1_700_000_000, 0)), Annotations: map[string]string{"a": "b"},
+		NodeTemplateSpec: &pb.NodeTemplateSpec{Labels: map[string]string{"pool": "p"},
+			Annotations: map[string]string{"machine.sapcloud.io/awsPlacement": placement},
+			Taints:      []*pb.Taint{{Key: "k", Value: "v", Effect: "NoSchedule"}}}}
 	if got.String() != want.String() {
 		t.Errorf("machine:\n got %v\nwant %v", got, want)
 	}
@@ -52,7 +59,7 @@ func TestMachineClassAndSecretMapFieldByField(t *testing.T) {
 	}
 	// The orphan collector's machine: name and providerID only.
 	orphan := toMachine(&v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "m-2"}, Spec: v1alpha1.MachineSpec{ProviderID: "p"}}, class)
-	if orphan.GetNodeName() != "" || orphan.GetNamespace() != "shoot--a--b" || orphan.GetProviderId() != "p" || orphan.GetCreationTime() != nil {
+	if orphan.GetNodeName() != "" || orphan.GetNamespace() != "shoot--a--b" || orphan.GetProviderId() != "p" || orphan.GetCreationTime() != nil || orphan.GetNodeTemplateSpec() != nil {
 		t.Errorf("orphan %v", orphan)
 	}
 }

@@ -26,7 +26,7 @@ pub use driver::{
 };
 pub use error::{DriverError, ErrorKind, MAX_CLOUD_MESSAGE, Result, cloud_failure_message};
 pub use idempotency::idempotency_token;
-pub use machine::{Address, AddressType, Machine, MachineClass, NodeTemplate};
+pub use machine::{Address, AddressType, Machine, MachineClass, NodeTemplate, NodeTemplateSpec, Taint};
 pub use provider::{CloudOptions, Provider};
 pub use rate_limit::{RateLimiter, UNLIMITED_THROTTLE_PAUSE};
 pub use recent::{AWAIT_VISIBILITY, RecentCreates, VISIBILITY_GRACE};

@@ -25,6 +25,34 @@ pub struct Machine {
     pub last_known_state: String,
     /// metadata.creationTimestamp, when the caller sent it.
     pub created_at: Option<SystemTime>,
+    /// metadata.annotations.
+    pub annotations: BTreeMap<String, String>,
+    /// spec.nodeTemplate: the node's labels, annotations and taints.
+    pub node_template: NodeTemplateSpec,
+}
+
+/// Machine.spec.nodeTemplate (MCM's `NodeTemplateSpec`): what the machine's
+/// node is registered with. Providers read settings from its annotations as
+/// the Go providers do (AWS: `machine.sapcloud.io/awsPlacement`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeTemplateSpec {
+    /// The node's labels.
+    pub labels: BTreeMap<String, String>,
+    /// The node's annotations.
+    pub annotations: BTreeMap<String, String>,
+    /// The node's taints.
+    pub taints: Vec<Taint>,
+}
+
+/// A node taint.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Taint {
+    /// The key.
+    pub key: String,
+    /// The value.
+    pub value: String,
+    /// `NoSchedule`, `PreferNoSchedule` or `NoExecute`.
+    pub effect: String,
 }
 
 impl Machine {

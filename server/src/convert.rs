@@ -44,6 +44,19 @@ pub(crate) fn machine(m: Option<pb::Machine>, needs: MachineNeeds) -> Result<api
         node_name: non_empty(m.node_name),
         last_known_state: m.last_known_state,
         created_at: m.creation_time.and_then(|t| std::time::SystemTime::try_from(t).ok()),
+        annotations: m.annotations.into_iter().collect(),
+        node_template: m
+            .node_template_spec
+            .map(|t| api::NodeTemplateSpec {
+                labels: t.labels.into_iter().collect(),
+                annotations: t.annotations.into_iter().collect(),
+                taints: t
+                    .taints
+                    .into_iter()
+                    .map(|t| api::Taint { key: t.key, value: t.value, effect: t.effect })
+                    .collect(),
+            })
+            .unwrap_or_default(),
     })
 }
 

@@ -30,6 +30,7 @@ const MAX_LAUNCH_GENERATIONS: usize = 4;
 impl AwsDriver {
     pub(crate) async fn create(&self, ctx: &CallContext, req: CreateMachine) -> Result<CreatedMachine> {
         let spec = parse_and_validate(&req.class.provider_spec)?;
+        let placement = crate::spec::placement_annotation(&req.machine)?;
         let c = self.clients(ctx, &req.secret, &spec.region).await?;
         let root =
             if spec.needs_root_device_name() { Some(self.root_device_name(ctx, &c, &spec).await?) } else { None };
@@ -42,6 +43,7 @@ impl AwsDriver {
                 client_token: &token,
                 user_data: &req.user_data.0,
                 root_device_name: root.as_deref(),
+                placement: placement.as_ref().or(spec.placement.as_ref()),
             };
             let run = launch::run_instances(c.ec2.run_instances(), &spec, &params);
             let instance = match aws_call::ec2(ctx, &c, "RunInstances", || run.clone().send()).await {

@@ -26,6 +26,8 @@ pub(crate) struct LaunchParams<'a> {
     pub user_data: &'a [u8],
     /// The AMI's root device name, when a block device says `/root`.
     pub root_device_name: Option<&'a str>,
+    /// The placement: the machine's node template annotation, else the class's.
+    pub placement: Option<&'a crate::spec::Placement>,
 }
 
 /// Fills `b` (a `client.run_instances()` builder) from the spec.
@@ -74,7 +76,7 @@ pub(crate) fn run_instances(
                 .build(),
         );
     }
-    if let Some(pl) = &spec.placement {
+    if let Some(pl) = p.placement {
         b = b.placement(
             Placement::builder()
                 .set_group_id(pl.group_id.clone())
@@ -84,6 +86,7 @@ pub(crate) fn run_instances(
                 .set_partition_number(pl.partition_number)
                 .set_affinity(pl.affinity.clone())
                 .set_availability_zone(pl.availability_zone.clone())
+                .set_host_resource_group_arn(pl.host_resource_group_arn.clone())
                 .build(),
         );
     }

@@ -30,15 +30,49 @@ fn spec() -> AwsProviderSpec {
 }
 
 #[test]
+fn the_node_template_placement_annotation_wins_as_in_the_go_provider() {
+    let mut machine = machine_driver_api::Machine::default();
+    assert_eq!(crate::spec::placement_annotation(&machine).unwrap(), None);
+    // As the Go provider's json.Marshal of an EC2 Placement writes it.
+    machine.node_template.annotations.insert(
+        crate::spec::PLACEMENT_ANNOTATION.into(),
+        r#"{"Affinity":null,"AvailabilityZone":"eu-west-1b","GroupName":"pg-1","HostId":null,"Tenancy":"host","PartitionNumber":2}"#.into(),
+    );
+    let placement = crate::spec::placement_annotation(&machine).unwrap().unwrap();
+    let s = spec();
+    let params = LaunchParams {
+        machine_name: "m-1",
+        machine_uid: "uid-1",
+        client_token: "tok",
+        user_data: b"",
+        root_device_name: Some("/dev/xvda"),
+        placement: Some(&placement),
+    };
+    let b = run_instances(client().run_instances(), &s, &params);
+    let pl = b.as_input().get_placement().clone().unwrap();
+    assert_eq!(
+        (pl.availability_zone(), pl.group_name(), pl.tenancy().map(|t| t.as_str()), pl.partition_number()),
+        (Some("eu-west-1b"), Some("pg-1"), Some("host"), Some(2))
+    );
+    assert_eq!(pl.affinity(), None, "the class's placement is replaced, not merged");
+
+    machine.node_template.annotations.insert(crate::spec::PLACEMENT_ANNOTATION.into(), "[1]".into());
+    let err = crate::spec::placement_annotation(&machine).unwrap_err();
+    assert_eq!(err.field(), Some("machine.node_template_spec.annotations[machine.sapcloud.io/awsPlacement]"));
+}
+
+#[test]
 fn every_field_reaches_run_instances() {
+    let s = spec();
     let params = LaunchParams {
         machine_name: "m-1",
         machine_uid: "uid-1",
         client_token: "tok",
         user_data: b"#cloud-config\n",
         root_device_name: Some("/dev/xvda"),
+        placement: s.placement.as_ref(),
     };
-    let b = run_instances(client().run_instances(), &spec(), &params);
+    let b = run_instances(client().run_instances(), &s, &params);
     let input = b.as_input();
     assert_eq!(input.get_image_id().as_deref(), Some("ami-12345678"));
     assert_eq!(input.get_client_token().as_deref(), Some("tok"));

@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use machine_driver_api::{DriverError, Result};
 use serde::Deserialize;
 
 /// Tag key prefix identifying the cluster of a VM.
@@ -263,6 +264,29 @@ pub(crate) struct Placement {
     /// Availability zone (normally implied by the subnet).
     #[serde(default)]
     pub availability_zone: Option<String>,
+    /// ARN of the host resource group to launch into.
+    #[serde(default)]
+    pub host_resource_group_arn: Option<String>,
+}
+
+/// The node template annotation the Go provider reads an EC2 placement from
+/// (the JSON of an EC2 `Placement`, Go field names matched case-insensitively).
+pub(crate) const PLACEMENT_ANNOTATION: &str = "machine.sapcloud.io/awsPlacement";
+
+/// The placement a machine's node template annotation asks for, which wins
+/// over the class's `placement` as in the Go provider; `None` when absent or
+/// empty. A value that is no placement is INVALID_ARGUMENT naming the annotation.
+pub(crate) fn placement_annotation(machine: &machine_driver_api::Machine) -> Result<Option<Placement>> {
+    let Some(raw) = machine.node_template.annotations.get(PLACEMENT_ANNOTATION).filter(|v| !v.trim().is_empty()) else {
+        return Ok(None);
+    };
+    let placement: Placement = machine_driver_api::parse_provider_spec(raw.as_bytes()).map_err(|e| {
+        DriverError::invalid_argument(
+            format!("machine.node_template_spec.annotations[{PLACEMENT_ANNOTATION}]"),
+            format!("is not an EC2 placement as JSON ({})", e.message()),
+        )
+    })?;
+    Ok((placement != Placement::default()).then_some(placement))
 }
 
 /// Market options.

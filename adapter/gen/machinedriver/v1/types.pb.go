@@ -110,9 +110,15 @@ type Machine struct {
 	// whose provider_id names a VM the cloud does not show yet is reported as
 	// not visible yet (GetMachineStatus), also when the driver restarted since
 	// its CreateMachine and remembers nothing of it.
-	CreationTime  *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=creation_time,json=creationTime,proto3" json:"creation_time,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	CreationTime *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=creation_time,json=creationTime,proto3" json:"creation_time,omitempty"`
+	// metadata.annotations.
+	Annotations map[string]string `protobuf:"bytes,9,rep,name=annotations,proto3" json:"annotations,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// spec.nodeTemplate (MCM's NodeTemplateSpec): what the machine's node is
+	// registered with. Providers read settings from it as the Go providers do
+	// (AWS: the placement in the annotation machine.sapcloud.io/awsPlacement).
+	NodeTemplateSpec *NodeTemplateSpec `protobuf:"bytes,10,opt,name=node_template_spec,json=nodeTemplateSpec,proto3" json:"node_template_spec,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Machine) Reset() {
@@ -201,6 +207,148 @@ func (x *Machine) GetCreationTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Machine) GetAnnotations() map[string]string {
+	if x != nil {
+		return x.Annotations
+	}
+	return nil
+}
+
+func (x *Machine) GetNodeTemplateSpec() *NodeTemplateSpec {
+	if x != nil {
+		return x.NodeTemplateSpec
+	}
+	return nil
+}
+
+// Machine.spec.nodeTemplate: the metadata and taints of the machine's node.
+type NodeTemplateSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Labels of the node.
+	Labels map[string]string `protobuf:"bytes,1,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Annotations of the node.
+	Annotations map[string]string `protobuf:"bytes,2,rep,name=annotations,proto3" json:"annotations,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Taints of the node.
+	Taints        []*Taint `protobuf:"bytes,3,rep,name=taints,proto3" json:"taints,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeTemplateSpec) Reset() {
+	*x = NodeTemplateSpec{}
+	mi := &file_machinedriver_v1_types_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeTemplateSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeTemplateSpec) ProtoMessage() {}
+
+func (x *NodeTemplateSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_machinedriver_v1_types_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeTemplateSpec.ProtoReflect.Descriptor instead.
+func (*NodeTemplateSpec) Descriptor() ([]byte, []int) {
+	return file_machinedriver_v1_types_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *NodeTemplateSpec) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *NodeTemplateSpec) GetAnnotations() map[string]string {
+	if x != nil {
+		return x.Annotations
+	}
+	return nil
+}
+
+func (x *NodeTemplateSpec) GetTaints() []*Taint {
+	if x != nil {
+		return x.Taints
+	}
+	return nil
+}
+
+// A node taint (core/v1 Taint without its time).
+type Taint struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The taint key.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// The taint value.
+	Value string `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	// NoSchedule, PreferNoSchedule or NoExecute.
+	Effect        string `protobuf:"bytes,3,opt,name=effect,proto3" json:"effect,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Taint) Reset() {
+	*x = Taint{}
+	mi := &file_machinedriver_v1_types_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Taint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Taint) ProtoMessage() {}
+
+func (x *Taint) ProtoReflect() protoreflect.Message {
+	mi := &file_machinedriver_v1_types_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Taint.ProtoReflect.Descriptor instead.
+func (*Taint) Descriptor() ([]byte, []int) {
+	return file_machinedriver_v1_types_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Taint) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *Taint) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+func (x *Taint) GetEffect() string {
+	if x != nil {
+		return x.Effect
+	}
+	return ""
+}
+
 // The MachineClass the machine was created from.
 type MachineClass struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -222,7 +370,7 @@ type MachineClass struct {
 
 func (x *MachineClass) Reset() {
 	*x = MachineClass{}
-	mi := &file_machinedriver_v1_types_proto_msgTypes[1]
+	mi := &file_machinedriver_v1_types_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -234,7 +382,7 @@ func (x *MachineClass) String() string {
 func (*MachineClass) ProtoMessage() {}
 
 func (x *MachineClass) ProtoReflect() protoreflect.Message {
-	mi := &file_machinedriver_v1_types_proto_msgTypes[1]
+	mi := &file_machinedriver_v1_types_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -247,7 +395,7 @@ func (x *MachineClass) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MachineClass.ProtoReflect.Descriptor instead.
 func (*MachineClass) Descriptor() ([]byte, []int) {
-	return file_machinedriver_v1_types_proto_rawDescGZIP(), []int{1}
+	return file_machinedriver_v1_types_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *MachineClass) GetName() string {
@@ -302,7 +450,7 @@ type NodeTemplate struct {
 
 func (x *NodeTemplate) Reset() {
 	*x = NodeTemplate{}
-	mi := &file_machinedriver_v1_types_proto_msgTypes[2]
+	mi := &file_machinedriver_v1_types_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -314,7 +462,7 @@ func (x *NodeTemplate) String() string {
 func (*NodeTemplate) ProtoMessage() {}
 
 func (x *NodeTemplate) ProtoReflect() protoreflect.Message {
-	mi := &file_machinedriver_v1_types_proto_msgTypes[2]
+	mi := &file_machinedriver_v1_types_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -327,7 +475,7 @@ func (x *NodeTemplate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeTemplate.ProtoReflect.Descriptor instead.
 func (*NodeTemplate) Descriptor() ([]byte, []int) {
-	return file_machinedriver_v1_types_proto_rawDescGZIP(), []int{2}
+	return file_machinedriver_v1_types_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *NodeTemplate) GetCapacity() map[string]string {
@@ -369,7 +517,7 @@ type SecretData struct {
 
 func (x *SecretData) Reset() {
 	*x = SecretData{}
-	mi := &file_machinedriver_v1_types_proto_msgTypes[3]
+	mi := &file_machinedriver_v1_types_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -381,7 +529,7 @@ func (x *SecretData) String() string {
 func (*SecretData) ProtoMessage() {}
 
 func (x *SecretData) ProtoReflect() protoreflect.Message {
-	mi := &file_machinedriver_v1_types_proto_msgTypes[3]
+	mi := &file_machinedriver_v1_types_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -394,7 +542,7 @@ func (x *SecretData) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecretData.ProtoReflect.Descriptor instead.
 func (*SecretData) Descriptor() ([]byte, []int) {
-	return file_machinedriver_v1_types_proto_rawDescGZIP(), []int{3}
+	return file_machinedriver_v1_types_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SecretData) GetData() map[string][]byte {
@@ -419,7 +567,7 @@ type RegistryConfig struct {
 
 func (x *RegistryConfig) Reset() {
 	*x = RegistryConfig{}
-	mi := &file_machinedriver_v1_types_proto_msgTypes[4]
+	mi := &file_machinedriver_v1_types_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -431,7 +579,7 @@ func (x *RegistryConfig) String() string {
 func (*RegistryConfig) ProtoMessage() {}
 
 func (x *RegistryConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_machinedriver_v1_types_proto_msgTypes[4]
+	mi := &file_machinedriver_v1_types_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -444,7 +592,7 @@ func (x *RegistryConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegistryConfig.ProtoReflect.Descriptor instead.
 func (*RegistryConfig) Descriptor() ([]byte, []int) {
-	return file_machinedriver_v1_types_proto_rawDescGZIP(), []int{4}
+	return file_machinedriver_v1_types_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RegistryConfig) GetMirror() *RegistryEndpoint {
@@ -476,7 +624,7 @@ type RegistryEndpoint struct {
 
 func (x *RegistryEndpoint) Reset() {
 	*x = RegistryEndpoint{}
-	mi := &file_machinedriver_v1_types_proto_msgTypes[5]
+	mi := &file_machinedriver_v1_types_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -488,7 +636,7 @@ func (x *RegistryEndpoint) String() string {
 func (*RegistryEndpoint) ProtoMessage() {}
 
 func (x *RegistryEndpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_machinedriver_v1_types_proto_msgTypes[5]
+	mi := &file_machinedriver_v1_types_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -501,7 +649,7 @@ func (x *RegistryEndpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegistryEndpoint.ProtoReflect.Descriptor instead.
 func (*RegistryEndpoint) Descriptor() ([]byte, []int) {
-	return file_machinedriver_v1_types_proto_rawDescGZIP(), []int{5}
+	return file_machinedriver_v1_types_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RegistryEndpoint) GetUrl() string {
@@ -538,7 +686,7 @@ type Address struct {
 
 func (x *Address) Reset() {
 	*x = Address{}
-	mi := &file_machinedriver_v1_types_proto_msgTypes[6]
+	mi := &file_machinedriver_v1_types_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -550,7 +698,7 @@ func (x *Address) String() string {
 func (*Address) ProtoMessage() {}
 
 func (x *Address) ProtoReflect() protoreflect.Message {
-	mi := &file_machinedriver_v1_types_proto_msgTypes[6]
+	mi := &file_machinedriver_v1_types_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -563,7 +711,7 @@ func (x *Address) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Address.ProtoReflect.Descriptor instead.
 func (*Address) Descriptor() ([]byte, []int) {
-	return file_machinedriver_v1_types_proto_rawDescGZIP(), []int{6}
+	return file_machinedriver_v1_types_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Address) GetType() AddressType {
@@ -584,7 +732,7 @@ var File_machinedriver_v1_types_proto protoreflect.FileDescriptor
 
 const file_machinedriver_v1_types_proto_rawDesc = "" +
 	"\n" +
-	"\x1cmachinedriver/v1/types.proto\x12\x10machinedriver.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1emachinedriver/v1/options.proto\"\xf0\x02\n" +
+	"\x1cmachinedriver/v1/types.proto\x12\x10machinedriver.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1emachinedriver/v1/options.proto\"\xd0\x04\n" +
 	"\aMachine\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x10\n" +
@@ -594,10 +742,30 @@ const file_machinedriver_v1_types_proto_rawDesc = "" +
 	"providerId\x12\x1b\n" +
 	"\tnode_name\x18\x06 \x01(\tR\bnodeName\x12(\n" +
 	"\x10last_known_state\x18\a \x01(\tR\x0elastKnownState\x12?\n" +
-	"\rcreation_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\fcreationTime\x1a9\n" +
+	"\rcreation_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\fcreationTime\x12L\n" +
+	"\vannotations\x18\t \x03(\v2*.machinedriver.v1.Machine.AnnotationsEntryR\vannotations\x12P\n" +
+	"\x12node_template_spec\x18\n" +
+	" \x01(\v2\".machinedriver.v1.NodeTemplateSpecR\x10nodeTemplateSpec\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf3\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
+	"\x10AnnotationsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdd\x02\n" +
+	"\x10NodeTemplateSpec\x12F\n" +
+	"\x06labels\x18\x01 \x03(\v2..machinedriver.v1.NodeTemplateSpec.LabelsEntryR\x06labels\x12U\n" +
+	"\vannotations\x18\x02 \x03(\v23.machinedriver.v1.NodeTemplateSpec.AnnotationsEntryR\vannotations\x12/\n" +
+	"\x06taints\x18\x03 \x03(\v2\x17.machinedriver.v1.TaintR\x06taints\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
+	"\x10AnnotationsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"G\n" +
+	"\x05Taint\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\x12\x16\n" +
+	"\x06effect\x18\x03 \x01(\tR\x06effect\"\xf3\x01\n" +
 	"\fMachineClass\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12#\n" +
@@ -653,36 +821,46 @@ func file_machinedriver_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_machinedriver_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_machinedriver_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_machinedriver_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_machinedriver_v1_types_proto_goTypes = []any{
 	(AddressType)(0),              // 0: machinedriver.v1.AddressType
 	(*Machine)(nil),               // 1: machinedriver.v1.Machine
-	(*MachineClass)(nil),          // 2: machinedriver.v1.MachineClass
-	(*NodeTemplate)(nil),          // 3: machinedriver.v1.NodeTemplate
-	(*SecretData)(nil),            // 4: machinedriver.v1.SecretData
-	(*RegistryConfig)(nil),        // 5: machinedriver.v1.RegistryConfig
-	(*RegistryEndpoint)(nil),      // 6: machinedriver.v1.RegistryEndpoint
-	(*Address)(nil),               // 7: machinedriver.v1.Address
-	nil,                           // 8: machinedriver.v1.Machine.LabelsEntry
-	nil,                           // 9: machinedriver.v1.NodeTemplate.CapacityEntry
-	nil,                           // 10: machinedriver.v1.SecretData.DataEntry
-	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
+	(*NodeTemplateSpec)(nil),      // 2: machinedriver.v1.NodeTemplateSpec
+	(*Taint)(nil),                 // 3: machinedriver.v1.Taint
+	(*MachineClass)(nil),          // 4: machinedriver.v1.MachineClass
+	(*NodeTemplate)(nil),          // 5: machinedriver.v1.NodeTemplate
+	(*SecretData)(nil),            // 6: machinedriver.v1.SecretData
+	(*RegistryConfig)(nil),        // 7: machinedriver.v1.RegistryConfig
+	(*RegistryEndpoint)(nil),      // 8: machinedriver.v1.RegistryEndpoint
+	(*Address)(nil),               // 9: machinedriver.v1.Address
+	nil,                           // 10: machinedriver.v1.Machine.LabelsEntry
+	nil,                           // 11: machinedriver.v1.Machine.AnnotationsEntry
+	nil,                           // 12: machinedriver.v1.NodeTemplateSpec.LabelsEntry
+	nil,                           // 13: machinedriver.v1.NodeTemplateSpec.AnnotationsEntry
+	nil,                           // 14: machinedriver.v1.NodeTemplate.CapacityEntry
+	nil,                           // 15: machinedriver.v1.SecretData.DataEntry
+	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
 }
 var file_machinedriver_v1_types_proto_depIdxs = []int32{
-	8,  // 0: machinedriver.v1.Machine.labels:type_name -> machinedriver.v1.Machine.LabelsEntry
-	11, // 1: machinedriver.v1.Machine.creation_time:type_name -> google.protobuf.Timestamp
-	3,  // 2: machinedriver.v1.MachineClass.node_template:type_name -> machinedriver.v1.NodeTemplate
-	5,  // 3: machinedriver.v1.MachineClass.registry_config:type_name -> machinedriver.v1.RegistryConfig
-	9,  // 4: machinedriver.v1.NodeTemplate.capacity:type_name -> machinedriver.v1.NodeTemplate.CapacityEntry
-	10, // 5: machinedriver.v1.SecretData.data:type_name -> machinedriver.v1.SecretData.DataEntry
-	6,  // 6: machinedriver.v1.RegistryConfig.mirror:type_name -> machinedriver.v1.RegistryEndpoint
-	6,  // 7: machinedriver.v1.RegistryConfig.registries:type_name -> machinedriver.v1.RegistryEndpoint
-	0,  // 8: machinedriver.v1.Address.type:type_name -> machinedriver.v1.AddressType
-	9,  // [9:9] is the sub-list for method output_type
-	9,  // [9:9] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	10, // 0: machinedriver.v1.Machine.labels:type_name -> machinedriver.v1.Machine.LabelsEntry
+	16, // 1: machinedriver.v1.Machine.creation_time:type_name -> google.protobuf.Timestamp
+	11, // 2: machinedriver.v1.Machine.annotations:type_name -> machinedriver.v1.Machine.AnnotationsEntry
+	2,  // 3: machinedriver.v1.Machine.node_template_spec:type_name -> machinedriver.v1.NodeTemplateSpec
+	12, // 4: machinedriver.v1.NodeTemplateSpec.labels:type_name -> machinedriver.v1.NodeTemplateSpec.LabelsEntry
+	13, // 5: machinedriver.v1.NodeTemplateSpec.annotations:type_name -> machinedriver.v1.NodeTemplateSpec.AnnotationsEntry
+	3,  // 6: machinedriver.v1.NodeTemplateSpec.taints:type_name -> machinedriver.v1.Taint
+	5,  // 7: machinedriver.v1.MachineClass.node_template:type_name -> machinedriver.v1.NodeTemplate
+	7,  // 8: machinedriver.v1.MachineClass.registry_config:type_name -> machinedriver.v1.RegistryConfig
+	14, // 9: machinedriver.v1.NodeTemplate.capacity:type_name -> machinedriver.v1.NodeTemplate.CapacityEntry
+	15, // 10: machinedriver.v1.SecretData.data:type_name -> machinedriver.v1.SecretData.DataEntry
+	8,  // 11: machinedriver.v1.RegistryConfig.mirror:type_name -> machinedriver.v1.RegistryEndpoint
+	8,  // 12: machinedriver.v1.RegistryConfig.registries:type_name -> machinedriver.v1.RegistryEndpoint
+	0,  // 13: machinedriver.v1.Address.type:type_name -> machinedriver.v1.AddressType
+	14, // [14:14] is the sub-list for method output_type
+	14, // [14:14] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_machinedriver_v1_types_proto_init() }
@@ -697,7 +875,7 @@ func file_machinedriver_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_machinedriver_v1_types_proto_rawDesc), len(file_machinedriver_v1_types_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   10,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
