@@ -6,7 +6,11 @@
 #      client (tests/fake-*/crosscheck/ via scripts/crosscheck-fake.sh, e.g.
 #      Azure's and Alibaba's Python SDKs);
 #      the benchmark harness with tiny numbers, so that it keeps working;
-#   3. the conformance suite against each provider binary on its fake cloud;
+#   3. the conformance suite against each provider binary on its fake cloud,
+#      with a canary secret, trace-level JSON logs and OTLP export, after which
+#      no secret value may appear in anything captured (scripts/canary-check.sh),
+#      then its soak at small N (mixed faults and driver kills; each well
+#      under a minute, its time printed);
 #   4. the Go adapter's tests, its lifecycle run through each provider's sidecar.
 # Providers are discovered: every providers/<cloud>/examples/conformance.json
 # names the fake its binary machine-driver-<cloud> is tested against.
@@ -38,16 +42,29 @@ for cloud in "${clouds[@]}"; do
     "$TARGET/debug/machine-driver-bench" --quick --driver "$TARGET/debug/machine-driver-$cloud"
 done
 
+# The conformance run is also the secret-leak check (scripts/canary-check.sh):
+# a canary secret, trace-level JSON logs, OTLP export, then the search.
+for cloud in "${clouds[@]}"; do
+    echo "==> conformance suite: machine-driver-$cloud on its fake cloud ($(fake_of "$cloud")), canary secret checked"
+    scripts/canary-check.sh "$TARGET/debug" "$cloud" --repeat 5 --junit "$TARGET/conformance-$cloud.xml"
+done
+
+# The soak (tests/conformance/README.md, "Soak"): 12 machines at once through
+# the lifecycle while the fake fails 30 % of the cloud calls and the driver is
+# killed 5 times; fixed seed, so the restart points are the same every run.
 for cloud in "${clouds[@]}"; do
     fake="$(fake_of "$cloud")"
-    echo "==> conformance suite: machine-driver-$cloud on its fake cloud ($fake)"
+    echo "==> soak: machine-driver-$cloud on $fake (12 machines, 5 restarts, fault rate 0.3)"
+    started=$SECONDS
     "$TARGET/debug/machine-driver-conformance" \
         --spawn "$TARGET/debug/machine-driver-$cloud" \
         --spawn-fake "$TARGET/debug/$fake" \
         --machine-class "providers/$cloud/examples/machine-class.json" \
         --secret "providers/$cloud/examples/secret.json" \
-        --repeat 5 \
-        --junit "$TARGET/conformance-$cloud.xml"
+        --soak-machines 12 --soak-restarts 5 --soak-fault-rate 0.3 --soak-seed 1 \
+        --soak-timeout-secs 120 \
+        --junit "$TARGET/soak-$cloud.xml"
+    echo "==> soak of machine-driver-$cloud took $((SECONDS - started)) s"
 done
 
 echo "==> Go adapter (adapter/): translation tests and the lifecycle through every provider's sidecar"

@@ -5,6 +5,7 @@ use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::WithExportConfig;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use std::io::IsTerminal as _;
+use tracing_subscriber::filter::{FilterExt as _, LevelFilter, Targets};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
@@ -31,14 +32,15 @@ impl Drop for Telemetry {
     }
 }
 
-/// `filter` with each of `targets` at most at INFO.
-fn capped(mut filter: EnvFilter, targets: &[&str]) -> Result<EnvFilter, ServeError> {
-    for target in targets {
-        let directive =
-            format!("{target}=info").parse().map_err(|e| ServeError::Config(format!("log target {target:?}: {e}")))?;
-        filter = filter.add_directive(directive);
-    }
-    Ok(filter)
+/// A filter that lets everything through but `targets` (and everything under
+/// them) above INFO. It is AND-ed with the operator's filter rather than added
+/// to it as a directive: in an `EnvFilter` a more specific directive wins, so
+/// `--log trace,azure_core::policies::transport=debug` would outrank an added
+/// `azure_core=info` and print request bodies (secrets, user data).
+fn cap(targets: &[&str]) -> Targets {
+    targets
+        .iter()
+        .fold(Targets::new().with_default(LevelFilter::TRACE), |t, target| t.with_target(*target, LevelFilter::INFO))
 }
 
 /// Links kept per exported span (the SDK's default, 128, is less than a full coalesced batch).
@@ -49,15 +51,12 @@ const MAX_LINKS_PER_SPAN: u32 = 512;
 /// (the provider's SDK targets that print secrets at debug) are capped at INFO
 /// in both filters.
 pub(crate) fn init(args: &ServerArgs, secret_logging_targets: &[&str]) -> Result<Telemetry, ServeError> {
-    let filter = capped(
-        EnvFilter::try_new(&args.log).map_err(|e| ServeError::Config(format!("--log {:?}: {e}", args.log)))?,
-        secret_logging_targets,
-    )?;
-    let trace_filter = capped(
-        EnvFilter::try_new(&args.trace_filter)
-            .map_err(|e| ServeError::Config(format!("--trace-filter {:?}: {e}", args.trace_filter)))?,
-        secret_logging_targets,
-    )?;
+    let filter = EnvFilter::try_new(&args.log)
+        .map_err(|e| ServeError::Config(format!("--log {:?}: {e}", args.log)))?
+        .and(cap(secret_logging_targets));
+    let trace_filter = EnvFilter::try_new(&args.trace_filter)
+        .map_err(|e| ServeError::Config(format!("--trace-filter {:?}: {e}", args.trace_filter)))?
+        .and(cap(secret_logging_targets));
     let fmt = match args.log_format {
         // Colour only on a terminal: escape codes in `kubectl logs` help nobody.
         LogFormat::Text => tracing_subscriber::fmt::layer()
@@ -128,14 +127,18 @@ mod tests {
 
     #[test]
     fn secret_logging_targets_stay_at_info_under_debug() {
-        let seen = Arc::new(AtomicUsize::new(0));
-        let filter = capped(EnvFilter::new("debug"), &["sdk_crate"]).expect("directive");
-        let subscriber = tracing_subscriber::registry().with(Count(Arc::clone(&seen)).with_filter(filter));
-        tracing::subscriber::with_default(subscriber, || {
-            tracing::debug!(target: "sdk_crate::policies::transport", "Authorization: Bearer secret");
-            tracing::info!(target: "sdk_crate::policies", "kept");
-            tracing::debug!(target: "machine_driver_server", "kept");
-        });
-        assert_eq!(seen.load(Ordering::Relaxed), 2);
+        // The second filter names a module of the capped target itself: it must not outrank the cap.
+        for log in ["debug", "trace,sdk_crate::policies::transport=trace"] {
+            let seen = Arc::new(AtomicUsize::new(0));
+            let filter = EnvFilter::new(log).and(cap(&["sdk_crate"]));
+            let subscriber = tracing_subscriber::registry().with(Count(Arc::clone(&seen)).with_filter(filter));
+            tracing::subscriber::with_default(subscriber, || {
+                tracing::debug!(target: "sdk_crate::policies::transport", "Authorization: Bearer secret");
+                tracing::trace!(target: "sdk_crate", "body: secret");
+                tracing::info!(target: "sdk_crate::policies", "kept");
+                tracing::debug!(target: "machine_driver_server", "kept");
+            });
+            assert_eq!(seen.load(Ordering::Relaxed), 2, "--log {log}");
+        }
     }
 }

@@ -2,5 +2,6 @@
 //! client every tool shares (`fake-cloud-support`), under the names the scenarios use.
 
 pub use fake_cloud_support::{
-    AdminClient as FakeAdmin, CallCounts as Calls, Fault, InventoryInstance as Instance, OpClass,
+    AdminClient as FakeAdmin, CallCounts as Calls, Fault, FaultKind, FaultSpec, Inventory,
+    InventoryInstance as Instance, OpClass, Phase,
 };

@@ -16,6 +16,7 @@ pub mod runner;
 pub mod scenario;
 pub mod scenarios;
 pub mod settings;
+pub mod soak;
 pub mod spawn;
 pub mod spawn_fake;
 pub mod status_details;

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use clap::{ArgGroup, Parser};
 use machine_driver_conformance::connection::Connection;
+use machine_driver_conformance::context::Ctx;
 use machine_driver_conformance::fake_admin::FakeAdmin;
 use machine_driver_conformance::filter::Filter;
 use machine_driver_conformance::junit::junit_xml;
@@ -19,8 +20,11 @@ use machine_driver_conformance::restart::Restarter;
 use machine_driver_conformance::runner::Suite;
 use machine_driver_conformance::scenarios;
 use machine_driver_conformance::settings::{self, Settings};
+use machine_driver_conformance::soak::config::{NEEDS_RESTARTS, SoakConfig};
+use machine_driver_conformance::soak::{self, SoakTarget};
 use machine_driver_conformance::spawn::SpawnedDriver;
 use machine_driver_conformance::spawn_fake::SpawnedFake;
+use machine_driver_conformance::tracker::Tracker;
 use tokio::sync::Mutex;
 
 /// Checks a machine driver against the machinedriver.v1 contract.
@@ -73,6 +77,48 @@ struct Cli {
     /// List the scenario names and exit.
     #[arg(long)]
     list: bool,
+    /// Soak instead of the scenarios: this many machines through the whole lifecycle at once
+    /// under injected faults and driver kills (needs --spawn and --spawn-fake).
+    #[arg(long, value_name = "N")]
+    soak_machines: Option<usize>,
+    /// Soak: how often the driver is killed (SIGKILL) and restarted during the run, at least.
+    #[arg(long, value_name = "K", default_value_t = 5, requires = "soak_machines")]
+    soak_restarts: usize,
+    /// Soak: share of the cloud calls the fake fails (throttling, 5xx, lost answers, capacity on create).
+    #[arg(long, value_name = "F", default_value_t = 0.3, requires = "soak_machines")]
+    soak_fault_rate: f64,
+    /// Soak: seed of the moments of the restarts (default: random, printed in the summary).
+    #[arg(long, value_name = "S", requires = "soak_machines")]
+    soak_seed: Option<u64>,
+    /// Soak: factor on every retry delay (MCM's 5 s / 3 min / 10 min periods and the driver's RetryInfo).
+    #[arg(long, value_name = "X", default_value_t = 0.02, requires = "soak_machines")]
+    soak_time_scale: f64,
+    /// Soak: how long new instances stay invisible to the cloud's reads, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 3000, requires = "soak_machines")]
+    soak_invisible_ms: u64,
+    /// Soak: bound of the whole run in seconds; machines not through by then fail.
+    #[arg(long, value_name = "S", default_value_t = 600, requires = "soak_machines")]
+    soak_timeout_secs: u64,
+}
+
+/// The soak's settings when `--soak-machines` is given; refused without a driver the suite
+/// can restart.
+fn soak_config(cli: &Cli) -> Result<Option<SoakConfig>, String> {
+    let Some(machines) = cli.soak_machines else { return Ok(None) };
+    if cli.spawn.is_none() || cli.spawn_fake.is_none() {
+        return Err(NEEDS_RESTARTS.into());
+    }
+    let config = SoakConfig {
+        machines,
+        restarts: cli.soak_restarts,
+        fault_rate: cli.soak_fault_rate,
+        seed: cli.soak_seed.unwrap_or_else(|| u64::from(rand::random::<u32>())),
+        time_scale: cli.soak_time_scale,
+        invisible_ms: cli.soak_invisible_ms,
+        timeout: Duration::from_secs(cli.soak_timeout_secs),
+    };
+    config.check()?;
+    Ok(Some(config))
 }
 
 /// Name of the extra result reported for the spawned driver's shutdown.
@@ -141,6 +187,10 @@ async fn main() -> ExitCode {
         Ok(s) => Arc::new(s),
         Err(e) => return setup_failed(&e, None),
     };
+    let soak_config = match soak_config(&cli) {
+        Ok(c) => c,
+        Err(e) => return setup_failed(&e, None),
+    };
 
     // Dropping a spawned process (on any early return) kills it.
     let mut spawned_fake = None;
@@ -197,8 +247,44 @@ async fn main() -> ExitCode {
         fake.as_ref().map_or("none", |f| f.url())
     );
 
-    let suite = Suite { conn, settings, caps, fake, provider: info.provider.clone(), restarter };
-    let mut reports = suite.run(&all, &filter, |r| println!("{}", result_line(r))).await;
+    let mut reports = match (soak_config, &restarter, &fake) {
+        (Some(config), Some(restarter), Some(fake)) => {
+            let target = SoakTarget {
+                ctx: Ctx {
+                    conn,
+                    settings,
+                    caps,
+                    fake: Some(fake.clone()),
+                    tracker: Tracker::default(),
+                    provider: info.provider.clone(),
+                    short: "soak",
+                    restarter: Some(restarter.clone()),
+                },
+                restarter: restarter.clone(),
+                fake: fake.clone(),
+                driver: format!("{} {} (provider {})", info.name, info.vendor_version, info.provider),
+                fake_name: cli
+                    .spawn_fake
+                    .as_ref()
+                    .and_then(|p| p.file_name())
+                    .map_or_else(|| "the fake".into(), |n| n.to_string_lossy().into_owned()),
+            };
+            eprintln!("soak: {}", config.flags());
+            let result = soak::run(target, config).await;
+            for r in &result.reports {
+                println!("{}", result_line(r));
+            }
+            if let Some(figures) = &result.figures {
+                println!("{}", figures.block());
+            }
+            result.reports
+        }
+        (Some(_), _, _) => return setup_failed(NEEDS_RESTARTS, None),
+        (None, _, _) => {
+            let suite = Suite { conn, settings, caps, fake, provider: info.provider.clone(), restarter };
+            suite.run(&all, &filter, |r| println!("{}", result_line(r))).await
+        }
+    };
 
     if let Some(d) = &spawned {
         let started = Instant::now();
@@ -236,6 +322,7 @@ async fn main() -> ExitCode {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -246,5 +333,27 @@ mod tests {
         assert!(Cli::try_parse_from(["c", "--spawn-fake", "fake-ec2"]).is_err());
         assert!(Cli::try_parse_from(["c", "--endpoint", "/tmp/d.sock", "--spawn-fake", "fake-ec2"]).is_err());
         assert!(Cli::try_parse_from(["c", "--spawn", "drv"]).is_ok_and(|c| c.spawn_fake.is_none()));
+    }
+
+    #[test]
+    fn soak_needs_a_restartable_driver_and_sane_values() {
+        let parse = |args: &[&str]| Cli::try_parse_from([&["c"][..], args].concat());
+        let with_fake = ["--spawn", "drv", "--spawn-fake", "fake-ec2"];
+        let cli = parse(&[&with_fake[..], &["--soak-machines", "12", "--soak-seed", "3"][..]].concat()).unwrap();
+        let config = soak_config(&cli).unwrap().unwrap();
+        assert_eq!((config.machines, config.restarts, config.seed), (12, 5, 3));
+        assert_eq!((config.fault_rate, config.time_scale), (0.3, 0.02));
+        assert_eq!(soak_config(&parse(&with_fake).unwrap()).unwrap(), None);
+        for target in [&["--spawn", "drv"][..], &["--endpoint", "/tmp/d.sock"][..]] {
+            let cli = parse(&[target, &["--soak-machines", "12"][..]].concat()).unwrap();
+            assert_eq!(soak_config(&cli).unwrap_err(), NEEDS_RESTARTS);
+        }
+        let cli =
+            parse(&[&with_fake[..], &["--soak-machines", "12", "--soak-fault-rate", "1.5"][..]].concat()).unwrap();
+        assert!(soak_config(&cli).is_err());
+        assert!(
+            parse(&[&with_fake[..], &["--soak-restarts", "3"][..]].concat()).is_err(),
+            "soak flags need --soak-machines"
+        );
     }
 }

@@ -144,7 +144,12 @@ impl Admin {
     }
 
     fn strike(&self, operation: &str, class: Option<OpClass>, phase: Phase) -> Option<Rejection> {
-        let kind = self.state().faults.strike(operation, class, phase, rand::random::<f64>)?;
+        let kind = {
+            let mut state = self.state();
+            let kind = state.faults.strike(operation, class, phase, rand::random::<f64>)?;
+            state.counts.record_injected(kind, phase);
+            kind
+        };
         Some(self.reject(kind, RejectionCause::Injected(phase), operation))
     }
 
@@ -265,6 +270,7 @@ mod tests {
         assert!(admin.begin_call("Get").await.is_ok());
         let counts = admin.counts();
         assert_eq!((counts.of("Create"), counts.of("Get"), counts.total), (2, 1, 3));
+        assert_eq!((counts.injected.get(&FaultKind::Capacity), counts.lost_answers), (Some(&1), 0));
         admin.reset_counts();
         assert_eq!(admin.counts().total, 0);
     }
@@ -278,6 +284,8 @@ mod tests {
         assert_eq!(answer.status(), StatusCode::INTERNAL_SERVER_ERROR);
         let guard = admin.begin_call("Create").await.expect("before passes");
         assert_eq!(guard.finish(StatusCode::OK.into_response()).status(), StatusCode::OK);
+        let counts = admin.counts();
+        assert_eq!((counts.injected_total(), counts.lost_answers), (1, 1));
     }
 
     #[tokio::test]
@@ -290,7 +298,7 @@ mod tests {
         assert_eq!((refused.kind, refused.cause), (FaultKind::Throttle, RejectionCause::RateLimited));
         assert_eq!(refused.into_response().status(), StatusCode::SERVICE_UNAVAILABLE);
         let counts = admin.counts();
-        assert_eq!((counts.total, counts.throttled), (3, 1));
+        assert_eq!((counts.total, counts.throttled, counts.injected_total()), (3, 1, 0));
         admin.set_rate_limit(&RateLimitSpec { per_second: 0.0, burst: None });
         assert!(admin.begin_call("Get").await.is_ok());
     }

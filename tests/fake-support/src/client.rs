@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::counters::CallCounts;
+use crate::faults::FaultSpec;
 use crate::hooks::{Inventory, InventoryInstance};
 
 /// Connection to `<fake>/_admin`.
@@ -89,6 +90,14 @@ impl AdminClient {
             obj.insert("times".into(), json!(times));
         }
         self.post("/faults", body).await
+    }
+
+    /// `POST /faults` with a full rule (probability included); returns the fault's id.
+    pub async fn add_fault_spec(&self, spec: &FaultSpec) -> Result<String, String> {
+        let req = self.http.post(format!("{}/faults", self.base)).json(spec);
+        let answer: Value =
+            self.send(req, "/faults").await?.json().await.map_err(|e| format!("fake admin /faults: {e}"))?;
+        Ok(answer.get("id").and_then(Value::as_str).unwrap_or_default().to_string())
     }
 
     /// `DELETE /faults`.

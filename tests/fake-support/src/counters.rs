@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::faults::{FaultKind, Phase};
 use crate::operations::OpClass;
 
 /// Counts of cloud API requests since the last reset: the body of
@@ -23,6 +24,14 @@ pub struct CallCounts {
     /// Requests refused by the rate limit.
     #[serde(default)]
     pub throttled: u64,
+    /// Requests answered with an injected fault (`POST /_admin/faults`), by
+    /// fault kind, in either phase; rate-limit refusals are in `throttled` only.
+    #[serde(default)]
+    pub injected: BTreeMap<FaultKind, u64>,
+    /// Of the injected faults, those of phase `after`: the call took effect
+    /// and its answer was replaced by the error (a lost answer).
+    #[serde(default)]
+    pub lost_answers: u64,
 }
 
 impl CallCounts {
@@ -38,6 +47,19 @@ impl CallCounts {
     /// Records that a request was refused by the rate limit.
     pub fn record_throttled(&mut self) {
         self.throttled += 1;
+    }
+
+    /// Records that an injected fault of `kind` struck a request in `phase`.
+    pub fn record_injected(&mut self, kind: FaultKind, phase: Phase) {
+        *self.injected.entry(kind).or_default() += 1;
+        if phase == Phase::After {
+            self.lost_answers += 1;
+        }
+    }
+
+    /// Requests answered with an injected fault, all kinds.
+    pub fn injected_total(&self) -> u64 {
+        self.injected.values().sum()
     }
 
     /// The count for one operation (0 when never called).
@@ -71,6 +93,10 @@ mod tests {
         counts.record("DescribeInstances", Some(OpClass::Read));
         counts.record("SomethingUnclassified", None);
         counts.record_throttled();
+        counts.record_injected(FaultKind::Throttle, Phase::Before);
+        counts.record_injected(FaultKind::Internal, Phase::After);
+        counts.record_injected(FaultKind::Throttle, Phase::Before);
+        assert_eq!((counts.injected_total(), counts.lost_answers), (3, 1));
         assert_eq!(counts.of("RunInstances"), 2);
         assert_eq!(counts.of("TerminateInstances"), 0);
         assert_eq!((counts.of_class(OpClass::Create), counts.of_class(OpClass::Delete)), (2, 0));
@@ -82,7 +108,9 @@ mod tests {
                 "calls": {"RunInstances": 2, "DescribeInstances": 1, "SomethingUnclassified": 1},
                 "classes": {"create": 2, "read": 1},
                 "total": 4,
-                "throttled": 1
+                "throttled": 1,
+                "injected": {"throttle": 2, "internal": 1},
+                "lost_answers": 1
             })
         );
         let back: CallCounts = serde_json::from_value(json).expect("deserialize");

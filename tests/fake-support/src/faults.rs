@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use crate::operations::{OpClass, OpSelector};
 
 /// The cloud-neutral kind of an injected error; each fake maps it to its cloud's real error.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FaultKind {
     /// Request throttling (EC2 `RequestLimitExceeded`, GCE `rateLimitExceeded`).

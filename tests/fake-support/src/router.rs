@@ -146,7 +146,13 @@ mod tests {
         assert!(admin.begin_call("RunInstances").await.is_ok());
 
         let (_, body) = call(&router, Method::GET, "/_admin/calls", None).await;
-        assert_eq!(body, json!({"calls": {"RunInstances": 2}, "classes": {"create": 2}, "total": 2, "throttled": 0}));
+        assert_eq!(
+            body,
+            json!({
+                "calls": {"RunInstances": 2}, "classes": {"create": 2}, "total": 2, "throttled": 0,
+                "injected": {"throttle": 1}, "lost_answers": 0
+            })
+        );
         call(&router, Method::POST, "/_admin/calls/reset", None).await;
         let (_, body) = call(&router, Method::GET, "/_admin/calls", None).await;
         assert_eq!(body["total"], 0);

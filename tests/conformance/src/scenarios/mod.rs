@@ -20,6 +20,8 @@ use machine_driver_proto::v1::Capability;
 
 use crate::scenario::Scenario;
 
+pub(crate) use leak::expect_no_leftovers;
+
 /// Name of the final leak check; the runner always runs it last and honours only `--skip` for it.
 pub const LEAK_CHECK: &str = "fake/leak-check";
 
