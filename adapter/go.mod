@@ -3,6 +3,7 @@ module github.com/machine-driver/adapter
 go 1.26.2
 
 require (
+	github.com/Masterminds/semver/v3 v3.4.0
 	github.com/gardener/machine-controller-manager v0.62.1
 	github.com/prometheus/client_golang v1.23.2
 	github.com/spf13/pflag v1.0.9
@@ -18,7 +19,6 @@ require (
 )
 
 require (
-	github.com/Masterminds/semver/v3 v3.4.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/blang/semver/v4 v4.0.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect

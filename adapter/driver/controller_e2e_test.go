@@ -6,24 +6,38 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/Masterminds/semver/v3"
 
 	"github.com/gardener/machine-controller-manager/pkg/apis/machine/v1alpha1"
 	machinefake "github.com/gardener/machine-controller-manager/pkg/client/clientset/versioned/fake"
 	machineinformers "github.com/gardener/machine-controller-manager/pkg/client/informers/externalversions"
+	"github.com/gardener/machine-controller-manager/pkg/util/provider/drain"
 	mcmdriver "github.com/gardener/machine-controller-manager/pkg/util/provider/driver"
 	machinecontroller "github.com/gardener/machine-controller-manager/pkg/util/provider/machinecontroller"
 	"github.com/gardener/machine-controller-manager/pkg/util/provider/machineutils"
 	"github.com/gardener/machine-controller-manager/pkg/util/provider/options"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/version"
+	fakediscovery "k8s.io/client-go/discovery/fake"
 	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 )
 
@@ -34,87 +48,342 @@ import (
 // cluster there is no Node to wait for) after MCM retried a throttled create,
 // with exactly one VM live in the fake's inventory;
 // an orphan VM is collected while the machine's own stays; then the machine is
-// deleted, its VM gone and its finalizer removed.
+// deleted, its VM gone, its finalizer removed and the object with it.
 func TestMCMControllerDrivesTheSidecarOfEveryProvider(t *testing.T) {
 	eachProvider(t, controllerFlow)
 }
 
-const e2eNamespace = "shoot--e2e--cluster"
+// The same with a target cluster (a fake clientset and informers for Nodes,
+// Pods, PVs, PVCs, VolumeAttachments and PDBs, as MCM's controller reads
+// them): MCM creates and initializes the VM and waits in phase Pending; the
+// test plays the kubelet and registers the Node (named by the machine's `node`
+// label, with its providerID and a Ready condition); MCM takes the node over
+// and the machine reaches phase Running. Deleting the machine drains the node
+// (cordon, then eviction of its pod), deletes the VM through DeleteMachine,
+// then the Node object, and removes the machine, in that order.
+func TestMCMControllerWithTargetClusterDrivesTheSidecarOfEveryProvider(t *testing.T) {
+	eachProvider(t, targetClusterFlow)
+}
 
-func controllerFlow(t *testing.T, binary, examples string) {
+const (
+	e2eNamespace = "shoot--e2e--cluster"
+	// MCM's default --node-conditions.
+	e2eNodeConditions = "KernelDeadlock,ReadonlyFilesystem,DiskPressure,NetworkUnavailable"
+)
+
+// e2e is one provider's sidecar on its embedded fake cloud with MCM's machine
+// controller in front of it.
+type e2e struct {
+	t         *testing.T
+	d         *Driver
+	admin     string // the fake cloud's admin API
+	name      string // the Machine's
+	class     *v1alpha1.MachineClass
+	secret    *corev1.Secret
+	machines  *machinefake.Clientset
+	target    *k8sfake.Clientset // nil without a target cluster
+	c         machinecontroller.Controller
+	stop      chan struct{}
+	factories []interface{ Start(<-chan struct{}) }
+
+	mu sync.Mutex
+	// Per observed call in the target cluster: the VMs of the machine live in
+	// the fake cloud at that moment (-1 when the fake could not be asked).
+	evictions     []int
+	nodeDeletions []int
+}
+
+func newE2E(t *testing.T, binary, examples string, withTarget bool) *e2e {
 	admin := freeAddr(t)
-	d := startSidecar(t, binary, "--embedded-fake-listen", admin)
+	e := &e2e{t: t, admin: admin, d: startSidecar(t, binary, "--embedded-fake-listen", admin), stop: make(chan struct{})}
 	spec, secretData := exampleClass(t, examples)
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "cloudprovider", Namespace: e2eNamespace}, Data: secretData}
-	if _, ok := secret.Data["userData"]; !ok {
-		secret.Data["userData"] = []byte("#!/bin/sh\necho hello\n")
+	e.secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "cloudprovider", Namespace: e2eNamespace}, Data: secretData}
+	if _, ok := e.secret.Data["userData"]; !ok {
+		e.secret.Data["userData"] = []byte("#!/bin/sh\necho <<BOOTSTRAP_TOKEN>>\n")
 	}
-	ref := &corev1.SecretReference{Name: secret.Name, Namespace: e2eNamespace}
-	class := &v1alpha1.MachineClass{
+	ref := &corev1.SecretReference{Name: e.secret.Name, Namespace: e2eNamespace}
+	e.class = &v1alpha1.MachineClass{
 		ObjectMeta:           metav1.ObjectMeta{Name: "class", Namespace: e2eNamespace},
-		Provider:             d.Provider,
+		Provider:             e.d.Provider,
 		ProviderSpec:         runtime.RawExtension{Raw: spec},
 		SecretRef:            ref,
 		CredentialsSecretRef: ref,
 	}
-	name := fmt.Sprintf("e2e-%d", time.Now().UnixNano()%1_000_000)
+	e.name = fmt.Sprintf("e2e-%d", time.Now().UnixNano()%1_000_000)
 	machine := &v1alpha1.Machine{
 		// As the API server sets them (the fake clientset does not).
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e2eNamespace, UID: types.UID("uid-" + name), CreationTimestamp: metav1.Now()},
-		Spec:       v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: class.Name}},
+		ObjectMeta: metav1.ObjectMeta{Name: e.name, Namespace: e2eNamespace, UID: types.UID("uid-" + e.name), CreationTimestamp: metav1.Now()},
+		Spec:       v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: e.class.Name}},
 	}
 
-	machines := machinefake.NewSimpleClientset(class, machine)
-	core := k8sfake.NewSimpleClientset(secret)
-	machineFactory := machineinformers.NewSharedInformerFactoryWithOptions(machines, 100*time.Millisecond, machineinformers.WithNamespace(e2eNamespace))
+	e.machines = machinefake.NewSimpleClientset(e.class, machine)
+	apiServerDeletion(&e.machines.Fake, versioned(&e.machines.Fake, e.machines.Tracker()), "machines")
+	core := k8sfake.NewSimpleClientset(e.secret)
+	versioned(&core.Fake, core.Tracker())
+	machineFactory := machineinformers.NewSharedInformerFactoryWithOptions(e.machines, 100*time.Millisecond, machineinformers.WithNamespace(e2eNamespace))
 	coreFactory := kubeinformers.NewSharedInformerFactoryWithOptions(core, 100*time.Millisecond, kubeinformers.WithNamespace(e2eNamespace))
+	e.factories = append(e.factories, machineFactory, coreFactory)
+
+	// Without a target cluster MCM gets nil interfaces (a typed nil would count as a cluster).
+	var (
+		targetClient  kubernetes.Interface
+		targetFactory kubeinformers.SharedInformerFactory
+		targetVersion *semver.Version
+	)
+	if withTarget {
+		e.target = e.newTargetCluster()
+		targetClient = e.target
+		// As MCM's app builds it: all namespaces, the version from discovery.
+		targetFactory = kubeinformers.NewSharedInformerFactory(e.target, 100*time.Millisecond)
+		e.factories = append(e.factories, targetFactory)
+		info, err := e.target.Discovery().ServerVersion()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if targetVersion, err = semver.NewVersion(info.GitVersion); err != nil {
+			t.Fatal(err)
+		}
+	}
 	safety := options.SafetyOptions{
 		MachineCreationTimeout:                   metav1.Duration{Duration: 20 * time.Minute},
 		MachineHealthTimeout:                     metav1.Duration{Duration: 10 * time.Minute},
 		MachineDrainTimeout:                      metav1.Duration{Duration: 5 * time.Minute},
+		MaxEvictRetries:                          drain.DefaultMaxEvictRetries,
+		PvDetachTimeout:                          metav1.Duration{Duration: 2 * time.Minute},
+		PvReattachTimeout:                        metav1.Duration{Duration: 90 * time.Second},
 		MachineSafetyOrphanVMsPeriod:             metav1.Duration{Duration: 2 * time.Second},
 		MachineSafetyAPIServerStatusCheckPeriod:  metav1.Duration{Duration: time.Minute},
 		MachineSafetyAPIServerStatusCheckTimeout: metav1.Duration{Duration: 30 * time.Second},
 	}
-	c, err := machinecontroller.NewController(e2eNamespace, machines.MachineV1alpha1(), core, nil, d, nil,
+	c, err := machinecontroller.NewController(e2eNamespace, e.machines.MachineV1alpha1(), core, targetClient, e.d, targetFactory,
 		coreFactory.Core().V1().Secrets(), machineFactory.Machine().V1alpha1().MachineClasses(),
-		machineFactory.Machine().V1alpha1().Machines(), record.NewFakeRecorder(1000), safety, "", "", nil,
+		machineFactory.Machine().V1alpha1().Machines(), record.NewFakeRecorder(1000), safety, e2eNodeConditions, "", targetVersion,
 		machineutils.RetryPeriod(10*time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.c = c
+	return e
+}
+
+// run starts the informers and the controller; both stop when the test ends.
+func (e *e2e) run() {
+	for _, f := range e.factories {
+		f.Start(e.stop)
+	}
+	go e.c.Run(1, e.stop)
+	e.t.Cleanup(func() {
+		close(e.stop)
+		// Run registered the controller as a metrics collector once its caches
+		// synced (Run itself does not return: its workers wait on queues it shuts
+		// down only after they end); the next provider's controller registers again.
+		if collector, ok := e.c.(prometheus.Collector); ok {
+			prometheus.Unregister(collector)
+		}
+	})
+}
+
+// newTargetCluster is a fake target cluster that advertises what MCM looks up
+// by discovery (the eviction subresource, VolumeAttachments, its version),
+// evicts pods as the API server does (no PDB here: the pod is deleted) and
+// deletes objects with finalizers as the API server does.
+func (e *e2e) newTargetCluster() *k8sfake.Clientset {
+	target := k8sfake.NewSimpleClientset()
+	discovery := target.Discovery().(*fakediscovery.FakeDiscovery)
+	discovery.FakedServerVersion = &version.Info{Major: "1", Minor: "33", GitVersion: "v1.33.4"}
+	discovery.Resources = []*metav1.APIResourceList{
+		{GroupVersion: "v1", APIResources: []metav1.APIResource{
+			{Name: "nodes", Kind: "Node"},
+			{Name: "pods", Namespaced: true, Kind: "Pod"},
+			{Name: "pods/eviction", Namespaced: true, Group: "policy", Version: "v1", Kind: "Eviction"},
+			{Name: "persistentvolumes", Kind: "PersistentVolume"},
+			{Name: "persistentvolumeclaims", Namespaced: true, Kind: "PersistentVolumeClaim"},
+			{Name: "secrets", Namespaced: true, Kind: "Secret"},
+		}},
+		{GroupVersion: "policy/v1", APIResources: []metav1.APIResource{
+			{Name: "poddisruptionbudgets", Namespaced: true, Kind: "PodDisruptionBudget"},
+		}},
+		{GroupVersion: "storage.k8s.io/v1", APIResources: []metav1.APIResource{
+			{Name: "volumeattachments", Kind: "VolumeAttachment"},
+		}},
+	}
+	apiServerDeletion(&target.Fake, versioned(&target.Fake, target.Tracker()), "nodes")
+	// The fake clientset records an eviction without deleting the pod; the API
+	// server deletes it (MCM's drain then waits for it to be gone).
+	target.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		create, ok := a.(k8stesting.CreateAction)
+		if !ok || create.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		eviction, err := meta.Accessor(create.GetObject())
+		if err != nil {
+			return true, nil, err
+		}
+		e.observe(&e.evictions)
+		return true, nil, target.Tracker().Delete(a.GetResource(), create.GetNamespace(), eviction.GetName())
+	})
+	// Observes only; the deletion itself happens below it.
+	target.PrependReactor("delete", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		e.observe(&e.nodeDeletions)
+		return false, nil, nil
+	})
+	return target
+}
+
+// observe appends the number of the machine's VMs live in the fake now.
+func (e *e2e) observe(into *[]int) {
+	live, err := liveVMs(e.admin, e.name)
+	if err != nil {
+		live = -1
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	*into = append(*into, live)
+}
+
+func (e *e2e) observed(from *[]int) []int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(*from)
+}
+
+// versioned makes the fake clientset give every object it writes a new
+// resourceVersion, as the API server does, and returns its tracker doing so.
+// (The fake's own tracker keeps the version empty; an informer delivers an
+// update whose version did not change as a resync, only to the handlers whose
+// resync is due, so MCM's handlers would miss updates at random, e.g. the
+// deletion timestamp of a Machine.)
+func versioned(fake *k8stesting.Fake, tracker k8stesting.ObjectTracker) k8stesting.ObjectTracker {
+	v := versionedTracker{ObjectTracker: tracker, last: new(atomic.Int64)}
+	fake.PrependReactor("*", "*", k8stesting.ObjectReaction(v))
+	return v
+}
+
+type versionedTracker struct {
+	k8stesting.ObjectTracker
+	last *atomic.Int64
+}
+
+// stamp is a copy of obj with the next resourceVersion (the caller's object,
+// possibly an informer's, stays as it is).
+func (v versionedTracker) stamp(obj runtime.Object) runtime.Object {
+	obj = obj.DeepCopyObject()
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetResourceVersion(strconv.FormatInt(v.last.Add(1), 10))
+	}
+	return obj
+}
+
+func (v versionedTracker) Create(gvr schema.GroupVersionResource, obj runtime.Object, ns string, opts ...metav1.CreateOptions) error {
+	return v.ObjectTracker.Create(gvr, v.stamp(obj), ns, opts...)
+}
+
+func (v versionedTracker) Update(gvr schema.GroupVersionResource, obj runtime.Object, ns string, opts ...metav1.UpdateOptions) error {
+	return v.ObjectTracker.Update(gvr, v.stamp(obj), ns, opts...)
+}
+
+func (v versionedTracker) Patch(gvr schema.GroupVersionResource, obj runtime.Object, ns string, opts ...metav1.PatchOptions) error {
+	return v.ObjectTracker.Patch(gvr, v.stamp(obj), ns, opts...)
+}
+
+// apiServerDeletion makes the fake clientset delete objects of resource as the
+// API server does: an object with finalizers only gets a deletion timestamp
+// (and a new generation) and is removed by the update that drops its last
+// finalizer.
+func apiServerDeletion(fake *k8stesting.Fake, tracker k8stesting.ObjectTracker, resource string) {
+	fake.PrependReactor("delete", resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
+		del := a.(k8stesting.DeleteAction)
+		obj, err := tracker.Get(a.GetResource(), a.GetNamespace(), del.GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return true, nil, err
+		}
+		if len(m.GetFinalizers()) == 0 {
+			return false, nil, nil
+		}
+		if m.GetDeletionTimestamp() == nil {
+			now := metav1.Now()
+			m.SetDeletionTimestamp(&now)
+			m.SetGeneration(m.GetGeneration() + 1)
+			err = tracker.Update(a.GetResource(), obj, a.GetNamespace())
+		}
+		return true, obj, err
+	})
+	fake.PrependReactor("update", resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
+		update := a.(k8stesting.UpdateAction)
+		m, err := meta.Accessor(update.GetObject())
+		if err != nil || update.GetSubresource() != "" || m.GetDeletionTimestamp() == nil || len(m.GetFinalizers()) > 0 {
+			return false, nil, nil
+		}
+		return true, update.GetObject(), tracker.Delete(a.GetResource(), a.GetNamespace(), m.GetName())
+	})
+}
+
+// machineState is the Machine's deletion and status, for failure messages.
+func (e *e2e) machineState() string {
+	m, err := e.machines.MachineV1alpha1().Machines(e2eNamespace).Get(context.Background(), e.name, metav1.GetOptions{})
+	if err != nil {
+		return "machine: " + err.Error()
+	}
+	return fmt.Sprintf("machine deletion %v, finalizers %v, %+v %+v", m.DeletionTimestamp, m.Finalizers, m.Status.CurrentStatus, m.Status.LastOperation)
+}
+
+func (e *e2e) machine() *v1alpha1.Machine {
+	m, err := e.machines.MachineV1alpha1().Machines(e2eNamespace).Get(context.Background(), e.name, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatalf("get machine: %v", err)
+	}
+	return m
+}
+
+// initialized tells whether the sidecar reports no pending step for m's VM.
+func (e *e2e) initialized(m *v1alpha1.Machine) (bool, string) {
+	_, err := e.d.GetMachineStatus(context.Background(), &mcmdriver.GetMachineStatusRequest{Machine: m, MachineClass: e.class, Secret: e.secret})
+	return err == nil, fmt.Sprint(err)
+}
+
+// deleteMachine deletes the Machine as a user does (the API server keeps it,
+// with a deletion timestamp, while it has finalizers).
+func (e *e2e) deleteMachine() {
+	if err := e.machines.MachineV1alpha1().Machines(e2eNamespace).Delete(context.Background(), e.name, metav1.DeleteOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *e2e) waitMachineGone(limit time.Duration) {
+	eventually(e.t, limit, "machine's finalizer removed and the object gone", func() (bool, string) {
+		m, err := e.machines.MachineV1alpha1().Machines(e2eNamespace).Get(context.Background(), e.name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, "gone"
+		}
+		if err != nil {
+			return false, err.Error()
+		}
+		return false, fmt.Sprintf("finalizers %v, phase %s, %+v", m.Finalizers, m.Status.CurrentStatus.Phase, m.Status.LastOperation)
+	})
+}
+
+func controllerFlow(t *testing.T, binary, examples string) {
+	e := newE2E(t, binary, examples, false)
+	d, admin, name, class, secret := e.d, e.admin, e.name, e.class, e.secret
 	// The cloud throttles the first create and the sidecar's one resend: MCM gets
 	// Unavailable and retries after its short period; exactly one VM results.
 	adminPost(t, admin, "faults", `{"operation": "create", "kind": "throttle", "times": 2}`)
 	adminPost(t, admin, "calls/reset", `{}`)
+	e.run()
 
-	stop := make(chan struct{})
-	machineFactory.Start(stop)
-	coreFactory.Start(stop)
-	go c.Run(1, stop)
-	t.Cleanup(func() {
-		close(stop)
-		if collector, ok := c.(prometheus.Collector); ok {
-			prometheus.Unregister(collector)
-		}
-	})
-
-	get := func() *v1alpha1.Machine {
-		m, err := machines.MachineV1alpha1().Machines(e2eNamespace).Get(context.Background(), name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatalf("get machine: %v", err)
-		}
-		return m
-	}
 	// Without a target cluster MCM's flow ends in phase Available (Running needs a Node).
 	eventually(t, 60*time.Second, "machine Available", func() (bool, string) {
-		m := get()
+		m := e.machine()
 		phase := m.Status.CurrentStatus.Phase
 		done := phase == v1alpha1.MachineAvailable || phase == v1alpha1.MachineRunning
 		return done && m.Status.LastOperation.State == v1alpha1.MachineStateSuccessful,
 			fmt.Sprintf("%+v %+v", m.Status.CurrentStatus, m.Status.LastOperation)
 	})
-	m := get()
+	m := e.machine()
 	if m.Spec.ProviderID == "" {
 		t.Fatalf("created machine without providerID: %+v", m)
 	}
@@ -133,10 +402,7 @@ func controllerFlow(t *testing.T, binary, examples string) {
 		t.Errorf("%d create calls reached the cloud, want 3 (two throttled, then one)", creates)
 	}
 	// MCM initialized it: the sidecar reports no pending step any more.
-	eventually(t, 30*time.Second, "machine initialized", func() (bool, string) {
-		_, err := d.GetMachineStatus(context.Background(), &mcmdriver.GetMachineStatusRequest{Machine: m, MachineClass: class, Secret: secret})
-		return err == nil, fmt.Sprint(err)
-	})
+	eventually(t, 30*time.Second, "machine initialized", func() (bool, string) { return e.initialized(m) })
 
 	// A VM of the cluster that no Machine owns (created through the sidecar for a
 	// machine MCM does not know) is removed by MCM's orphan collection, through
@@ -153,30 +419,170 @@ func controllerFlow(t *testing.T, binary, examples string) {
 		t.Fatalf("orphan collection left %d live VMs for the machine that exists", live)
 	}
 
-	// Deletion as the API server does it: a deletion timestamp, the finalizer kept.
-	now := metav1.Now()
-	m.DeletionTimestamp = &now
-	if _, err := machines.MachineV1alpha1().Machines(e2eNamespace).Update(context.Background(), m, metav1.UpdateOptions{}); err != nil {
+	// Deletion as a user asks for it: the API server sets a deletion timestamp
+	// and keeps the object until MCM removes its finalizer.
+	e.deleteMachine()
+	eventually(t, 60*time.Second, "VM gone", func() (bool, string) {
+		live := liveInFake(t, admin, name)
+		return live == 0, fmt.Sprintf("%d live VMs", live)
+	})
+	e.waitMachineGone(60 * time.Second)
+}
+
+func targetClusterFlow(t *testing.T, binary, examples string) {
+	e := newE2E(t, binary, examples, true)
+	ctx := context.Background()
+	adminPost(t, e.admin, "calls/reset", `{}`)
+	e.run()
+
+	// MCM creates the VM (a bootstrap token in the target cluster for its user
+	// data), initializes it and waits for its Node in phase Pending.
+	eventually(t, 60*time.Second, "VM created and initialized, machine Pending", func() (bool, string) {
+		m := e.machine()
+		state := fmt.Sprintf("providerID %q, node label %q, %+v %+v", m.Spec.ProviderID, m.Labels[v1alpha1.NodeLabelKey], m.Status.CurrentStatus, m.Status.LastOperation)
+		if m.Spec.ProviderID == "" || m.Labels[v1alpha1.NodeLabelKey] == "" || m.Status.CurrentStatus.Phase != v1alpha1.MachinePending {
+			return false, state
+		}
+		if live := liveInFake(t, e.admin, e.name); live != 1 {
+			return false, fmt.Sprintf("%s; %d live VMs", state, live)
+		}
+		ok, status := e.initialized(m)
+		return ok, state + "; status: " + status
+	})
+	if creates := createCalls(t, e.admin); creates != 1 {
+		t.Errorf("%d create calls reached the cloud, want 1", creates)
+	}
+	if tokens := e.bootstrapTokens(); tokens != 1 {
+		t.Errorf("%d bootstrap token secrets in the target cluster's kube-system, want 1", tokens)
+	}
+	m := e.machine()
+	// Without its Node the machine stays Pending (no Available with a target cluster).
+	time.Sleep(time.Second)
+	if phase := e.machine().Status.CurrentStatus.Phase; phase != v1alpha1.MachinePending {
+		t.Fatalf("phase %s before a Node registered, want Pending", phase)
+	}
+
+	// The kubelet registers the Node, named as the sidecar named it, with the
+	// VM's providerID, Ready; a workload pod runs on it.
+	nodeName, providerID := m.Labels[v1alpha1.NodeLabelKey], m.Spec.ProviderID
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: nodeName, Labels: map[string]string{corev1.LabelHostname: nodeName}},
+		Spec:       corev1.NodeSpec{ProviderID: providerID},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
+			{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", LastTransitionTime: metav1.Now()},
+			{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, LastTransitionTime: metav1.Now()},
+			{Type: corev1.NodeDiskPressure, Status: corev1.ConditionFalse, LastTransitionTime: metav1.Now()},
+			{Type: corev1.NodePIDPressure, Status: corev1.ConditionFalse, LastTransitionTime: metav1.Now()},
+		}},
+	}
+	if _, err := e.target.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, "VM gone and finalizer removed", func() (bool, string) {
-		m, err := machines.MachineV1alpha1().Machines(e2eNamespace).Get(context.Background(), name, metav1.GetOptions{})
-		gone := err != nil || len(m.Finalizers) == 0
-		live := liveInFake(t, admin, name)
-		state := "machine gone"
-		if err == nil {
-			state = fmt.Sprintf("finalizers %v, %+v", m.Finalizers, m.Status.LastOperation)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "workload", Namespace: "default", UID: "uid-workload",
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "workload", UID: "uid-rs", Controller: ptr(true)}}},
+		Spec:   corev1.PodSpec{NodeName: nodeName, Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning},
+	}
+	if _, err := e.target.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// MCM takes the Node over (its finalizer, the machine-name label), the
+	// machine turns Running and its bootstrap token is deleted.
+	eventually(t, 60*time.Second, "machine Running on its Node", func() (bool, string) {
+		m := e.machine()
+		n, err := e.target.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
 		}
-		return gone && live == 0, fmt.Sprintf("%s; %d live VMs", state, live)
+		state := fmt.Sprintf("%+v %+v; node finalizers %v, labels %v", m.Status.CurrentStatus, m.Status.LastOperation, n.Finalizers, n.Labels)
+		return m.Status.CurrentStatus.Phase == v1alpha1.MachineRunning &&
+			m.Status.LastOperation.State == v1alpha1.MachineStateSuccessful &&
+			slices.Contains(n.Finalizers, machinecontroller.NodeFinalizerName) &&
+			n.Labels[machineutils.MachineLabelKey] == e.name, state
 	})
+	eventually(t, 10*time.Second, "bootstrap token deleted after the join", func() (bool, string) {
+		tokens := e.bootstrapTokens()
+		return tokens == 0, fmt.Sprintf("%d bootstrap tokens", tokens)
+	})
+	if ev := e.observed(&e.evictions); len(ev) != 0 {
+		t.Fatalf("pod evicted before the machine was deleted: %v", ev)
+	}
+
+	// Deletion: drain (cordon, evict), VM, Node, machine, in that order.
+	e.deleteMachine()
+	eventually(t, 60*time.Second, "pod evicted by MCM's drain", func() (bool, string) {
+		_, err := e.target.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		ev := e.observed(&e.evictions)
+		return apierrors.IsNotFound(err) && len(ev) > 0, fmt.Sprintf("pod: %v; evictions %v; %s", err, ev, e.machineState())
+	})
+	if ev := e.observed(&e.evictions); len(ev) != 1 || ev[0] != 1 {
+		t.Errorf("evictions (live VMs at each): %v, want one with the VM still live", ev)
+	}
+	if !e.cordoned(nodeName) {
+		t.Errorf("node %s was not cordoned before the drain", nodeName)
+	}
+	eventually(t, 60*time.Second, "VM deleted through DeleteMachine", func() (bool, string) {
+		live := liveInFake(t, e.admin, e.name)
+		m := e.machine()
+		return live == 0, fmt.Sprintf("%d live VMs; %+v", live, m.Status.LastOperation)
+	})
+	eventually(t, 60*time.Second, "Node object deleted", func() (bool, string) {
+		n, err := e.target.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, "gone"
+		}
+		if err != nil {
+			return false, err.Error()
+		}
+		return false, fmt.Sprintf("finalizers %v, deletion %v", n.Finalizers, n.DeletionTimestamp)
+	})
+	if nd := e.observed(&e.nodeDeletions); len(nd) == 0 || nd[0] != 0 {
+		t.Errorf("node deletions (live VMs at each): %v, want the first after the VM was gone", nd)
+	}
+	e.waitMachineGone(60 * time.Second)
 }
+
+// bootstrapTokens counts the bootstrap token secrets in the target cluster.
+func (e *e2e) bootstrapTokens() int {
+	list, err := e.target.CoreV1().Secrets(metav1.NamespaceSystem).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	n := 0
+	for _, s := range list.Items {
+		if s.Type == corev1.SecretTypeBootstrapToken {
+			n++
+		}
+	}
+	return n
+}
+
+// cordoned tells whether an update to the target cluster made the node unschedulable.
+func (e *e2e) cordoned(nodeName string) bool {
+	for _, a := range e.target.Actions() {
+		update, ok := a.(k8stesting.UpdateAction)
+		if !ok || a.GetResource().Resource != "nodes" {
+			continue
+		}
+		if n, ok := update.GetObject().(*corev1.Node); ok && n.Name == nodeName && n.Spec.Unschedulable {
+			return true
+		}
+	}
+	return false
+}
+
+func ptr[T any](v T) *T { return &v }
 
 func eventually(t *testing.T, limit time.Duration, what string, check func() (bool, string)) string {
 	t.Helper()
-	deadline := time.Now().Add(limit)
+	start := time.Now()
+	deadline := start.Add(limit)
 	for {
 		ok, state := check()
 		if ok {
+			t.Logf("%s after %s", what, time.Since(start).Round(time.Millisecond))
 			return state
 		}
 		if time.Now().After(deadline) {
@@ -188,9 +594,19 @@ func eventually(t *testing.T, limit time.Duration, what string, check func() (bo
 
 // liveInFake counts the live instances named name in the fake's inventory.
 func liveInFake(t *testing.T, admin, name string) int {
-	resp, err := http.Get("http://" + admin + "/_admin/inventory")
+	t.Helper()
+	n, err := liveVMs(admin, name)
 	if err != nil {
 		t.Fatalf("fake inventory: %v", err)
+	}
+	return n
+}
+
+// liveVMs counts the live instances named name in the fake's inventory.
+func liveVMs(admin, name string) (int, error) {
+	resp, err := http.Get("http://" + admin + "/_admin/inventory")
+	if err != nil {
+		return 0, err
 	}
 	defer resp.Body.Close()
 	var inv struct {
@@ -200,7 +616,7 @@ func liveInFake(t *testing.T, admin, name string) int {
 		} `json:"instances"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&inv); err != nil {
-		t.Fatalf("fake inventory: %v", err)
+		return 0, err
 	}
 	n := 0
 	for _, i := range inv.Instances {
@@ -208,7 +624,7 @@ func liveInFake(t *testing.T, admin, name string) int {
 			n++
 		}
 	}
-	return n
+	return n, nil
 }
 
 // adminPost posts body to the fake's admin API.
