@@ -1,5 +1,15 @@
-//! Compute API clients, cached per service account key, one client-side rate
-//! limiter per project, and the handle every Compute call goes through.
+//! Compute API clients, cached per service account key or workload identity
+//! configuration, one client-side rate limiter per project, and the handle
+//! every Compute call goes through.
+//!
+//! The clients of one set of credentials share one `google-cloud-auth`
+//! credentials object, whose token cache makes one token request for all
+//! concurrent calls and renews the token before it expires. A call refused
+//! for its credentials (no token could be made, or Compute answered 401)
+//! marks the clients stale: the next call builds them again, so a workload
+//! identity whose exchange failed (the SDK keeps such an error for good) is
+//! exchanged anew, re-reading its token file. Builds are serialized, so
+//! concurrent calls that find no clients wait for one build and one exchange.
 //!
 //! The SDK's own retry loop is switched off (`NeverRetry`): every Compute
 //! request is sent through the kit's [`CloudCaller`] (limiter, metrics,
@@ -9,7 +19,9 @@
 //! made on behalf of several RPCs ([`SharedApi`]), by a deadline of its own.
 
 use std::future::Future;
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use google_cloud_auth::credentials::Credentials;
 use google_cloud_compute_v1::client::{Images, Instances, ZoneOperations};
@@ -17,7 +29,7 @@ use google_cloud_gax::error::Error as GaxError;
 use google_cloud_gax::retry_policy::NeverRetry;
 use machine_driver_api::{CallContext, CallFailure, CloudCaller, DriverError, KeyedCache, RateLimiter};
 
-use crate::credentials::ServiceAccountKey;
+use crate::credentials::{GcpCredentials, WorkloadIdentity};
 use crate::errors::GceFailure;
 
 /// What a Compute request answers: the output, or the failure (which converts
@@ -36,7 +48,8 @@ pub(crate) enum ComputeEndpoint {
     Google,
     /// An override over HTTPS (private endpoint) with service account credentials.
     Secure(String),
-    /// An override over plain HTTP (a fake): principal-header credentials.
+    /// An override over plain HTTP (a fake): principal-header credentials for
+    /// service account keys; workload identity exchanges tokens with the fake.
     Insecure(String),
 }
 
@@ -60,6 +73,56 @@ pub(crate) struct ComputeClients {
     pub(crate) operations: ZoneOperations,
     /// images.*
     pub(crate) images: Images,
+    /// The workload identity token file behind these clients' credentials.
+    token_file: Option<PathBuf>,
+    /// Set when a call was refused for its credentials: build new clients.
+    stale: AtomicBool,
+    /// Which build of the credentials' clients these are (unique in the process).
+    pub(crate) generation: u64,
+}
+
+/// Builds of client sets so far (their generations).
+static GENERATIONS: AtomicU64 = AtomicU64::new(0);
+
+impl ComputeClients {
+    /// A failed call's answer, after marking these clients stale when the
+    /// failure was one of credentials; a workload identity's failure to make
+    /// a token is explained (an unusable token file, named; or the token
+    /// endpoint's refusal).
+    fn after_failure(&self, failure: CallFailure<GceFailure>) -> CallFailure<GceFailure> {
+        let CallFailure::Cloud(call, f) = failure else {
+            return failure;
+        };
+        if !f.is_unauthenticated() {
+            return CallFailure::Cloud(call, f);
+        }
+        self.stale.store(true, Ordering::Relaxed);
+        let Some(file) = self.token_file.as_deref().filter(|_| f.is_credentials_problem()) else {
+            return CallFailure::Cloud(call, f);
+        };
+        let f = match WorkloadIdentity::token_file_problem(file) {
+            Some(why) => f.explained(
+                "WORKLOAD_IDENTITY_TOKEN_UNREADABLE",
+                format!("workload identity token file {}: {why}", file.display()),
+            ),
+            None => {
+                let refusal = f.token_endpoint_refusal();
+                let why = refusal.map_or_else(
+                    || "the token endpoint could not be reached or refused it".to_string(),
+                    |r| format!("the token endpoint refused it ({r})"),
+                );
+                f.explained(
+                    "WORKLOAD_IDENTITY_EXCHANGE_FAILED",
+                    format!(
+                        "the workload identity token of {} was not exchanged for an access token: {why}",
+                        file.display()
+                    ),
+                )
+            }
+        };
+        tracing::warn!(reason = ?f.reason, message = %f.message, "workload identity credentials made no token");
+        CallFailure::Cloud(call, f)
+    }
 }
 
 /// Client cache and rate limiters of one driver.
@@ -70,6 +133,8 @@ pub(crate) struct ClientPool {
     burst: u32,
     clients: KeyedCache<[u8; 32], ComputeClients>,
     limiters: KeyedCache<String, RateLimiter>,
+    /// Held while clients are built: one build (and one token exchange) at a time.
+    building: tokio::sync::Mutex<()>,
 }
 
 impl ClientPool {
@@ -81,27 +146,34 @@ impl ClientPool {
             burst,
             clients: KeyedCache::new(MAX_CACHED_CLIENT_SETS),
             limiters: KeyedCache::new(MAX_LIMITERS),
+            building: tokio::sync::Mutex::new(()),
         }
     }
 
-    /// A handle for the calls of one RPC made with `key`'s credentials.
-    pub(crate) async fn api<'a>(&self, key: &ServiceAccountKey, ctx: &'a CallContext) -> Result<Api<'a>, DriverError> {
-        Ok(Api { clients: self.clients_for(key).await?, limiter: self.limiter(&key.project_id), ctx })
+    /// A handle for the calls of one RPC made with `creds`.
+    pub(crate) async fn api<'a>(&self, creds: &GcpCredentials, ctx: &'a CallContext) -> Result<Api<'a>, DriverError> {
+        Ok(Api { clients: self.clients_for(creds).await?, limiter: self.limiter(&creds.project_id), ctx })
     }
 
-    async fn clients_for(&self, key: &ServiceAccountKey) -> Result<Arc<ComputeClients>, DriverError> {
-        if let Some(c) = self.clients.get(&key.fingerprint) {
+    async fn clients_for(&self, creds: &GcpCredentials) -> Result<Arc<ComputeClients>, DriverError> {
+        let fresh = |c: &Arc<ComputeClients>| !c.stale.load(Ordering::Relaxed);
+        if let Some(c) = self.clients.get(&creds.fingerprint).filter(fresh) {
             return Ok(c);
         }
-        let creds = match &self.endpoint {
-            ComputeEndpoint::Insecure(_) => key.fake_endpoint_credentials()?,
-            _ => key.google_credentials()?,
+        let _building = self.building.lock().await;
+        if let Some(c) = self.clients.get(&creds.fingerprint).filter(fresh) {
+            return Ok(c);
+        }
+        let auth = match &self.endpoint {
+            ComputeEndpoint::Insecure(url) => creds.fake_endpoint_credentials(url)?,
+            _ => creds.google_credentials()?,
         };
-        let built = Arc::new(self.build(creds).await?);
-        Ok(self.clients.insert_if_absent(key.fingerprint, built))
+        let built = Arc::new(self.build(auth, creds.token_file().map(PathBuf::from)).await?);
+        self.clients.insert(creds.fingerprint, Arc::clone(&built));
+        Ok(built)
     }
 
-    async fn build(&self, creds: Credentials) -> Result<ComputeClients, DriverError> {
+    async fn build(&self, creds: Credentials, token_file: Option<PathBuf>) -> Result<ComputeClients, DriverError> {
         let url = match &self.endpoint {
             ComputeEndpoint::Google => None,
             ComputeEndpoint::Secure(u) | ComputeEndpoint::Insecure(u) => Some(u.clone()),
@@ -120,6 +192,9 @@ impl ClientPool {
             instances: client!(Instances),
             operations: client!(ZoneOperations),
             images: client!(Images),
+            token_file,
+            stale: AtomicBool::new(false),
+            generation: GENERATIONS.fetch_add(1, Ordering::Relaxed),
         })
     }
 
@@ -166,7 +241,10 @@ impl Api<'_> {
         R: FnMut() -> F,
         F: Future<Output = Result<T, GaxError>>,
     {
-        CloudCaller::new("gcp", &self.limiter, self.ctx).send("compute", operation, request, GceFailure::classify).await
+        CloudCaller::new("gcp", &self.limiter, self.ctx)
+            .send("compute", operation, request, GceFailure::classify)
+            .await
+            .map_err(|failure| self.clients.after_failure(failure))
     }
 
     /// The clients and limiter of this handle, detached from the RPC's deadline.

@@ -13,7 +13,7 @@ use google_cloud_compute_v1::model::{Instance, Operation, operation};
 use machine_driver_api::{CallContext, CreateMachine, CreatedMachine, DriverError, ErrorKind};
 
 use crate::clients::Api;
-use crate::credentials::ServiceAccountKey;
+use crate::credentials::GcpCredentials;
 use crate::driver::GcpDriver;
 use crate::errors::{GceFailure, RETRY_SOON};
 use crate::instance::{InstanceTarget, addresses, build_instance};
@@ -36,7 +36,7 @@ impl GcpDriver {
     /// CreateMachine: instances.insert with a requestId derived from the machine uid.
     pub(crate) async fn create(&self, ctx: &CallContext, req: CreateMachine) -> Result<CreatedMachine, DriverError> {
         let spec = GcpProviderSpec::parse(&req.class.provider_spec)?;
-        let key = ServiceAccountKey::from_secret(&req.secret, "secret")?;
+        let key = GcpCredentials::from_secret(&req.secret, "secret")?;
         let name = req.machine.name.as_str();
         if !is_gce_name(name) {
             return Err(DriverError::invalid_argument(

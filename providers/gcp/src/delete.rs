@@ -2,14 +2,14 @@
 
 use machine_driver_api::{CallContext, DeletedMachine, DriverError, MachineRef};
 
-use crate::credentials::ServiceAccountKey;
+use crate::credentials::GcpCredentials;
 use crate::driver::GcpDriver;
 use crate::errors::GceFailure;
 
 impl GcpDriver {
     /// DeleteMachine: instances.delete; OK when already gone.
     pub(crate) async fn delete(&self, ctx: &CallContext, req: MachineRef) -> Result<DeletedMachine, DriverError> {
-        let key = ServiceAccountKey::from_secret(&req.secret, "secret")?;
+        let key = GcpCredentials::from_secret(&req.secret, "secret")?;
         let target = self.locate(&req, &key)?;
         let api = self.pool.api(&key, ctx).await?;
         let deleted = api

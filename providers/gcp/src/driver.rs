@@ -10,7 +10,7 @@ use machine_driver_api::{
 
 use crate::clients::{ClientPool, ComputeEndpoint};
 use crate::config::GcpConfig;
-use crate::credentials::{SERVICE_ACCOUNT_KEYS, ServiceAccountKey};
+use crate::credentials::{CREDENTIALS_CONFIG_KEYS, GcpCredentials, PROJECT_ID_KEYS, SERVICE_ACCOUNT_KEYS};
 use crate::errors::GceFailure;
 use crate::lookup::InstanceLookups;
 use crate::naming::InstanceRef;
@@ -41,7 +41,8 @@ impl GcpDriver {
         match &config.endpoint {
             ComputeEndpoint::Insecure(url) => tracing::warn!(
                 %url,
-                "plain-HTTP Compute endpoint: requests carry the service account email instead of a token (fakes only)"
+                "plain-HTTP Compute endpoint (fakes only): service account keys send their email instead of a token; \
+                 workload identity exchanges its token with this endpoint's STS"
             ),
             ComputeEndpoint::Secure(url) => tracing::info!(%url, "Compute endpoint override"),
             ComputeEndpoint::Google => {}
@@ -58,7 +59,7 @@ impl GcpDriver {
 
     /// The instance a machine RPC addresses: from the providerID when set, else
     /// the machine name in the spec's zone and the secret's project.
-    pub(crate) fn locate(&self, req: &MachineRef, key: &ServiceAccountKey) -> Result<InstanceRef, DriverError> {
+    pub(crate) fn locate(&self, req: &MachineRef, key: &GcpCredentials) -> Result<InstanceRef, DriverError> {
         if let Some(pid) = req.machine.provider_id.as_deref().filter(|p| !p.trim().is_empty()) {
             return InstanceRef::parse_provider_id(pid.trim());
         }
@@ -96,7 +97,9 @@ impl Driver for GcpDriver {
                 revoke_image_share: true,
             },
             max_user_data_bytes: MAX_USER_DATA_BYTES,
-            secret_keys: SecretKeys::all_of(&[SERVICE_ACCOUNT_KEYS]),
+            secret_keys: SecretKeys::none()
+                .or_form("a service account key", &[SERVICE_ACCOUNT_KEYS])
+                .or_form("workload identity", &[CREDENTIALS_CONFIG_KEYS, PROJECT_ID_KEYS]),
         }
     }
 

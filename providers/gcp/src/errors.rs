@@ -109,6 +109,43 @@ impl GceFailure {
         Self { source: Some(Arc::new(err)), ..failure }
     }
 
+    /// True when the call failed for want of valid credentials: the
+    /// credentials produced no token, or Compute refused the token (401).
+    pub(crate) fn is_unauthenticated(&self) -> bool {
+        self.transport == Some(TransportProblem::Credentials) || self.http_status == Some(401)
+    }
+
+    /// True when the credentials produced no token (no HTTP answer).
+    pub(crate) fn is_credentials_problem(&self) -> bool {
+        self.transport == Some(TransportProblem::Credentials)
+    }
+
+    /// This failure with GCE's reason and message replaced by the driver's
+    /// own explanation (credentials problems carry no message of the SDK's).
+    pub(crate) fn explained(self, reason: &str, message: String) -> Self {
+        Self { reason: Some(reason.to_string()), message, ..self }
+    }
+
+    /// `error: error_description` of a token endpoint's refusal (RFC 6749
+    /// error body, as Google's STS answers `invalid_grant`) found in the
+    /// SDK's error, when there is one. The refusal names no token.
+    pub(crate) fn token_endpoint_refusal(&self) -> Option<String> {
+        let mut next: Option<&(dyn std::error::Error + 'static)> = self.source.as_deref().map(|e| e as _);
+        while let Some(err) = next {
+            let text = err.to_string();
+            if let Some(body) = text.split_once("body=<").and_then(|(_, rest)| rest.rsplit_once('>')).map(|b| b.0)
+                && let Ok(v) = serde_json::from_str::<serde_json::Value>(body)
+                && let Some(code) = v.get("error").and_then(|e| e.as_str())
+            {
+                let description = v.get("error_description").and_then(|d| d.as_str()).unwrap_or_default();
+                let refusal = format!("{code}: {description}");
+                return Some(refusal.trim_end_matches([':', ' ']).chars().take(240).collect());
+            }
+            next = err.source();
+        }
+        None
+    }
+
     /// A machine or accelerator type this zone does not offer (400 `invalid`, "Machine type
     /// with name '...' does not exist in zone '...'"): not here, try elsewhere, as the Go
     /// provider answers, so that MCM lets the autoscaler pick another zone.

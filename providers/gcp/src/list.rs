@@ -3,7 +3,7 @@
 
 use machine_driver_api::{CallContext, DriverError, ListMachines};
 
-use crate::credentials::ServiceAccountKey;
+use crate::credentials::GcpCredentials;
 use crate::driver::GcpDriver;
 use crate::naming::{InstanceRef, MEMBERSHIP_LABEL_VALUE};
 use crate::spec::GcpProviderSpec;
@@ -20,7 +20,7 @@ impl GcpDriver {
     ) -> Result<Vec<(String, String)>, DriverError> {
         let spec = GcpProviderSpec::parse(&req.class.provider_spec)?;
         let membership = spec.membership()?;
-        let key = ServiceAccountKey::from_secret(&req.secret, "secret")?;
+        let key = GcpCredentials::from_secret(&req.secret, "secret")?;
         let api = self.pool.api(&key, ctx).await?;
         let filter = format!(
             "labels.{}=\"{MEMBERSHIP_LABEL_VALUE}\" AND labels.{}=\"{MEMBERSHIP_LABEL_VALUE}\"",

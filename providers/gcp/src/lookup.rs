@@ -17,7 +17,7 @@ use google_cloud_compute_v1::model::Instance;
 use machine_driver_api::{BatchFn, CallContext, Coalescer, DriverError, ErrorKind, KeyedCache};
 
 use crate::clients::{Api, SharedApi};
-use crate::credentials::ServiceAccountKey;
+use crate::credentials::GcpCredentials;
 use crate::errors::GceFailure;
 use crate::naming::{InstanceRef, is_gce_name};
 
@@ -45,8 +45,9 @@ const MAX_COALESCERS: usize = 256;
 /// Characters of `name eq "` + `(?:` + `)"` around the names.
 const FILTER_FRAME_CHARS: usize = 14;
 
-/// Credentials (key fingerprint), project, zone.
-type ZoneKey = ([u8; 32], String, String);
+/// Credentials (key fingerprint), the generation of their clients (rebuilt
+/// clients get new coalescers), project, zone.
+type ZoneKey = ([u8; 32], u64, String, String);
 
 /// The coalescers of one driver, created on first use per credentials, project and zone.
 #[derive(Debug)]
@@ -69,7 +70,7 @@ impl InstanceLookups {
     pub(crate) async fn get(
         &self,
         api: &Api<'_>,
-        key: &ServiceAccountKey,
+        key: &GcpCredentials,
         target: &InstanceRef,
     ) -> Result<Option<Instance>, DriverError> {
         if !is_gce_name(&target.name) {
@@ -80,13 +81,8 @@ impl InstanceLookups {
         coalescer.get_within(api.context(), target.name.clone()).await
     }
 
-    fn coalescer(
-        &self,
-        api: &Api<'_>,
-        key: &ServiceAccountKey,
-        target: &InstanceRef,
-    ) -> Arc<Coalescer<String, Instance>> {
-        let zone_key = (key.fingerprint, target.project.clone(), target.zone.clone());
+    fn coalescer(&self, api: &Api<'_>, key: &GcpCredentials, target: &InstanceRef) -> Arc<Coalescer<String, Instance>> {
+        let zone_key = (key.fingerprint, api.clients.generation, target.project.clone(), target.zone.clone());
         self.by_zone.get_or_insert_with(&zone_key, || {
             let fetch = batch_fetch(
                 api.shared(),

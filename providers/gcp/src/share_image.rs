@@ -14,7 +14,7 @@ use machine_driver_api::{
 };
 
 use crate::clients::ClientPool;
-use crate::credentials::ServiceAccountKey;
+use crate::credentials::GcpCredentials;
 use crate::errors::RETRY_SOON;
 
 /// The role that lets a principal read an image and create disks from it.
@@ -81,6 +81,18 @@ pub(crate) fn add_member(policy: &mut Policy, role: &str, member: &str) -> bool 
     }
 }
 
+/// The service account the consumer's credentials act as: the key's email or
+/// the impersonated account; a federated workload identity has none, so the
+/// request must name the account.
+fn consumer_email(consumer: &GcpCredentials) -> Result<String, DriverError> {
+    consumer.service_account_email().map(str::to_string).ok_or_else(|| {
+        DriverError::invalid_argument(
+            "consumer_account",
+            "is required when the consumer secret is a workload identity without service account impersonation",
+        )
+    })
+}
+
 /// Runs ShareImage.
 pub(crate) async fn share_image(
     pool: &ClientPool,
@@ -88,9 +100,11 @@ pub(crate) async fn share_image(
     req: ShareImage,
 ) -> Result<SharedImage, DriverError> {
     let image = ImageRef::parse(&req.image)?;
-    let consumer = ServiceAccountKey::from_secret(&req.consumer_secret, "consumerSecret")?;
-    let account =
-        req.consumer_account.clone().filter(|a| !a.trim().is_empty()).unwrap_or_else(|| consumer.client_email.clone());
+    let consumer = GcpCredentials::from_secret(&req.consumer_secret, "consumerSecret")?;
+    let account = match req.consumer_account.clone().filter(|a| !a.trim().is_empty()) {
+        Some(a) => a,
+        None => consumer_email(&consumer)?,
+    };
     let member = member_of(account.trim());
     let done = |granted_now| SharedImage { image_id: image.path(), granted_now, consumer_account: account.clone() };
 
@@ -111,7 +125,7 @@ pub(crate) async fn share_image(
             format!("image {} is not visible to the consumer and no image-owner credentials were given", image.path()),
         ));
     };
-    let owner = ServiceAccountKey::from_secret(owner_secret, "ownerSecret")?;
+    let owner = GcpCredentials::from_secret(owner_secret, "ownerSecret")?;
     let api = pool.api(&owner, ctx).await?;
     let granted = change_policy(&api, &image, &member, add_member).await?;
     if granted {
@@ -131,7 +145,7 @@ pub(crate) async fn revoke_image_share(
     let image = ImageRef::parse(&req.image)?;
     let account = match req.consumer_account.as_deref().map(str::trim).filter(|a| !a.is_empty()) {
         Some(a) => a.to_string(),
-        None => ServiceAccountKey::from_secret(&req.consumer_secret, "consumerSecret")?.client_email,
+        None => consumer_email(&GcpCredentials::from_secret(&req.consumer_secret, "consumerSecret")?)?,
     };
     let owner_secret = req.owner_secret.as_ref().ok_or_else(|| {
         DriverError::new(
@@ -140,7 +154,7 @@ pub(crate) async fn revoke_image_share(
             "revoking a share needs the image owner's credentials",
         )
     })?;
-    let owner = ServiceAccountKey::from_secret(owner_secret, "ownerSecret")?;
+    let owner = GcpCredentials::from_secret(owner_secret, "ownerSecret")?;
     let api = pool.api(&owner, ctx).await?;
     let member = member_of(&account);
     let revoked = change_policy(&api, &image, &member, remove_member).await?;
@@ -166,7 +180,7 @@ pub(crate) async fn list_image_shares(
             "listing shares needs the image owner's credentials",
         )
     })?;
-    let owner = ServiceAccountKey::from_secret(owner_secret, "ownerSecret")?;
+    let owner = GcpCredentials::from_secret(owner_secret, "ownerSecret")?;
     let api = pool.api(&owner, ctx).await?;
     let policy = api
         .call("images.getIamPolicy", || {

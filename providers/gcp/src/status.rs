@@ -3,7 +3,7 @@
 
 use machine_driver_api::{CallContext, DriverError, MachineRef, MachineStatus};
 
-use crate::credentials::ServiceAccountKey;
+use crate::credentials::GcpCredentials;
 use crate::driver::GcpDriver;
 use crate::instance::{addresses, status_word};
 
@@ -12,7 +12,7 @@ impl GcpDriver {
     /// failure of its insert operation, "not visible yet" for an insert of a
     /// moment ago or a young machine, NOT_FOUND otherwise.
     pub(crate) async fn status(&self, ctx: &CallContext, req: MachineRef) -> Result<MachineStatus, DriverError> {
-        let key = ServiceAccountKey::from_secret(&req.secret, "secret")?;
+        let key = GcpCredentials::from_secret(&req.secret, "secret")?;
         let target = self.locate(&req, &key)?;
         let api = self.pool.api(&key, ctx).await?;
         if let Some(instance) = self.lookups.get(&api, &key, &target).await? {

@@ -1,7 +1,9 @@
-//! Who is calling. The fake accepts any credentials; a bearer token of the
-//! form `sa:<email>` (or `user:<email>`) names the caller principal
-//! (`serviceAccount:<email>` / `user:<email>`), which image IAM checks use.
-//! Other tokens and anonymous requests act as the default caller set with
+//! Who is calling. A bearer token of the form `sa:<email>` (or `user:<email>`)
+//! names the caller principal (`serviceAccount:<email>` / `user:<email>`),
+//! which image IAM checks use; so does an access token the fake's STS issued
+//! (`crate::sts::authenticate` has replaced it by `sa:<email>` or the
+//! `principal://...` of a federated identity by then; unknown tokens were
+//! refused). Anonymous requests act as the default caller set with
 //! `POST /_admin/gce/caller`, or, when none is set, as nobody in particular:
 //! they see only what `allUsers` may see.
 
@@ -27,18 +29,25 @@ impl Caller {
             .and_then(|t| {
                 if let Some(email) = t.strip_prefix("sa:") {
                     Some(format!("serviceAccount:{email}"))
+                } else if t.starts_with("principal://") {
+                    Some(t.to_string())
                 } else {
                     t.strip_prefix("user:").map(|email| format!("user:{email}"))
                 }
             })
-            .filter(|p| p.contains('@'))
+            .filter(|p| p.contains('@') || p.starts_with("principal://"))
             .or_else(|| default.map(str::to_string));
         Self { principal }
     }
 
-    /// The `user` GCE reports on operations: the email, or `anonymous`.
+    /// The `user` GCE reports on operations: the email, a federated
+    /// principal's subject, or `anonymous`.
     pub(crate) fn user(&self) -> &str {
-        self.principal.as_deref().and_then(|p| p.split_once(':').map(|(_, email)| email)).unwrap_or("anonymous")
+        let principal = self.principal.as_deref();
+        if let Some(subject) = principal.and_then(|p| p.strip_prefix("principal://")?.split_once("/subject/")) {
+            return subject.1;
+        }
+        principal.and_then(|p| p.split_once(':').map(|(_, email)| email)).unwrap_or("anonymous")
     }
 }
 
@@ -58,5 +67,10 @@ mod tests {
         );
         headers.insert(AUTHORIZATION, "Bearer ya29.opaque".parse().expect("header"));
         assert_eq!(Caller::from_headers(&headers, None).principal, None);
+        let federated = "principal://iam.googleapis.com/projects/1/locations/global/workloadIdentityPools/p/subject/s";
+        headers.insert(AUTHORIZATION, format!("Bearer {federated}").parse().expect("header"));
+        let caller = Caller::from_headers(&headers, None);
+        assert_eq!(caller.principal.as_deref(), Some(federated));
+        assert_eq!(caller.user(), "s");
     }
 }

@@ -16,6 +16,8 @@ use crate::state::{Store, inventory_entry};
 pub(crate) struct GceHooks {
     /// The cloud state the inventory and reset act on.
     pub(crate) store: Arc<Store>,
+    /// Issued access tokens and the STS settings (reset with the store).
+    pub(crate) tokens: Arc<crate::sts::Tokens>,
 }
 
 /// The real GCE error for a neutral fault kind.
@@ -82,5 +84,6 @@ impl CloudHooks for GceHooks {
 
     fn reset(&self) {
         self.store.reset();
+        self.tokens.reset();
     }
 }
