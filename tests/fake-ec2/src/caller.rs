@@ -18,6 +18,18 @@ pub(crate) struct Caller {
     pub(crate) access_key_id: String,
     /// The region from the credential scope.
     pub(crate) region: String,
+    /// For temporary keys of a role session: the assumed-role ARN and its `AssumedRoleId`
+    /// (what STS GetCallerIdentity answers for them).
+    pub(crate) assumed_role: Option<AssumedRole>,
+}
+
+/// The identity of a role session (`AssumedRoleUser` of AssumeRoleWithWebIdentity).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AssumedRole {
+    /// `arn:aws:sts::<account>:assumed-role/<role>/<session>`.
+    pub(crate) arn: String,
+    /// `AROA...:<session>`.
+    pub(crate) id: String,
 }
 
 /// Maps an access key id to its account.
@@ -38,7 +50,7 @@ impl Caller {
         let access_key_id = parts.next().filter(|k| !k.is_empty())?.to_owned();
         let _date = parts.next();
         let region = parts.next().filter(|r| !r.is_empty()).unwrap_or("us-east-1").to_owned();
-        Some(Self { account: account_of(&access_key_id).to_owned(), access_key_id, region })
+        Some(Self { account: account_of(&access_key_id).to_owned(), access_key_id, region, assumed_role: None })
     }
 }
 

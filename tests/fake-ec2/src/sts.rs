@@ -17,7 +17,7 @@ use axum::response::Response;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
-use crate::caller::Caller;
+use crate::caller::{AssumedRole, Caller};
 use crate::clock::iso8601;
 use crate::errors::{Ec2Error, StsError, xml_response};
 use crate::query::Params;
@@ -76,6 +76,7 @@ struct Session {
     session_token: String,
     account: String,
     role_arn: String,
+    assumed_role: AssumedRole,
     expires: SystemTime,
 }
 
@@ -144,6 +145,7 @@ impl Sessions {
             return Err(Refusal::Expired);
         }
         caller.account = session.account.clone();
+        caller.assumed_role = Some(session.assumed_role.clone());
         Ok(())
     }
 
@@ -186,33 +188,38 @@ impl Sessions {
                 }
             },
         };
-        check_token(token)?;
+        let claims = check_token(token)?;
         let length = lock(&self.session_override).unwrap_or(requested);
         let now = SystemTime::now();
         let suffix = uuid::Uuid::new_v4().simple().to_string().to_uppercase();
         let access_key_id = format!("ASIA{}", &suffix[..16]);
+        let role_name = role_arn.rsplit('/').next().unwrap_or_default();
         let session = Session {
             secret_access_key: uuid::Uuid::new_v4().simple().to_string(),
             session_token: URL_SAFE_NO_PAD.encode(uuid::Uuid::new_v4().as_bytes()),
             account: account.to_string(),
             role_arn: role_arn.to_string(),
+            assumed_role: AssumedRole {
+                arn: format!("arn:aws:sts::{account}:assumed-role/{role_name}/{session_name}"),
+                id: format!("AROAFAKE:{session_name}"),
+            },
             expires: now + length,
         };
-        let role_name = role_arn.rsplit('/').next().unwrap_or_default();
         let body = format!(
             "<Credentials><AccessKeyId>{}</AccessKeyId><SecretAccessKey>{}</SecretAccessKey>\
              <SessionToken>{}</SessionToken><Expiration>{}</Expiration></Credentials>\
-             <SubjectFromWebIdentityToken>system:serviceaccount:fake</SubjectFromWebIdentityToken>\
-             <AssumedRoleUser><Arn>arn:aws:sts::{}:assumed-role/{}/{}</Arn><AssumedRoleId>AROAFAKE:{}</AssumedRoleId></AssumedRoleUser>\
-             <Audience>sts.amazonaws.com</Audience><Provider>fake-oidc</Provider>",
+             <SubjectFromWebIdentityToken>{}</SubjectFromWebIdentityToken>\
+             <AssumedRoleUser><Arn>{}</Arn><AssumedRoleId>{}</AssumedRoleId></AssumedRoleUser>\
+             <Audience>{}</Audience><Provider>{}</Provider>",
             access_key_id,
             session.secret_access_key,
             session.session_token,
             iso8601(session.expires),
-            escape(&session.account),
-            escape(role_name),
-            escape(session_name),
-            escape(session_name),
+            escape(&claims.subject),
+            escape(&session.assumed_role.arn),
+            escape(&session.assumed_role.id),
+            escape(&claims.audience),
+            escape(&claims.provider(account)),
         );
         tracing::debug!(role_arn = %session.role_arn, "fake STS issued a role session");
         lock(&self.sessions).insert(access_key_id, session);
@@ -221,12 +228,14 @@ impl Sessions {
     }
 }
 
-/// STS GetCallerIdentity.
+/// STS GetCallerIdentity: the IAM user of long-term keys, the assumed role of temporary ones.
 pub(crate) fn get_caller_identity(caller: &Caller, request_id: &str) -> Response {
     let account = escape(&caller.account);
-    let body = format!(
-        "<Arn>arn:aws:iam::{account}:user/fake-user</Arn><UserId>AIDAFAKE{account}</UserId><Account>{account}</Account>"
-    );
+    let (arn, user_id) = match &caller.assumed_role {
+        Some(role) => (escape(&role.arn), escape(&role.id)),
+        None => (format!("arn:aws:iam::{account}:user/fake-user"), format!("AIDAFAKE{account}")),
+    };
+    let body = format!("<Arn>{arn}</Arn><UserId>{user_id}</UserId><Account>{account}</Account>");
     xml_response(StatusCode::OK, request_id, document("GetCallerIdentity", request_id, &body))
 }
 
@@ -251,8 +260,38 @@ fn role_account(arn: &str) -> Option<&str> {
         .then_some(*account)
 }
 
+/// What an answer tells about the web identity token (its `sub`, `aud` and `iss` claims).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct TokenClaims {
+    /// `SubjectFromWebIdentityToken`: the `sub` claim.
+    subject: String,
+    /// `Audience`: the `aud` claim (the first one when it is a list).
+    audience: String,
+    /// The `iss` claim.
+    issuer: String,
+}
+
+impl TokenClaims {
+    fn from_json(claims: &serde_json::Value) -> Self {
+        let text = |name: &str| claims.get(name).and_then(serde_json::Value::as_str).unwrap_or_default().to_owned();
+        let audience = match claims.get("aud") {
+            Some(serde_json::Value::Array(list)) => list.iter().find_map(serde_json::Value::as_str).unwrap_or_default(),
+            Some(aud) => aud.as_str().unwrap_or_default(),
+            None => "",
+        };
+        Self { subject: text("sub"), audience: audience.to_owned(), issuer: text("iss") }
+    }
+
+    /// `Provider`: the ARN of the role account's OIDC provider for the issuer (what STS answers
+    /// for OIDC tokens: `arn:aws:iam::<account>:oidc-provider/<issuer without https://>`).
+    fn provider(&self, account: &str) -> String {
+        let host = self.issuer.strip_prefix("https://").unwrap_or(&self.issuer);
+        format!("arn:aws:iam::{account}:oidc-provider/{host}")
+    }
+}
+
 /// A JWT (three base64url parts) whose payload's `exp`, when present, is in the future.
-fn check_token(token: &str) -> Result<(), StsError> {
+fn check_token(token: &str) -> Result<TokenClaims, StsError> {
     let invalid = || {
         StsError::new(
             StatusCode::BAD_REQUEST,
@@ -279,7 +318,7 @@ fn check_token(token: &str) -> Result<(), StsError> {
             ));
         }
     }
-    Ok(())
+    Ok(TokenClaims::from_json(&claims))
 }
 
 #[cfg(test)]
@@ -297,6 +336,19 @@ mod tests {
         assert!(check_token(&jwt(serde_json::json!({"exp": future}))).is_ok());
         assert_eq!(check_token(&jwt(serde_json::json!({"exp": 1}))).unwrap_err().code, "ExpiredTokenException");
         assert_eq!(check_token("not-a-jwt").unwrap_err().code, "InvalidIdentityToken");
+    }
+
+    #[test]
+    fn answers_carry_the_token_claims() {
+        let claims = check_token(&jwt(serde_json::json!({
+            "sub": "system:serviceaccount:ns:sa", "aud": ["sts.amazonaws.com", "other"], "iss": "https://oidc.example/id/1"
+        })))
+        .unwrap();
+        assert_eq!(claims.subject, "system:serviceaccount:ns:sa");
+        assert_eq!(claims.audience, "sts.amazonaws.com");
+        assert_eq!(claims.provider("111111111111"), "arn:aws:iam::111111111111:oidc-provider/oidc.example/id/1");
+        let single = check_token(&jwt(serde_json::json!({"aud": "client-id"}))).unwrap();
+        assert_eq!((single.audience.as_str(), single.subject.as_str()), ("client-id", ""));
     }
 
     #[test]
@@ -319,10 +371,17 @@ mod tests {
         };
         let akid = between("<AccessKeyId>", "</AccessKeyId>");
         let token = between("<SessionToken>", "</SessionToken>");
-        let mut caller =
-            Caller { account: "222222222222".into(), access_key_id: akid.clone(), region: "eu-west-1".into() };
+        let mut caller = Caller {
+            account: "222222222222".into(),
+            access_key_id: akid.clone(),
+            region: "eu-west-1".into(),
+            assumed_role: None,
+        };
         sessions.authorize(&mut caller, Some(&token)).unwrap();
         assert_eq!(caller.account, "111111111111");
+        let role = caller.assumed_role.clone().expect("assumed role");
+        assert_eq!(role.arn, "arn:aws:sts::111111111111:assumed-role/r/s1");
+        assert_eq!(role.id, "AROAFAKE:s1");
         assert_eq!(sessions.authorize(&mut caller.clone(), Some("wrong")).unwrap_err(), Refusal::Unknown);
         lock(&sessions.sessions).get_mut(&akid).unwrap().expires = SystemTime::now() - Duration::from_secs(1);
         assert_eq!(sessions.authorize(&mut caller, Some(&token)).unwrap_err(), Refusal::Expired);

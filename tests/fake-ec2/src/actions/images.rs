@@ -42,11 +42,15 @@ fn owner_matches(image: &Image, owner: &str, account: &str) -> bool {
     }
 }
 
+/// `ExecutableBy.N` as EC2 documents it: `all` → public images; `self` (or the caller's own
+/// account id) → images the caller owns or that are shared with it explicitly; another
+/// account id → only images shared with that account explicitly (not public ones).
 fn executable_by(image: &Image, who: &str, account: &str) -> bool {
     match who {
         "all" => image.public,
         "self" => image.owner == account || image.launch_users.contains(account),
-        other => image.public || image.owner == other || image.launch_users.contains(other),
+        other if other == account => executable_by(image, "self", account),
+        other => image.launch_users.contains(other),
     }
 }
 
@@ -274,4 +278,45 @@ pub(crate) fn modify_snapshot_attribute(world: &mut World, ctx: &Ctx<'_>, params
     let snapshot = owned_snapshot(world, ctx, params.required("SnapshotId")?)?;
     apply(change, &mut snapshot.create_volume_users, &mut snapshot.public);
     Ok(returns_true())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn image(owner: &str, public: bool, shared_with: &[&str]) -> Image {
+        Image {
+            id: "ami-0123456789abcdef0".into(),
+            name: "n".into(),
+            description: String::new(),
+            owner: owner.into(),
+            owner_alias: None,
+            public,
+            launch_users: shared_with.iter().map(|s| (*s).to_owned()).collect(),
+            architecture: "x86_64".into(),
+            root_device_name: "/dev/xvda".into(),
+            snapshot_id: "snap-0123456789abcdef0".into(),
+            volume_size: 8,
+            creation_date: String::new(),
+            tags: Default::default(),
+        }
+    }
+
+    #[test]
+    fn executable_by_follows_the_documented_scopes() {
+        let (me, other) = ("222222222222", "333333333333");
+        let public = image("137112412989", true, &[]);
+        let shared = image("111111111111", false, &[me]);
+        let own = image(me, false, &[other]);
+        assert!(executable_by(&public, "all", me));
+        assert!(!executable_by(&shared, "all", me));
+        for who in ["self", me] {
+            assert!(!executable_by(&public, who, me), "{who}: public images are not explicit permissions");
+            assert!(executable_by(&shared, who, me), "{who}: shared with me");
+            assert!(executable_by(&own, who, me), "{who}: my own");
+        }
+        assert!(executable_by(&own, other, me), "shared with the other account");
+        assert!(!executable_by(&public, other, me), "public is not shared with the other account");
+        assert!(!executable_by(&shared, other, me));
+    }
 }
