@@ -59,3 +59,93 @@ proptest! {
         }
     }
 }
+
+// Round trips: whatever goes in comes back out of the rendered user data,
+// read with real parsers (tests/common): the original content unchanged, and
+// the mirror in containerd's hosts.toml exactly as configured.
+
+#[path = "common/mod.rs"]
+mod common;
+
+/// A valid mirror URL (scheme, host, optional port and path) and the host key
+/// containerd must get for it: the registry API root `/v2` before the path.
+fn mirror_url() -> impl Strategy<Value = (String, String)> {
+    ("(https|http)", "[a-z][a-z0-9-]{0,12}", proptest::option::of(1u16..65535), "(/[a-z0-9_]{1,8}){0,2}").prop_map(
+        |(scheme, host, port, path)| {
+            let port = port.map(|p| format!(":{p}")).unwrap_or_default();
+            (
+                format!("{scheme}://{host}.example.com{port}{path}"),
+                format!("{scheme}://{host}.example.com{port}/v2{path}"),
+            )
+        },
+    )
+}
+
+/// The `server` and first host key of the default hosts.toml in `output`.
+fn default_hosts(output: &[u8]) -> (String, Vec<String>) {
+    let files = common::rendered_files(output);
+    let hosts = files
+        .iter()
+        .find(|f| f.path == "/etc/containerd/certs.d/_default/hosts.toml")
+        .expect("the default hosts.toml is rendered");
+    let doc: toml::Table = std::str::from_utf8(&hosts.content).expect("utf-8").parse().expect("hosts.toml parses");
+    let server = doc.get("server").and_then(|s| s.as_str()).unwrap_or_default().to_owned();
+    let host_keys = doc.get("host").and_then(|h| h.as_table()).map(|t| t.keys().cloned().collect()).unwrap_or_default();
+    (server, host_keys)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    #[test]
+    fn a_script_comes_back_byte_for_byte_with_the_mirror_as_configured(
+        // Any text (the MIME reader of the test decodes parts as UTF-8 text).
+        body in any::<String>(),
+        (url, host_key) in mirror_url(),
+    ) {
+        let mut script = b"#!/bin/bash\n".to_vec();
+        script.extend(body.into_bytes());
+        let config = RegistryConfig { mirror: Some(Endpoint { url, ..Default::default() }), registries: vec![] };
+        let out = apply(&script, &config, SizeLimit(1 << 20)).expect("a script with a valid mirror is accepted");
+        let parts = common::mime_parts(&common::gunzip_if_needed(&out));
+        prop_assert_eq!(&parts[0].0, "text/x-shellscript");
+        prop_assert_eq!(&parts[0].1, &script);
+        let (_, hosts) = default_hosts(&out);
+        prop_assert_eq!(hosts, vec![host_key]);
+    }
+
+    #[test]
+    fn a_cloud_config_keeps_every_key_and_file_and_gains_the_mirror(
+        files in proptest::collection::btree_map("[a-z]{1,10}", "[ -~]{0,40}", 0..4),
+        commands in proptest::collection::vec("[a-z][ -~]{0,30}", 0..4),
+        (url, host_key) in mirror_url(),
+    ) {
+        let mut doc = serde_norway::Mapping::new();
+        let write_files: Vec<serde_norway::Value> = files
+            .iter()
+            .map(|(name, content)| {
+                let mut f = serde_norway::Mapping::new();
+                f.insert("path".into(), format!("/etc/test/{name}").into());
+                f.insert("content".into(), content.clone().into());
+                serde_norway::Value::Mapping(f)
+            })
+            .collect();
+        if !write_files.is_empty() {
+            doc.insert("write_files".into(), write_files.into());
+        }
+        doc.insert("runcmd".into(), commands.iter().cloned().map(serde_norway::Value::from).collect::<Vec<_>>().into());
+        let input = format!("#cloud-config\n{}", serde_norway::to_string(&doc).expect("yaml"));
+        let config = RegistryConfig { mirror: Some(Endpoint { url, ..Default::default() }), registries: vec![] };
+        let out = apply(input.as_bytes(), &config, SizeLimit(1 << 20)).expect("a cloud-config with a valid mirror is accepted");
+        let parsed = common::parse_cloud_config(&common::gunzip_if_needed(&out));
+        prop_assert_eq!(parsed.get("runcmd"), doc.get("runcmd"), "other keys are kept unchanged");
+        let kept = parsed.get("write_files").and_then(|w| w.as_sequence()).cloned().unwrap_or_default();
+        for (name, content) in &files {
+            let path = format!("/etc/test/{name}");
+            let found = kept.iter().find(|f| f.get("path").and_then(|p| p.as_str()) == Some(path.as_str()));
+            prop_assert_eq!(found.and_then(|f| f.get("content")).and_then(|c| c.as_str()), Some(content.as_str()), "{}", path);
+        }
+        let (_, hosts) = default_hosts(&out);
+        prop_assert_eq!(hosts, vec![host_key]);
+    }
+}
