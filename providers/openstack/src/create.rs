@@ -332,6 +332,70 @@ mod tests {
         assert_eq!(body["os:scheduler_hints"]["group"], "sg-1");
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        /// Any class the parser accepts reaches `POST /servers` field by field.
+        #[test]
+        fn every_accepted_class_reaches_the_server_body(
+            zone in "[ -~]{0,12}",
+            key in proptest::option::of("[ -~]{0,12}"),
+            root_disk_size in -2i64..400,
+            root_disk_type in proptest::option::of("[a-z ]{0,6}"),
+            config_drive in proptest::option::of(proptest::bool::ANY),
+            group in proptest::option::of("[ -~]{0,10}"),
+            tags in proptest::collection::btree_map("[a-z.-]{1,10}", "[ -~]{0,10}", 0..4),
+            user_data in proptest::collection::vec(proptest::num::u8::ANY, 0..64),
+        ) {
+            let mut class = crate::spec::tests_support::example();
+            let spec_json = &mut class["spec"];
+            spec_json["availabilityZone"] = json!(zone);
+            spec_json["keyName"] = json!(key);
+            spec_json["rootDiskSize"] = json!(root_disk_size);
+            spec_json["rootDiskType"] = json!(root_disk_type);
+            spec_json["useConfigDrive"] = json!(config_drive);
+            spec_json["serverGroupID"] = json!(group);
+            for (k, v) in &tags {
+                spec_json["tags"][k] = json!(v);
+            }
+            let Ok(spec) = OpenStackSpec::parse(&serde_json::to_vec(&class).unwrap()) else {
+                return Ok(()); // refused classes are the validation tests' business
+            };
+            let req = CreateMachine {
+                machine: Machine { name: "m-1".into(), uid: "uid-1".into(), ..Default::default() },
+                class: MachineClass::default(),
+                secret: Default::default(),
+                user_data: SecretBytes(user_data.clone()),
+            };
+            let body = server_body(&spec, &req, &[Port { id: "p-1".into(), ..Default::default() }], "4", "img");
+            let s = &body["server"];
+            proptest::prop_assert_eq!(&s["availability_zone"], &json!(zone.trim()));
+            match key.as_deref().map(str::trim).filter(|k| !k.is_empty()) {
+                Some(k) => proptest::prop_assert_eq!(&s["key_name"], &json!(k)),
+                None => proptest::prop_assert!(s.get("key_name").is_none()),
+            }
+            if root_disk_size > 0 {
+                let bdm = &s["block_device_mapping_v2"][0];
+                proptest::prop_assert_eq!(&bdm["volume_size"], &json!(root_disk_size));
+                proptest::prop_assert_eq!(&bdm["uuid"], "img");
+                let disk_type = root_disk_type.as_deref().map(str::trim).filter(|t| !t.is_empty());
+                proptest::prop_assert_eq!(bdm.get("volume_type").and_then(Value::as_str), disk_type);
+                proptest::prop_assert_eq!(&s["imageRef"], "");
+            } else {
+                proptest::prop_assert_eq!(&s["imageRef"], "img");
+                proptest::prop_assert!(s.get("block_device_mapping_v2").is_none());
+            }
+            proptest::prop_assert_eq!(s.get("config_drive").is_some(), config_drive == Some(true));
+            let hinted = body.get("os:scheduler_hints").and_then(|h| h["group"].as_str());
+            proptest::prop_assert_eq!(hinted, group.as_deref().map(str::trim).filter(|g| !g.is_empty()));
+            for (k, v) in &spec.tags {
+                proptest::prop_assert_eq!(&s["metadata"][k], &json!(v), "tag {}", k);
+            }
+            let encoded = (!user_data.is_empty()).then(|| base64::engine::general_purpose::STANDARD.encode(&user_data));
+            proptest::prop_assert_eq!(s.get("user_data").and_then(Value::as_str), encoded.as_deref());
+        }
+    }
+
     #[test]
     fn retryable_failures_keep_the_ports() {
         assert!(!is_for_good(&DriverError::unavailable("x", "y", std::time::Duration::from_secs(1))));
