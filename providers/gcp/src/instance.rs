@@ -11,7 +11,7 @@ use google_cloud_compute_v1::model::{
 use machine_driver_api::{Address, AddressType, DriverError};
 
 use crate::naming::{MACHINE_UID_LABEL, MEMBERSHIP_LABEL_VALUE, uid_label_value};
-use crate::spec::{DISK_TYPE_SCRATCH, Disk, GcpProviderSpec};
+use crate::spec::{DISK_TYPE_SCRATCH, Disk, GcpProviderSpec, NetworkInterface as SpecNic, STACK_IPV4_ONLY};
 
 /// Metadata key for cloud-init user data.
 pub(crate) const USER_DATA_KEY: &str = "user-data";
@@ -88,18 +88,7 @@ pub(crate) fn build_instance(
                 ac.r#type = Some(access_config::Type::from("ONE_TO_ONE_NAT"));
                 n.access_configs = vec![ac];
             }
-            if let Some(st) = &nic.stack_type {
-                n.stack_type = Some(network_interface::StackType::from(st.as_str()));
-            }
-            if let Some(at) = &nic.ipv6_access_type {
-                n.ipv_6_access_type = Some(network_interface::Ipv6AccessType::from(at.as_str()));
-            }
-            if let Some(range) = nic.ip_cidr_range.as_ref().filter(|r| !r.is_empty()) {
-                let mut alias = AliasIpRange::new();
-                alias.ip_cidr_range = Some(range.clone());
-                alias.subnetwork_range_name = nic.subnetwork_range_name.clone();
-                n.alias_ip_ranges = vec![alias];
-            }
+            stack_and_alias_ranges(nic, &mut n);
             n
         })
         .collect();
@@ -144,12 +133,37 @@ pub(crate) fn build_instance(
     Ok(i)
 }
 
+/// The stack type, IPv6 access type and alias IP range of an interface, as
+/// the Go provider sets them: `stackType` as given (`IPV4_ONLY`, Compute's
+/// default, is what the Go provider's omission means), `ipv6AccessType` with
+/// an IPv6 stack only, no `ipv6AccessConfigs`; one alias range
+/// `{ipCidrRange, subnetworkRangeName}` when [`SpecNic::alias_ips`], with
+/// empty values left out (as Go's `omitempty`: an empty `ipCidrRange` is for
+/// Compute to refuse).
+fn stack_and_alias_ranges(nic: &SpecNic, n: &mut NetworkInterface) {
+    let non_empty = |v: &Option<String>| v.clone().filter(|s| !s.is_empty());
+    if let Some(st) = non_empty(&nic.stack_type) {
+        if st != STACK_IPV4_ONLY
+            && let Some(at) = non_empty(&nic.ipv6_access_type)
+        {
+            n.ipv_6_access_type = Some(network_interface::Ipv6AccessType::from(at.as_str()));
+        }
+        n.stack_type = Some(network_interface::StackType::from(st.as_str()));
+    }
+    if nic.alias_ips() {
+        let mut alias = AliasIpRange::new();
+        alias.ip_cidr_range = non_empty(&nic.ip_cidr_range);
+        alias.subnetwork_range_name = non_empty(&nic.subnetwork_range_name);
+        n.alias_ip_ranges = vec![alias];
+    }
+}
+
 /// `value` when it already is a (partial) URL, otherwise the URL `make` builds from a bare name.
 fn partial_url(value: &str, make: impl FnOnce() -> String) -> String {
     if value.contains('/') { value.to_string() } else { make() }
 }
 
-fn attached_disk(d: &Disk, zone: &str) -> AttachedDisk {
+pub(crate) fn attached_disk(d: &Disk, zone: &str) -> AttachedDisk {
     let mut a = AttachedDisk::new();
     a.auto_delete = Some(d.auto_delete.unwrap_or(true));
     let mut p = AttachedDiskInitializeParams::new();
@@ -171,7 +185,7 @@ fn attached_disk(d: &Disk, zone: &str) -> AttachedDisk {
         p.storage_pool = d.storage_pool.clone().filter(|s| !s.is_empty());
     }
     a.initialize_params = Some(p);
-    if let Some(enc) = &d.encryption {
+    if let Some(enc) = d.encryption.as_ref().filter(|e| !e.is_empty()) {
         let mut k = CustomerEncryptionKey::new();
         k.kms_key_name = Some(enc.kms_key_name.trim().to_string());
         let sa = enc.kms_key_service_account.trim();
@@ -270,6 +284,94 @@ mod tests {
         assert_eq!(p.disk_type.as_deref(), Some("zones/europe-west1-b/diskTypes/pd-balanced"));
         assert_eq!(p.source_image.as_deref(), Some("projects/debian-cloud/global/images/debian-12"));
         assert!(i.network_interfaces[0].network.as_deref().unwrap().starts_with("projects/p-1/global/networks/"));
+    }
+
+    /// The interface built from the example class with `nic` as its only network interface.
+    fn nic_of(nic: serde_json::Value) -> NetworkInterface {
+        let mut v: serde_json::Value =
+            serde_json::from_slice(include_bytes!("../examples/machine-class.json")).expect("json");
+        v["networkInterfaces"] = serde_json::json!([nic]);
+        let s = GcpProviderSpec::parse(v.to_string().as_bytes()).expect("valid spec");
+        let mut i = build_instance(&s, TARGET, b"").unwrap();
+        assert_eq!(i.network_interfaces.len(), 1);
+        i.network_interfaces.remove(0)
+    }
+
+    fn wire(n: &NetworkInterface) -> serde_json::Value {
+        serde_json::to_value(n).expect("serializable")
+    }
+
+    #[test]
+    fn a_gardener_dual_stack_interface_is_built_field_by_field() {
+        use serde_json::json;
+        // As gardener-extension-provider-gcp writes it for a dual-stack shoot.
+        let n = nic_of(json!({"useAliasIPs": true, "subnetwork": "shoot--p--c-nodes", "disableExternalIP": true,
+            "stackType": "IPV4_IPV6", "ipv6accessType": "EXTERNAL", "ipCidrRange": "/24",
+            "subnetworkRangeName": "ipv4-pod-cidr"}));
+        assert_eq!(n.subnetwork.as_deref(), Some("regions/europe-west1/subnetworks/shoot--p--c-nodes"));
+        assert_eq!(n.network, None);
+        assert!(n.access_configs.is_empty(), "disableExternalIP");
+        assert_eq!(n.stack_type.as_ref().and_then(|s| s.name()), Some("IPV4_IPV6"));
+        assert_eq!(n.ipv_6_access_type.as_ref().and_then(|s| s.name()), Some("EXTERNAL"));
+        assert!(n.ipv_6_access_configs.is_empty(), "the Go provider sets no ipv6AccessConfigs");
+        assert_eq!(n.alias_ip_ranges.len(), 1);
+        assert_eq!(n.alias_ip_ranges[0].ip_cidr_range.as_deref(), Some("/24"));
+        assert_eq!(n.alias_ip_ranges[0].subnetwork_range_name.as_deref(), Some("ipv4-pod-cidr"));
+        let w = wire(&n);
+        assert_eq!(w["stackType"], "IPV4_IPV6");
+        assert_eq!(w["ipv6AccessType"], "EXTERNAL");
+        assert_eq!(w["aliasIpRanges"], json!([{"ipCidrRange": "/24", "subnetworkRangeName": "ipv4-pod-cidr"}]));
+        assert!(w.get("ipv6AccessConfigs").is_none(), "{w}");
+    }
+
+    #[test]
+    fn use_alias_ips_false_or_absent_adds_no_alias_range() {
+        use serde_json::json;
+        let base = json!({"subnetwork": "nodes", "disableExternalIP": true, "ipCidrRange": "/24",
+            "subnetworkRangeName": "ipv4-pod-cidr"});
+        let with = |extra: serde_json::Value| {
+            let mut v = base.clone();
+            v.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            nic_of(v)
+        };
+        // false: never, also for a dual-stack interface.
+        let n = with(json!({"useAliasIPs": false, "stackType": "IPV4_IPV6", "ipv6accessType": "INTERNAL"}));
+        assert!(n.alias_ip_ranges.is_empty());
+        assert_eq!(n.stack_type.as_ref().and_then(|s| s.name()), Some("IPV4_IPV6"));
+        assert_eq!(n.ipv_6_access_type.as_ref().and_then(|s| s.name()), Some("INTERNAL"));
+        assert!(wire(&n).get("aliasIpRanges").is_none());
+        // absent, IPv4 (no stackType): no alias range, no stack type, no IPv6 access type.
+        let n = with(json!({"ipv6accessType": "EXTERNAL"}));
+        assert!(n.alias_ip_ranges.is_empty());
+        assert_eq!(n.stack_type, None);
+        assert_eq!(n.ipv_6_access_type, None, "IPv6 access type only with an IPv6 stack");
+        // absent, IPV4_ONLY: the same.
+        let n = with(json!({"stackType": "IPV4_ONLY", "ipv6accessType": "EXTERNAL"}));
+        assert!(n.alias_ip_ranges.is_empty());
+        assert_eq!(n.stack_type.as_ref().and_then(|s| s.name()), Some("IPV4_ONLY"));
+        assert_eq!(n.ipv_6_access_type, None);
+        // absent, IPV4_IPV6: the Go provider's rule, the range is added.
+        let n = with(json!({"stackType": "IPV4_IPV6"}));
+        assert_eq!(n.alias_ip_ranges.len(), 1);
+        assert_eq!(n.ipv_6_access_type, None, "not given, not sent");
+    }
+
+    #[test]
+    fn use_alias_ips_true_adds_the_range_on_any_stack_and_leaves_empty_values_out() {
+        use serde_json::json;
+        // What the extension writes for an IPv6 single-stack shoot (stackType IPV4_ONLY).
+        let n = nic_of(json!({"useAliasIPs": true, "subnetwork": "nodes", "stackType": "IPV4_ONLY",
+            "ipv6accessType": "EXTERNAL", "ipCidrRange": "/24", "subnetworkRangeName": "ipv4-pod-cidr"}));
+        assert_eq!(wire(&n)["aliasIpRanges"], json!([{"ipCidrRange": "/24", "subnetworkRangeName": "ipv4-pod-cidr"}]));
+        assert_eq!(n.ipv_6_access_type, None);
+        assert_eq!(n.access_configs.len(), 1, "external NAT unless disableExternalIP");
+        // Without a secondary range: from the primary range.
+        let n = nic_of(json!({"useAliasIPs": true, "network": "default", "ipCidrRange": "10.1.2.0/24"}));
+        assert_eq!(wire(&n)["aliasIpRanges"], json!([{"ipCidrRange": "10.1.2.0/24"}]));
+        // Empty ipCidrRange: sent without it (Go's omitempty); Compute refuses it.
+        let n = nic_of(json!({"useAliasIPs": true, "network": "default", "ipCidrRange": "",
+            "subnetworkRangeName": "pods"}));
+        assert_eq!(wire(&n)["aliasIpRanges"], json!([{"subnetworkRangeName": "pods"}]));
     }
 
     #[test]

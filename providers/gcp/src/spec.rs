@@ -149,6 +149,13 @@ pub(crate) struct DiskEncryption {
     pub(crate) kms_key_service_account: String,
 }
 
+impl DiskEncryption {
+    /// No key and no service account (`{}`): Google-managed encryption.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.kms_key_name.is_empty() && self.kms_key_service_account.is_empty()
+    }
+}
+
 /// One metadata item.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -180,12 +187,37 @@ pub(crate) struct NetworkInterface {
     /// `EXTERNAL` or `INTERNAL` (dual stack). The Gardener extension writes `ipv6accessType`.
     #[serde(default, alias = "ipv6accessType")]
     pub(crate) ipv6_access_type: Option<String>,
-    /// Alias IP range for pods (dual stack).
+    /// Alias IP range for pods: a netmask (`/24`), an address or a CIDR.
     #[serde(default)]
     pub(crate) ip_cidr_range: Option<String>,
-    /// Secondary range name of the alias range (dual stack).
+    /// Secondary range of the subnetwork the alias range comes from.
     #[serde(default)]
     pub(crate) subnetwork_range_name: Option<String>,
+    /// Whether the interface gets the alias range (`ipCidrRange`,
+    /// `subnetworkRangeName`). Written `true` by the Gardener extension for
+    /// dual-stack and IPv6 shoots; when absent, the Go provider's rule decides
+    /// (an `IPV4_IPV6` interface gets it), see [`NetworkInterface::alias_ips`].
+    #[serde(default, rename = "useAliasIPs")]
+    pub(crate) use_alias_ips: Option<bool>,
+}
+
+/// The stack type with which the Go provider adds IPv6 and the alias range.
+pub(crate) const STACK_DUAL: &str = "IPV4_IPV6";
+/// Compute's default stack type.
+pub(crate) const STACK_IPV4_ONLY: &str = "IPV4_ONLY";
+
+impl NetworkInterface {
+    /// Whether the interface is created dual-stack (`stackType: IPV4_IPV6`).
+    pub(crate) fn dual_stack(&self) -> bool {
+        self.stack_type.as_deref() == Some(STACK_DUAL)
+    }
+
+    /// Whether the alias IP range is added: `useAliasIPs` when given; when
+    /// absent, for an `IPV4_IPV6` interface (the Go provider adds the range
+    /// to every dual-stack interface and knows no `useAliasIPs`).
+    pub(crate) fn alias_ips(&self) -> bool {
+        self.use_alias_ips.unwrap_or_else(|| self.dual_stack())
+    }
 }
 
 /// Scheduling options.
@@ -429,7 +461,10 @@ impl GcpProviderSpec {
             if d.boot && d.image.trim().is_empty() {
                 return Err(DriverError::invalid_argument(at("image"), "is required for the boot disk"));
             }
-            if let Some(enc) = &d.encryption {
+            // `{}` is what the Gardener extension writes for an encryption
+            // setting without a key: Google-managed encryption, as the Go
+            // provider's empty key means.
+            if let Some(enc) = d.encryption.as_ref().filter(|e| !e.is_empty()) {
                 if enc.kms_key_name.trim().is_empty() {
                     return Err(DriverError::invalid_argument(at("encryption.kmsKeyName"), "is required"));
                 }
@@ -537,13 +572,24 @@ mod tests {
     }
 
     #[test]
+    fn an_empty_encryption_means_google_managed_as_in_the_go_provider() {
+        let mut v = gardener_spec();
+        v["disks"][0]["encryption"] = json!({});
+        let s = parse(&v).expect("`{}` is what the extension writes for an encryption without a key");
+        let disk = crate::instance::attached_disk(&s.disks[0], &s.zone);
+        assert!(disk.disk_encryption_key.is_none(), "no customer-managed key is sent");
+        v["disks"][0]["encryption"] = json!({"kmsKeyServiceAccount": "sa@p.iam.gserviceaccount.com"});
+        assert_eq!(field_of(&v), "providerSpec.disks[0].encryption.kmsKeyName");
+    }
+
+    #[test]
     fn the_example_class_is_valid() {
         GcpProviderSpec::parse(include_bytes!("../examples/machine-class.json")).expect("example must be valid");
     }
 
     #[test]
     fn fields_of_newer_extensions_are_ignored_and_mistyped_fields_named() {
-        // Written by Gardener's GCP extension for dual-stack and IPv6 shoots, and by newer versions.
+        // Written by Gardener's GCP extension and by newer versions.
         let mut v = gardener_spec();
         v["apiVersion"] = json!("gcp.provider.extensions.gardener.cloud/v1alpha1");
         v["advancedMachineFeatures"] = json!({"enableNestedVirtualization": null});
@@ -552,6 +598,10 @@ mod tests {
         v["bogus"] = json!(1);
         let spec = parse(&v).expect("accepted as the Go provider accepts it");
         assert_eq!(spec.disks[1].size_gb, 10, "small data disks are the cloud's to refuse");
+        assert_eq!(spec.network_interfaces[0].use_alias_ips, Some(true), "useAliasIPs is a field, not ignored");
+        let mut v = gardener_spec();
+        v["networkInterfaces"][0]["useAliasIPs"] = json!("yes");
+        assert_eq!(field_of(&v), "providerSpec.networkInterfaces[0].useAliasIPs");
         let mut v = gardener_spec();
         v["disks"][0]["sizeGb"] = json!("big");
         assert_eq!(field_of(&v), "providerSpec.disks[0].sizeGb");

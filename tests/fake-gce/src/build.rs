@@ -12,8 +12,8 @@ use crate::caller::Caller;
 use crate::clock;
 use crate::error::GceError;
 use crate::model::instance::{
-    AccessConfig, AttachedDisk, AttachedDiskRequest, Instance, InstanceRequest, Metadata, MetadataItem,
-    NetworkInterface, NetworkInterfaceRequest, Tags,
+    AccessConfig, AliasIpRange, AttachedDisk, AttachedDiskRequest, Instance, InstanceRequest, Ipv6AccessConfig,
+    Metadata, MetadataItem, NetworkInterface, NetworkInterfaceRequest, Tags,
 };
 use crate::state::{State, fingerprint, new_id};
 use crate::urls::{self, ImageRef};
@@ -376,13 +376,11 @@ fn network_interfaces(
             });
         }
         let mut other = std::mem::take(&mut nic.other);
-        other.remove("kind");
-        other.remove("name");
-        other.remove("fingerprint");
-        let stack_type = match other.remove("stackType") {
-            Some(Value::String(s)) => s,
-            _ => "IPV4_ONLY".to_string(),
-        };
+        for output_only in ["kind", "name", "fingerprint", "ipv6Address", "internalIpv6PrefixLength"] {
+            other.remove(output_only);
+        }
+        let ipv6 = ipv6_of(&mut nic, &field, state)?;
+        let alias_ip_ranges = alias_ranges(std::mem::take(&mut nic.alias_ip_ranges), &field, state)?;
         out.push(NetworkInterface {
             kind: "compute#networkInterface",
             fingerprint: fingerprint(format!("{network}{subnetwork}{network_ip}").as_bytes()),
@@ -391,9 +389,158 @@ fn network_interfaces(
             network_ip,
             name: format!("nic{i}"),
             access_configs,
-            stack_type,
+            stack_type: ipv6.stack_type,
+            alias_ip_ranges,
+            ipv6_access_type: ipv6.access_type,
+            internal_ipv6_prefix_length: ipv6.address.as_ref().map(|_| IPV6_PREFIX_LENGTH),
+            ipv6_address: ipv6.address,
+            ipv6_access_configs: ipv6.access_configs,
             other,
         });
+    }
+    Ok(out)
+}
+
+/// The stack types of `networkInterfaces[].stackType`.
+const STACK_TYPES: &[&str] = &["IPV4_ONLY", "IPV4_IPV6", "IPV6_ONLY"];
+/// The IPv6 access types (`ipv6AccessType`, a subnetwork's property).
+const IPV6_ACCESS_TYPES: &[&str] = &["EXTERNAL", "INTERNAL"];
+/// The prefix length of an interface's IPv6 range.
+const IPV6_PREFIX_LENGTH: u32 = 96;
+
+/// The IPv6 side of an interface.
+struct Ipv6Side {
+    stack_type: String,
+    access_type: Option<String>,
+    address: Option<String>,
+    access_configs: Vec<Ipv6AccessConfig>,
+}
+
+/// Stack type, IPv6 access type, internal IPv6 address and IPv6 access
+/// configs of an interface. GCE inherits `ipv6AccessType` from the
+/// subnetwork; the fake has no subnetworks and takes the request's value as
+/// the subnetwork's (`INTERNAL` when absent, `EXTERNAL` with an IPv6 access
+/// config). An IPv6 stack on an `INTERNAL` subnetwork gets an internal `/96`
+/// (`ipv6Address`); on an `EXTERNAL` one the `DIRECT_IPV6` access config gets
+/// the external `/96` (`externalIpv6`), and without one the interface has no
+/// IPv6 address, as GCE documents.
+fn ipv6_of(nic: &mut NetworkInterfaceRequest, field: &str, state: &mut State) -> Result<Ipv6Side, GceError> {
+    let stack_type = nic.stack_type.take().unwrap_or_else(|| "IPV4_ONLY".to_string());
+    if !STACK_TYPES.contains(&stack_type.as_str()) {
+        return Err(GceError::invalid_field(
+            &format!("{field}.stackType"),
+            &stack_type,
+            "Value must be one of [IPV4_IPV6, IPV4_ONLY, IPV6_ONLY].",
+        ));
+    }
+    if let Some(at) = nic.ipv6_access_type.as_deref()
+        && !IPV6_ACCESS_TYPES.contains(&at)
+    {
+        return Err(GceError::invalid_field(
+            &format!("{field}.ipv6AccessType"),
+            at,
+            "Value must be one of [EXTERNAL, INTERNAL].",
+        ));
+    }
+    let requested = std::mem::take(&mut nic.ipv6_access_configs);
+    let ipv6_stack = stack_type != "IPV4_ONLY";
+    if !requested.is_empty() && !ipv6_stack {
+        return Err(GceError::invalid_field(
+            &format!("{field}.ipv6AccessConfigs"),
+            "",
+            "IPv6 access configs require stack type IPV4_IPV6 or IPV6_ONLY.",
+        ));
+    }
+    if requested.len() > 1 {
+        return Err(GceError::invalid_field(
+            &format!("{field}.ipv6AccessConfigs"),
+            "",
+            "At most one IPv6 access config (DIRECT_IPV6) is supported.",
+        ));
+    }
+    if !ipv6_stack {
+        return Ok(Ipv6Side { stack_type, access_type: None, address: None, access_configs: Vec::new() });
+    }
+    let access_type = nic
+        .ipv6_access_type
+        .take()
+        .unwrap_or_else(|| if requested.is_empty() { "INTERNAL".to_string() } else { "EXTERNAL".to_string() });
+    if access_type == "INTERNAL" && !requested.is_empty() {
+        return Err(GceError::invalid_field(
+            &format!("{field}.ipv6AccessConfigs"),
+            "",
+            "IPv6 access configs require a subnetwork with external IPv6 access.",
+        ));
+    }
+    let (internal, external) = state.allocate_ipv6();
+    let mut access_configs = Vec::with_capacity(requested.len());
+    for (j, config) in requested.into_iter().enumerate() {
+        let kind = config.access_type.unwrap_or_else(|| "DIRECT_IPV6".to_string());
+        if kind != "DIRECT_IPV6" {
+            return Err(GceError::invalid_field(
+                &format!("{field}.ipv6AccessConfigs[{j}].type"),
+                &kind,
+                "Must be DIRECT_IPV6.",
+            ));
+        }
+        access_configs.push(Ipv6AccessConfig {
+            kind: Some("compute#accessConfig".to_string()),
+            name: Some(config.name.unwrap_or_else(|| "external-ipv6".to_string())),
+            access_type: Some(kind),
+            external_ipv6: Some(config.external_ipv6.unwrap_or_else(|| external.clone())),
+            external_ipv6_prefix_length: Some(IPV6_PREFIX_LENGTH),
+            network_tier: Some(config.network_tier.unwrap_or_else(|| "PREMIUM".to_string())),
+        });
+    }
+    let address = (access_type == "INTERNAL").then_some(internal);
+    Ok(Ipv6Side { stack_type, access_type: Some(access_type), address, access_configs })
+}
+
+/// Alias IP ranges: `ipCidrRange` a netmask (`/24`, a free block is
+/// allocated), an address (`/32`) or a CIDR; `subnetworkRangeName`, when
+/// given, a secondary range name. Anything else is 400 `invalid`.
+fn alias_ranges(requested: Vec<AliasIpRange>, field: &str, state: &mut State) -> Result<Vec<AliasIpRange>, GceError> {
+    let mut out = Vec::with_capacity(requested.len());
+    for (j, range) in requested.into_iter().enumerate() {
+        let here = format!("{field}.aliasIpRanges[{j}]");
+        let name = range.subnetwork_range_name.filter(|n| !n.is_empty());
+        if let Some(n) = &name
+            && !urls::valid_name(n)
+        {
+            return Err(GceError::invalid_field(
+                &format!("{here}.subnetworkRangeName"),
+                n,
+                "Must be a match of regex '[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?'",
+            ));
+        }
+        let given = range.ip_cidr_range.unwrap_or_default();
+        let bad = || {
+            GceError::invalid_field(
+                &format!("{here}.ipCidrRange"),
+                &given,
+                "Must be a netmask (/N), an IP address or a CIDR range.",
+            )
+        };
+        let cidr = if let Some(mask) = given.strip_prefix('/') {
+            let prefix: u8 = mask.parse().map_err(|_| bad())?;
+            if !(8..=32).contains(&prefix) {
+                return Err(bad());
+            }
+            state.allocate_alias_range(prefix).ok_or_else(|| {
+                GceError::invalid(format!("IP space of '{here}' is exhausted: no free /{prefix} range."))
+            })?
+        } else if let Some((addr, mask)) = given.split_once('/') {
+            let prefix: u8 = mask.parse().map_err(|_| bad())?;
+            let ip: std::net::Ipv4Addr = addr.parse().map_err(|_| bad())?;
+            if prefix > 32 || u32::from(ip) & !(u32::MAX.checked_shl(32 - u32::from(prefix)).unwrap_or(0)) != 0 {
+                return Err(bad());
+            }
+            given.clone()
+        } else {
+            let ip: std::net::Ipv4Addr = given.parse().map_err(|_| bad())?;
+            format!("{ip}/32")
+        };
+        out.push(AliasIpRange { ip_cidr_range: Some(cidr), subnetwork_range_name: name });
     }
     Ok(out)
 }

@@ -102,8 +102,44 @@ pub(crate) struct NetworkInterfaceRequest {
     pub(crate) network_ip: Option<String>,
     #[serde(default)]
     pub(crate) access_configs: Vec<AccessConfig>,
+    #[serde(default)]
+    pub(crate) alias_ip_ranges: Vec<AliasIpRange>,
+    pub(crate) stack_type: Option<String>,
+    /// Output only at GCE (inherited from the subnetwork); the fake, which
+    /// has no subnetworks, takes it as the subnetwork's IPv6 access type.
+    pub(crate) ipv6_access_type: Option<String>,
+    #[serde(default)]
+    pub(crate) ipv6_access_configs: Vec<Ipv6AccessConfig>,
     #[serde(flatten)]
     pub(crate) other: Map<String, Value>,
+}
+
+/// An alias IP range of a network interface.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct AliasIpRange {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) ip_cidr_range: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) subnetwork_range_name: Option<String>,
+}
+
+/// An IPv6 access config (`DIRECT_IPV6`, an external IPv6 range) of a network interface.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Ipv6AccessConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) kind: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) name: Option<String>,
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub(crate) access_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) external_ipv6: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) external_ipv6_prefix_length: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) network_tier: Option<String>,
 }
 
 /// An access config (external NAT) of a network interface.
@@ -195,6 +231,16 @@ pub(crate) struct NetworkInterface {
     pub(crate) access_configs: Vec<AccessConfig>,
     pub(crate) fingerprint: String,
     pub(crate) stack_type: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) alias_ip_ranges: Vec<AliasIpRange>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) ipv6_access_type: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) ipv6_address: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) internal_ipv6_prefix_length: Option<u32>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) ipv6_access_configs: Vec<Ipv6AccessConfig>,
     #[serde(flatten)]
     pub(crate) other: Map<String, Value>,
 }

@@ -91,6 +91,10 @@ pub(crate) struct State {
     pub(crate) default_caller: Option<String>,
     /// Allocation counter for internal and external IPs.
     pub(crate) addresses: u32,
+    /// Addresses handed out as alias IP ranges (from `10.64.0.0/10`).
+    pub(crate) alias_offset: u32,
+    /// Allocation counter for IPv6 ranges.
+    pub(crate) ipv6_ranges: u32,
 }
 
 impl State {
@@ -121,6 +125,32 @@ impl State {
         let internal = format!("10.{}.{}.{}", 128 + ((n >> 16) & 0x3f), (n >> 8) & 0xff, n & 0xff);
         let external = format!("34.{}.{}.{}", 64 + ((n >> 16) & 0x3f), (n >> 8) & 0xff, n & 0xff);
         (internal, external)
+    }
+
+    /// The next free block of `2^(32-prefix)` addresses for an alias IP range
+    /// `/prefix` (8..=32), from `10.64.0.0/10`, as `a.b.c.d/prefix`; `None`
+    /// when the pool is exhausted (GCE: the subnetwork range is full).
+    pub(crate) fn allocate_alias_range(&mut self, prefix: u8) -> Option<String> {
+        const BASE: u32 = 0x0A40_0000; // 10.64.0.0
+        const POOL: u64 = 1 << 22; // a /10
+        let size = 1u64 << (32 - u32::from(prefix.clamp(8, 32)));
+        let start = u64::from(self.alias_offset).div_ceil(size) * size;
+        if start + size > POOL {
+            return None;
+        }
+        self.alias_offset = u32::try_from(start + size).ok()?;
+        let addr = std::net::Ipv4Addr::from(BASE + u32::try_from(start).ok()?);
+        Some(format!("{addr}/{prefix}"))
+    }
+
+    /// The next `/96` IPv6 range of an interface: an internal one (from GCE's
+    /// `fd20::/20` ULA space) and an external one (from `2600:1900::/28`).
+    pub(crate) fn allocate_ipv6(&mut self) -> (String, String) {
+        self.ipv6_ranges += 1;
+        let n = self.ipv6_ranges;
+        let (hi, lo) = (n >> 16, n & 0xffff);
+        // The subnetwork's /64, then the interface's /96, uncompressed as GCE writes them.
+        (format!("fd20:a0b:c0d:0:{hi:x}:{lo:x}:0:0"), format!("2600:1900:4010:0:{hi:x}:{lo:x}:0:0"))
     }
 }
 
@@ -168,6 +198,10 @@ pub(crate) fn inventory_entry(instance: &Instance, state: &str, live: bool) -> I
     extra.insert("zone".into(), instance.zone.rsplit('/').next().unwrap_or_default().into());
     extra.insert("machineType".into(), instance.machine_type.rsplit('/').next().unwrap_or_default().into());
     extra.insert("selfLink".into(), instance.self_link.clone().into());
+    extra.insert(
+        "networkInterfaces".into(),
+        serde_json::to_value(&instance.network_interfaces).unwrap_or(serde_json::Value::Null),
+    );
     InventoryInstance {
         id: instance.id.clone(),
         name: instance.name.clone(),
