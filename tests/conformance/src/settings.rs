@@ -57,6 +57,45 @@ pub struct ProviderConformance {
     /// port with every pod CIDR among its allowed address pairs.
     #[serde(default)]
     pub initialized_dependents: Vec<Value>,
+    /// Machine classes as the Gardener provider extension writes them
+    /// (`compat/gardener-classes`): each must go through create, initialize
+    /// (first call), status initialized, delete.
+    #[serde(default)]
+    pub gardener_classes: Vec<GardenerClass>,
+}
+
+/// One machine class shape as a Gardener provider extension writes it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GardenerClass {
+    /// Short name of the shape, reported per shape (`dual-stack`).
+    pub name: String,
+    /// The extension's code the shape follows (repository and file), for the reader.
+    #[serde(default)]
+    pub source: String,
+    /// RFC 7386 merge patch over the `--machine-class` spec (a `null` member
+    /// removes the key; use `spec` to send explicit `null`s).
+    #[serde(default)]
+    pub patch: Option<Value>,
+    /// The full providerSpec instead of a patch, sent as written (explicit
+    /// `null`s and `{}` included).
+    #[serde(default)]
+    pub spec: Option<Value>,
+    /// Applied after `patch`/`spec`: members set verbatim at a path (dot
+    /// separated object keys, `[i]` array indexes), so that a patch can still
+    /// write an explicit `null` (`{"path": "cpuOptions.coreCount", "value": null}`).
+    #[serde(default)]
+    pub set: Vec<SetMember>,
+}
+
+/// One member written verbatim into a shape's spec.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SetMember {
+    /// `a.b[0].c`: object keys separated by dots, array elements by `[i]`.
+    pub path: String,
+    /// The value, `null` included.
+    pub value: Value,
 }
 
 /// A VM the cloud accepts and then fails (Nova ERROR, Azure `Failed`).

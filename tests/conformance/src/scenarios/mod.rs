@@ -89,6 +89,7 @@ pub fn all() -> Vec<Scenario> {
         ),
         scenario("bad-input/invalid-spec-values", "badval", &[], false, bad_input::invalid_values),
         scenario("compat/go-json-leniency", "compat", &[], false, compat::go_json_leniency),
+        scenario("compat/gardener-classes", "gardener", &[], false, compat::gardener_classes),
         scenario("bad-input/malformed-spec-json", "badjson", &[], false, bad_input::malformed_json),
         scenario("bad-input/missing-secret-keys", "badsec", &[], false, bad_input::missing_secret_keys),
         scenario("bad-input/missing-machine-uid", "baduid", &[], false, bad_input::missing_uid),
