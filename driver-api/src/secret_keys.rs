@@ -28,8 +28,14 @@ impl CredentialForm {
         self.settings.iter().copied().find(|aliases| !aliases.iter().any(|k| data.has(k)))
     }
 
-    fn started(&self, data: &SecretData) -> bool {
-        self.settings.iter().any(|aliases| aliases.iter().any(|k| data.has(k)))
+    /// How many of the form's settings `data` holds.
+    fn present(&self, data: &SecretData) -> usize {
+        self.settings.iter().filter(|aliases| aliases.iter().any(|k| data.has(k))).count()
+    }
+
+    /// How many of the form's settings `data` lacks.
+    fn absent(&self, data: &SecretData) -> usize {
+        self.settings.len() - self.present(data)
     }
 
     fn describe(&self) -> String {
@@ -66,7 +72,11 @@ impl SecretKeys {
                 Some(aliases) => missing.push((form, aliases)),
             }
         }
-        let Some(&(form, aliases)) = missing.iter().find(|(form, _)| form.started(data)).or(missing.first()) else {
+        // The form the secret is closest to (fewest settings missing, the
+        // first on a tie) among those it started; the first form otherwise.
+        let started =
+            missing.iter().filter(|(form, _)| form.present(data) > 0).min_by_key(|(form, _)| form.absent(data));
+        let Some(&(form, aliases)) = started.or(missing.first()) else {
             return Ok(());
         };
         let mut message = format!("is required (accepted keys: {})", aliases.join(", "));
@@ -111,6 +121,28 @@ mod tests {
         let err = aws().check(&secret(&[("secretAccessKey", "CANARY")]), "secret").unwrap_err();
         assert_eq!(err.field(), Some("secret.providerAccessKeyId"));
         assert!(!err.message().contains("CANARY"));
+    }
+
+    #[test]
+    fn forms_sharing_settings_name_the_key_of_the_closest_one() {
+        // Azure: both forms need the client, tenant and subscription.
+        const CLIENT: &[&str] = &["clientID"];
+        const CLIENT_SECRET: &[&str] = &["clientSecret"];
+        const TENANT: &[&str] = &["tenantID"];
+        const SUBSCRIPTION: &[&str] = &["subscriptionID"];
+        let azure = SecretKeys::none()
+            .or_form("a client secret", &[CLIENT, CLIENT_SECRET, TENANT, SUBSCRIPTION])
+            .or_form("workload identity", &[CLIENT, TOKEN_FILE, TENANT, SUBSCRIPTION]);
+        let wi = secret(&[("clientID", "c"), ("workloadIdentityTokenFile", "/t"), ("subscriptionID", "s")]);
+        assert_eq!(azure.check(&wi, "secret").unwrap_err().field(), Some("secret.tenantID"));
+        let plain = secret(&[("clientID", "c"), ("clientSecret", "x"), ("subscriptionID", "s")]);
+        assert_eq!(azure.check(&plain, "secret").unwrap_err().field(), Some("secret.tenantID"));
+        let bare = secret(&[("clientID", "c")]);
+        assert_eq!(
+            azure.check(&bare, "secret").unwrap_err().field(),
+            Some("secret.clientSecret"),
+            "tie: the first form"
+        );
     }
 
     #[test]

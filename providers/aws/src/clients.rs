@@ -7,7 +7,9 @@
 //! region): the token is exchanged for temporary keys with one STS
 //! AssumeRoleWithWebIdentity call, through the same call path as every other
 //! request, and exchanged again shortly before the keys expire. Concurrent
-//! RPCs that find the session expiring wait for one exchange.
+//! RPCs that find the session expiring wait for one exchange. A renewal that
+//! fails for a passing reason (STS throttled or down) while the keys still
+//! work keeps them in use and is tried again 10 s later.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -16,7 +18,7 @@ use aws_credential_types::Credentials;
 use aws_sdk_ec2::config::retry::RetryConfig;
 use aws_sdk_ec2::config::timeout::TimeoutConfig;
 use aws_sdk_ec2::config::{BehaviorVersion, Region};
-use machine_driver_api::{CallContext, Coalescer, DriverError, KeyedCache, RateLimiter, Result, SecretData};
+use machine_driver_api::{CallContext, Coalescer, DriverError, ErrorKind, KeyedCache, RateLimiter, Result, SecretData};
 use sha2::{Digest, Sha256};
 
 use crate::aws_call;
@@ -63,8 +65,22 @@ pub(crate) struct ClientCache {
 /// A workload identity's current temporary keys: their clients and when to renew them.
 #[derive(Debug, Default)]
 struct RoleSession {
-    current: tokio::sync::Mutex<Option<(Arc<AwsClients>, SystemTime)>>,
+    current: tokio::sync::Mutex<Option<SessionKeys>>,
 }
+
+/// Clients signing with one set of temporary keys.
+#[derive(Debug)]
+struct SessionKeys {
+    clients: Arc<AwsClients>,
+    /// When to exchange the token again.
+    renew_at: SystemTime,
+    /// When the keys stop working.
+    expires: SystemTime,
+}
+
+/// After a renewal that failed for a passing reason while the keys still
+/// work, the next attempt waits this long (calls meanwhile use the keys).
+const RENEW_RETRY: Duration = Duration::from_secs(10);
 
 /// When keys expiring at `expiration`, received at `now`, are renewed.
 fn renew_at(now: SystemTime, expiration: SystemTime) -> SystemTime {
@@ -123,11 +139,36 @@ impl ClientCache {
         let key = (identity.role_arn.clone(), file, region.to_string());
         let session = self.sessions.get_or_insert_with(&key, RoleSession::default);
         let mut current = session.current.lock().await;
-        if let Some((clients, renew_at)) = current.as_ref()
-            && SystemTime::now() < *renew_at
+        if let Some(keys) = current.as_ref()
+            && SystemTime::now() < keys.renew_at
         {
-            return Ok(Arc::clone(clients));
+            return Ok(Arc::clone(&keys.clients));
         }
+        match self.assume_role(ctx, identity, region).await {
+            Ok(keys) => {
+                let clients = Arc::clone(&keys.clients);
+                *current = Some(keys);
+                Ok(clients)
+            }
+            // STS throttled, failed or slow while the keys still work: keep
+            // using them, and try again a little later (once for all callers).
+            Err(e) if matches!(e.kind(), ErrorKind::Unavailable | ErrorKind::DeadlineExceeded) => {
+                let now = SystemTime::now();
+                match current.as_mut().filter(|keys| now < keys.expires) {
+                    Some(keys) => {
+                        tracing::warn!(role_arn = %identity.role_arn, region, error = e.message(), "renewing the role session failed; its keys still work and are used meanwhile");
+                        keys.renew_at = (now + RENEW_RETRY).min(keys.expires);
+                        Ok(Arc::clone(&keys.clients))
+                    }
+                    None => Err(e),
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Exchanges the token for the role's temporary keys (one STS call).
+    async fn assume_role(&self, ctx: &CallContext, identity: &WebIdentity, region: &str) -> Result<SessionKeys> {
         let token = identity.read_token()?;
         let limiter = self.limiter(&identity.role_arn, region);
         let assume = self
@@ -153,8 +194,7 @@ impl ClientCache {
             "workload-identity",
         );
         let clients = Arc::new(self.build(&identity.role_arn, creds, region));
-        *current = Some((Arc::clone(&clients), renew_at(issued, expiration)));
-        Ok(clients)
+        Ok(SessionKeys { clients, renew_at: renew_at(issued, expiration), expires: expiration })
     }
 
     /// An STS client without credentials: AssumeRoleWithWebIdentity is not signed.

@@ -36,10 +36,14 @@ pub(crate) struct WebIdentity {
 }
 
 impl AwsCredentials {
-    /// Reads the credentials from `secret` (INVALID_ARGUMENT naming the key).
+    /// Reads the credentials from `secret` (INVALID_ARGUMENT naming the key):
+    /// static keys when both are there, else workload identity when its token
+    /// file is named, else the static keys' missing key is named (the form the
+    /// server's check, `SecretKeys`, accepts is the one used).
     pub(crate) fn from_secret(secret: &SecretData) -> Result<Self> {
-        let has_keys = ACCESS_KEY_ID_KEYS.iter().chain(SECRET_ACCESS_KEY_KEYS).any(|k| secret.has(k));
-        if has_keys || !TOKEN_FILE_KEYS.iter().any(|k| secret.has(k)) {
+        let has = |keys: &[&str]| keys.iter().any(|k| secret.has(k));
+        let both_keys = has(ACCESS_KEY_ID_KEYS) && has(SECRET_ACCESS_KEY_KEYS);
+        if both_keys || !has(TOKEN_FILE_KEYS) {
             return StaticKeys::from_secret(secret).map(Self::Keys);
         }
         WebIdentity::from_secret(secret).map(Self::WebIdentity)
@@ -142,6 +146,13 @@ mod tests {
             .into_iter()
             .collect();
         assert!(matches!(AwsCredentials::from_secret(&both).unwrap(), AwsCredentials::Keys(_)));
+        // A stray key id beside a complete workload identity: the server accepts
+        // the workload identity form, and so does the provider.
+        let stray: SecretData =
+            [("accessKeyID", "AK"), ("workloadIdentityTokenFile", "/t"), ("roleARN", "arn:aws:iam::1:role/r")]
+                .into_iter()
+                .collect();
+        assert!(matches!(AwsCredentials::from_secret(&stray).unwrap(), AwsCredentials::WebIdentity(_)));
     }
 
     #[test]

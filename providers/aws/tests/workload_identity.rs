@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use fake_cloud_support::AdminClient;
+use fake_cloud_support::{AdminClient, Fault};
 use machine_driver_api::{
     CallContext, CreateMachine, Driver, ErrorKind, Machine, MachineClass, MachineRef, SecretData,
 };
@@ -84,8 +84,20 @@ async fn the_token_is_exchanged_once_renewed_before_expiry_and_reread_from_its_f
     }
     assert_eq!(sessions_issued(&admin).await, 1, "no exchange while the keys are fresh");
 
-    // The kubelet rotated the token and the old one expired: the next exchange reads the new one.
+    // Renewal time, but STS is down: the keys still work and are used.
     tokio::time::sleep(Duration::from_millis(1100)).await;
+    admin
+        .add_fault(Fault { operation: "AssumeRoleWithWebIdentity", kind: "unavailable", times: None, phase: "before" })
+        .await
+        .unwrap();
+    let status = driver.get_machine_status(&ctx(), reference()).await.unwrap();
+    assert_eq!(status.provider_id, created.provider_id, "a failed renewal falls back on keys that still work");
+    assert_eq!(sessions_issued(&admin).await, 1);
+    admin.clear_faults().await.unwrap();
+
+    // The keys expired meanwhile; the kubelet rotated the token and the old
+    // one expired too: the next exchange reads the new one.
+    tokio::time::sleep(Duration::from_millis(1000)).await;
     write_token(&token_file, -10);
     let err = driver.get_machine_status(&ctx(), reference()).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Unauthenticated, "an expired token is refused by STS: {err:?}");

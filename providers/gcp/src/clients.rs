@@ -93,7 +93,9 @@ impl ComputeClients {
         let CallFailure::Cloud(call, f) = failure else {
             return failure;
         };
-        if !f.is_unauthenticated() {
+        // A token endpoint that failed for a passing reason is UNAVAILABLE,
+        // but the SDK keeps any failed exchange: these clients are rebuilt too.
+        if !f.is_unauthenticated() && !f.is_credentials_problem() {
             return CallFailure::Cloud(call, f);
         }
         self.stale.store(true, Ordering::Relaxed);

@@ -53,6 +53,9 @@ pub(crate) enum TransportProblem {
     Network,
     /// The credentials could not produce an access token.
     Credentials,
+    /// The credentials could not produce an access token for a passing
+    /// reason (the token endpoint unreachable or failing): transient.
+    CredentialsTransient,
     /// The answer could not be decoded: a bug or an incompatible endpoint.
     Decode,
 }
@@ -79,7 +82,11 @@ impl GceFailure {
             return Self { http_status: Some(code), reason, message, transport: None, source: None };
         }
         let transport = if err.is_authentication() {
-            TransportProblem::Credentials
+            if err.is_transient_and_before_rpc() {
+                TransportProblem::CredentialsTransient
+            } else {
+                TransportProblem::Credentials
+            }
         } else if err.is_deserialization() || err.is_serialization() || err.is_binding() {
             TransportProblem::Decode
         } else {
@@ -117,7 +124,7 @@ impl GceFailure {
 
     /// True when the credentials produced no token (no HTTP answer).
     pub(crate) fn is_credentials_problem(&self) -> bool {
-        self.transport == Some(TransportProblem::Credentials)
+        matches!(self.transport, Some(TransportProblem::Credentials | TransportProblem::CredentialsTransient))
     }
 
     /// This failure with GCE's reason and message replaced by the driver's
@@ -185,6 +192,7 @@ impl GceFailure {
             return match t {
                 TransportProblem::Network => ErrorKind::Unavailable,
                 TransportProblem::Credentials => ErrorKind::Unauthenticated,
+                TransportProblem::CredentialsTransient => ErrorKind::Unavailable,
                 TransportProblem::Decode => ErrorKind::Internal,
             };
         }
@@ -218,6 +226,7 @@ impl GceFailure {
         match (self.transport, self.http_status) {
             (Some(TransportProblem::Network), _) => "TRANSPORT".into(),
             (Some(TransportProblem::Credentials), _) => "CREDENTIALS".into(),
+            (Some(TransportProblem::CredentialsTransient), _) => "CREDENTIALS_UNAVAILABLE".into(),
             (Some(TransportProblem::Decode), _) => "UNDECODABLE_RESPONSE".into(),
             (None, Some(s)) => format!("HTTP_{s}"),
             (None, None) => "UNKNOWN".into(),
@@ -264,6 +273,18 @@ fn parse_error_body(body: &[u8]) -> (Option<String>, String) {
 mod tests {
     use super::*;
     use bytes_body::gce_error;
+
+    #[test]
+    fn a_token_endpoint_that_fails_for_a_passing_reason_is_unavailable() {
+        use google_cloud_gax::error::CredentialsError;
+        let passing = GceFailure::from_gax(&GaxError::authentication(CredentialsError::from_msg(true, "503 from STS")));
+        assert_eq!(passing.kind(), ErrorKind::Unavailable);
+        assert!(passing.is_credentials_problem() && !passing.is_unauthenticated());
+        let refused =
+            GceFailure::from_gax(&GaxError::authentication(CredentialsError::from_msg(false, "invalid_grant")));
+        assert_eq!(refused.kind(), ErrorKind::Unauthenticated);
+        assert!(refused.is_credentials_problem() && refused.is_unauthenticated());
+    }
 
     mod bytes_body {
         /// A GCE error body as the real API sends it.

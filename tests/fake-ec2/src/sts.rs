@@ -222,7 +222,12 @@ impl Sessions {
             escape(&claims.provider(account)),
         );
         tracing::debug!(role_arn = %session.role_arn, "fake STS issued a role session");
-        lock(&self.sessions).insert(access_key_id, session);
+        let mut sessions = lock(&self.sessions);
+        // Sessions are forgotten an hour after they end (their keys then answer
+        // AuthFailure, as unknown keys do), so short test sessions do not pile up.
+        sessions.retain(|_, s| s.expires + Duration::from_secs(3600) > now);
+        sessions.insert(access_key_id, session);
+        drop(sessions);
         *lock(&self.issued) += 1;
         Ok(body)
     }
