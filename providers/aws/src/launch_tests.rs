@@ -56,9 +56,15 @@ fn the_node_template_placement_annotation_wins_as_in_the_go_provider() {
     );
     assert_eq!(pl.affinity(), None, "the class's placement is replaced, not merged");
 
-    machine.node_template.annotations.insert(crate::spec::PLACEMENT_ANNOTATION.into(), "[1]".into());
-    let err = crate::spec::placement_annotation(&machine).unwrap_err();
-    assert_eq!(err.field(), Some("machine.node_template_spec.annotations[machine.sapcloud.io/awsPlacement]"));
+    for bad in ["[1]", r#"{"Tenancy":"shared"}"#, r#"{"Affinity":"any"}"#] {
+        machine.node_template.annotations.insert(crate::spec::PLACEMENT_ANNOTATION.into(), bad.into());
+        let err = crate::spec::placement_annotation(&machine).unwrap_err();
+        assert_eq!(
+            err.field(),
+            Some("machine.node_template_spec.annotations[machine.sapcloud.io/awsPlacement]"),
+            "{bad}"
+        );
+    }
 }
 
 #[test]

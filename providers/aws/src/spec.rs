@@ -280,12 +280,23 @@ pub(crate) fn placement_annotation(machine: &machine_driver_api::Machine) -> Res
     let Some(raw) = machine.node_template.annotations.get(PLACEMENT_ANNOTATION).filter(|v| !v.trim().is_empty()) else {
         return Ok(None);
     };
+    let field = format!("machine.node_template_spec.annotations[{PLACEMENT_ANNOTATION}]");
     let placement: Placement = machine_driver_api::parse_provider_spec(raw.as_bytes()).map_err(|e| {
-        DriverError::invalid_argument(
-            format!("machine.node_template_spec.annotations[{PLACEMENT_ANNOTATION}]"),
-            format!("is not an EC2 placement as JSON ({})", e.message()),
-        )
+        DriverError::invalid_argument(field.clone(), format!("is not an EC2 placement as JSON ({})", e.message()))
     })?;
+    // The same values the class's `placement` may hold (spec_validation).
+    let words: [(&str, Option<&str>, &[&str]); 2] = [
+        ("Tenancy", placement.tenancy.as_deref(), &["default", "dedicated", "host"]),
+        ("Affinity", placement.affinity.as_deref(), &["default", "host"]),
+    ];
+    for (name, value, allowed) in words {
+        if let Some(v) = value.filter(|v| !allowed.contains(v)) {
+            return Err(DriverError::invalid_argument(
+                field,
+                format!("{name} {v:?} must be one of {}", allowed.join(", ")),
+            ));
+        }
+    }
     Ok((placement != Placement::default()).then_some(placement))
 }
 
