@@ -10,6 +10,14 @@
 //! second-generation token derived from the uid and the new parameters (as
 //! Alibaba advises: a new token for new parameters); a mismatch on that one
 //! too is UNAVAILABLE (the tag index may lag), never a permanent refusal.
+//!
+//! A create that carries a providerID comes after GetMachineStatus answered
+//! NOT_FOUND for it: ECS ended the instance (a reclaimed spot instance, a
+//! launch it aborted). The uid's token would answer that released instance
+//! again, so the instance tagged with the uid is looked up (a live one is the
+//! answer) and, when there is none, `RunInstances` goes out under a token
+//! derived from the uid and the ended instance: a repeat of that relaunch
+//! (its answer lost) gets the same new instance, never a second.
 
 use base64::Engine as _;
 use machine_driver_api::{
@@ -22,7 +30,7 @@ use crate::credentials::AccessKey;
 use crate::driver::AlicloudDriver;
 use crate::ecs::client::Params;
 use crate::ecs::model::{Instance, RunInstancesAnswer};
-use crate::naming::{MACHINE_UID_TAG, node_name, provider_id};
+use crate::naming::{MACHINE_UID_TAG, node_name, parse_provider_id, provider_id};
 use crate::spec::AlicloudProviderSpec;
 
 /// ECS's longest `ClientToken`.
@@ -34,7 +42,17 @@ impl AlicloudDriver {
         let key = AccessKey::from_secret(&req.secret, "secret")?;
         let spec = AlicloudProviderSpec::parse(&req.class.provider_spec)?;
         let api = self.pool.api(&key, &spec.region, ctx)?;
-        let params = run_instances_params(&spec, &req);
+        let mut params = run_instances_params(&spec, &req);
+        if let Some(ended) = ended_instance(&req.machine.provider_id, &spec.region) {
+            if let Some(found) = find_by_uid(&api, &spec.region, &req.machine.uid).await? {
+                return Ok(self.created(&spec.region, found.instance_id));
+            }
+            tracing::info!(machine = %req.machine.name, ended = %ended, "the machine's instance is gone: launching another");
+            params.set(
+                "ClientToken",
+                idempotency_token(&format!("create/after/{ended}"), &req.machine.uid, CLIENT_TOKEN_LEN),
+            );
+        }
         let answer = api.ecs::<RunInstancesAnswer>("RunInstances", &params).await;
         let instance_id = match answer {
             Ok(a) => a.first_instance_id()?,
@@ -46,15 +64,27 @@ impl AlicloudDriver {
             }
             Err(e) => return Err(e.into()),
         };
+        Ok(self.created(&spec.region, instance_id))
+    }
+
+    /// The answer for instance `instance_id`, remembered for the polls that follow.
+    fn created(&self, region: &str, instance_id: String) -> CreatedMachine {
         self.recent.record(instance_id.clone(), ());
         self.deleted.forget(&instance_id);
-        Ok(CreatedMachine {
-            provider_id: provider_id(&spec.region, &instance_id),
+        CreatedMachine {
+            provider_id: provider_id(region, &instance_id),
             node_name: node_name(&instance_id),
             last_known_state: String::new(),
             addresses: Vec::<Address>::new(),
-        })
+        }
     }
+}
+
+/// The instance a create's providerID names, when it is in the class's region
+/// (a providerID of another region or in another form names nothing to relaunch).
+fn ended_instance(provider_id: &Option<String>, region: &str) -> Option<String> {
+    let pid = provider_id.as_deref().map(str::trim).filter(|p| !p.is_empty())?;
+    parse_provider_id(pid).ok().filter(|(r, _)| r == region).map(|(_, id)| id)
 }
 
 impl AlicloudDriver {

@@ -12,7 +12,10 @@
 //!   `device_id` (Nova lists a server from its POST on, so the name lookup is
 //!   the main guard; the port, bound once a compute host takes the server, is
 //!   a second one for a cloud whose list lags);
-//! - created by this process a moment ago: the same answer, no call;
+//! - created by this process a moment ago: the same answer, no call (unless
+//!   the request's providerID names that server: a create with a providerID
+//!   follows GetMachineStatus answering NOT_FOUND, so it is gone and the
+//!   lookups decide);
 //! - otherwise one port per network of the class (free ones of the machine
 //!   reused, their pod CIDRs completed), made with the security groups, the
 //!   cluster and role tags and the pod CIDRs as allowed address pairs, then
@@ -35,7 +38,7 @@ use crate::clients::{Api, Call, Verb};
 use crate::credentials::OsCredentials;
 use crate::driver::{Created, OpenStackDriver};
 use crate::lookup::{at_most_one, find_machine};
-use crate::naming::{MACHINE_UID_KEY, provider_id};
+use crate::naming::{MACHINE_UID_KEY, parse_provider_id, provider_id};
 use crate::os::keystone::Service;
 use crate::os::model::{Port, Server};
 use crate::ports::{self, NewPort};
@@ -50,9 +53,16 @@ impl OpenStackDriver {
         let name = req.machine.name.as_str();
         let lock = self.create_locks.get_or_insert_with(&req.machine.uid, || tokio::sync::Mutex::new(()));
         let _one_create_per_machine = lock.lock().await;
-        // This process created it a moment ago: the same answer, no call (Nova may not list it yet).
+        // This process created it a moment ago: the same answer, no call (Nova
+        // may not list it yet). Unless the request names that server: a create
+        // with a providerID follows GetMachineStatus answering NOT_FOUND, so
+        // the server is gone (an operator, a failed host) and a new one is due.
         if let Some(id) = self.created_by_uid.get(&req.machine.uid).filter(|id| !self.deleted.contains(id)) {
-            return Ok(self.answer(&spec, &id, name, true, None));
+            if names_server(req.machine.provider_id.as_deref(), &id) {
+                self.created_by_uid.forget(&req.machine.uid);
+            } else {
+                return Ok(self.answer(&spec, &id, name, true, None));
+            }
         }
 
         let (cluster_key, _) = spec.cluster_tag().unwrap_or_default();
@@ -194,6 +204,11 @@ impl OpenStackDriver {
 
 /// True for a refusal that a retry with the same class cannot turn into a
 /// server (retryable kinds leave the ports for the retry).
+/// True when `provider_id` names server `id`.
+fn names_server(provider_id: Option<&str>, id: &str) -> bool {
+    provider_id.and_then(|p| parse_provider_id(p.trim()).ok()).is_some_and(|(_, named)| named == id)
+}
+
 fn is_for_good(e: &DriverError) -> bool {
     !matches!(
         e.kind(),

@@ -10,7 +10,7 @@ use serde_json::json;
 
 use crate::api::routes::action_of;
 use crate::error::ArmError;
-use crate::state::{Store, render};
+use crate::state::{Store, VmPhase, render};
 
 /// [`CloudHooks`] for the fake ARM.
 #[derive(Debug)]
@@ -111,5 +111,26 @@ impl CloudHooks for ArmHooks {
 
     fn reset(&self) {
         self.store.reset();
+    }
+
+    /// As a spot eviction with `evictionPolicy: Delete`: the VM (matched by its
+    /// ARM id, case-insensitively) is gone at once through the same transition
+    /// that ends a `virtualMachines.delete`, so its NICs and disks go as that
+    /// delete leaves them (`deleteOption: Delete` ones are deleted, `Detach`
+    /// ones stay, detached, the NICs reserved) and the inventory lists it as
+    /// `deleted`. VMs already being deleted are not live.
+    fn terminate(&self, id: &str) -> bool {
+        let now = Instant::now();
+        let mut state = self.store.lock_at(now);
+        let Some(vm) = state
+            .vms
+            .values_mut()
+            .find(|vm| vm.id.eq_ignore_ascii_case(id) && !matches!(vm.phase, VmPhase::Deleting { .. }))
+        else {
+            return false;
+        };
+        vm.phase = VmPhase::Deleting { until: now };
+        state.advance(now);
+        true
     }
 }

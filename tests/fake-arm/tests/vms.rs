@@ -410,3 +410,83 @@ async fn disks_lifecycle_and_reset() {
     assert_eq!(gone.status, StatusCode::NO_CONTENT);
     assert_eq!(fake.inventory().await["dependents"], json!([]));
 }
+
+/// `POST /_admin/instances/{id}/terminate` with the ARM id percent-encoded (it holds `/`).
+async fn terminate(fake: &Fake, id: &str) -> (StatusCode, Value) {
+    let url = format!("{}/instances/{}/terminate", fake.handle.admin_url(), id.replace('/', "%2F"));
+    let resp = fake.http.post(url).json(&json!({})).send().await.unwrap();
+    (resp.status(), resp.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn admin_terminate_evicts_the_vm_at_once_and_frees_its_name() {
+    let fake = Fake::start().await;
+    fake.admin("azure/nic-reservation", json!({"ms": 0})).await;
+    // NIC and OS disk Detach (they stay), the data disk Delete (it goes, as on eviction).
+    fake.put_nic("vm-1-nic", json!({})).await;
+    let mut body = vm_body("vm-1", "vm-1-nic", tags("vm-1"), USER_DATA);
+    body["properties"]["networkProfile"]["networkInterfaces"][0]["properties"]["deleteOption"] = json!("Detach");
+    body["properties"]["storageProfile"]["osDisk"]["deleteOption"] = json!("Detach");
+    let created = fake.put_vm("vm-1", body.clone()).await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    fake.wait_op(created.header("azure-asyncoperation").unwrap()).await;
+    let id = created.body["id"].as_str().unwrap().to_owned();
+    let inventory = fake.inventory().await;
+    let vm = inventory["instances"].as_array().unwrap().iter().find(|i| i["name"] == "vm-1").unwrap().clone();
+    assert_eq!((vm["id"].as_str(), &vm["live"]), (Some(id.as_str()), &json!(true)));
+    fake.admin("calls/reset", json!({})).await;
+
+    let (status, answer) = terminate(&fake, &id).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(fake.admin_get("calls").await["total"], 0, "terminate is not a call");
+
+    let gone = fake.get(&vm_path("vm-1")).await;
+    assert_eq!((gone.status, gone.code()), (StatusCode::NOT_FOUND, "ResourceNotFound"), "{}", gone.body);
+    let inventory = fake.inventory().await;
+    let entries: Vec<&Value> =
+        inventory["instances"].as_array().unwrap().iter().filter(|i| i["name"] == "vm-1").collect();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    assert_eq!((entries[0]["id"].as_str(), &entries[0]["live"]), (Some(id.as_str()), &json!(false)));
+    assert_eq!(entries[0]["state"], "deleted");
+    // Dependents: the Detach NIC and OS disk stay, detached; the Delete data disk went.
+    let nic = fake.get(&nic_path("vm-1-nic")).await;
+    assert_eq!(nic.status, StatusCode::OK, "{}", nic.body);
+    assert!(nic.body["properties"].get("virtualMachine").is_none(), "{}", nic.body);
+    let os_disk = fake.get(&disk_path("vm-1-os-disk")).await;
+    assert_eq!(os_disk.status, StatusCode::OK);
+    assert!(os_disk.body.get("managedBy").is_none(), "{}", os_disk.body);
+    assert_eq!(fake.get(&disk_path("vm-1-data-0-data-disk")).await.status, StatusCode::NOT_FOUND);
+    let dependents = inventory["dependents"].as_array().unwrap();
+    let live: Vec<&str> =
+        dependents.iter().filter(|d| d["live"] == true).map(|d| d["name"].as_str().unwrap()).collect();
+    assert!(live.contains(&"vm-1-nic") && live.contains(&"vm-1-os-disk"), "{live:?}");
+
+    // No live VM has the id any more (ids are case-insensitive; unknown ids too).
+    let (status, answer) = terminate(&fake, &id).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{answer}");
+    assert_eq!(answer["error"], format!("no live instance {id}"));
+    assert_eq!(terminate(&fake, &vm_path("nope")).await.0, StatusCode::NOT_FOUND);
+
+    // A new VM with the same name (and the kept NIC) is created anew.
+    body["properties"]["storageProfile"]["osDisk"]["name"] = json!("vm-1-os-disk-2");
+    let again = fake.put_vm("vm-1", body).await;
+    assert_eq!(again.status, StatusCode::CREATED, "{}", again.body);
+    assert_ne!(again.body["properties"]["vmId"], created.body["properties"]["vmId"]);
+    fake.wait_op(again.header("azure-asyncoperation").unwrap()).await;
+    assert_eq!(fake.get(&vm_path("vm-1")).await.status, StatusCode::OK);
+    let inventory = fake.inventory().await;
+    let live = inventory["instances"].as_array().unwrap().iter().filter(|i| i["name"] == "vm-1" && i["live"] == true);
+    assert_eq!(live.count(), 1);
+
+    // With deleteOption Delete (as the driver sets) the NIC goes with the VM; the
+    // upper-cased id matches, and a VM being deleted is not live.
+    fake.put_nic("vm-2-nic", json!({})).await;
+    let created = fake.put_vm("vm-2", vm_body("vm-2", "vm-2-nic", json!({}), USER_DATA)).await;
+    let id2 = created.body["id"].as_str().unwrap().to_owned();
+    assert_eq!(terminate(&fake, &id2.to_ascii_uppercase()).await.0, StatusCode::OK);
+    assert_eq!(fake.get(&vm_path("vm-2")).await.status, StatusCode::NOT_FOUND);
+    assert_eq!(fake.get(&nic_path("vm-2-nic")).await.status, StatusCode::NOT_FOUND);
+    assert_eq!(fake.get(&disk_path("vm-2-os-disk")).await.status, StatusCode::NOT_FOUND);
+    assert_eq!(fake.call(Method::DELETE, &vm_path("vm-1"), None).await.status, StatusCode::ACCEPTED);
+    assert_eq!(terminate(&fake, &id).await.0, StatusCode::NOT_FOUND);
+}

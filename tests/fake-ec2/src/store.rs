@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::response::Response;
 use fake_cloud_support::{CloudHooks, FaultKind, IdempotencyTokens, Inventory, InventoryInstance, OpClass};
@@ -246,5 +246,20 @@ impl CloudHooks for Store {
     fn reset(&self) {
         *self.world() = World::seeded();
         self.sessions.reset();
+    }
+
+    /// Terminated at once (no shutting-down), as a launch EC2 aborts (a bad
+    /// KMS key) or a spot reclaim at launch: it stays listed as `terminated`,
+    /// its ClientToken still taken, until the retention ends.
+    fn terminate(&self, id: &str) -> bool {
+        let now = Instant::now();
+        let mut world = self.world();
+        match world.instances.iter_mut().find(|i| i.id == id && i.terminate_requested.is_none()) {
+            Some(instance) => {
+                instance.terminate_requested = Some((now, Duration::ZERO));
+                true
+            }
+            None => false,
+        }
     }
 }

@@ -1,5 +1,5 @@
 //! The ECS side of the shared admin API: operation classes, the real ECS error per
-//! fault kind, the inventory and reset.
+//! fault kind, the inventory, reset and out-of-band termination.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -80,5 +80,13 @@ impl CloudHooks for EcsHooks {
 
     fn reset(&self) {
         self.store.reset();
+    }
+
+    /// Releases the instance at once, as ECS releases a reclaimed spot instance: gone
+    /// from DescribeInstances, `Deleted` (not live) in the inventory. A RunInstances
+    /// replay with its ClientToken still answers its id and creates nothing.
+    fn terminate(&self, id: &str) -> bool {
+        let now = Instant::now();
+        self.store.lock_at(now).release(id, now)
     }
 }

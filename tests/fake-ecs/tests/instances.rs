@@ -306,3 +306,47 @@ async fn faults_answer_with_ecs_errors_and_are_counted() {
     fake.call("DescribeInstances", &[("RegionId", REGION)]).await.ok();
     assert_eq!(fake.admin_get("calls").await["total"], 2, "reset zeroes counters and lifts the rate limit");
 }
+
+#[tokio::test]
+async fn terminate_releases_at_once_like_a_spot_reclaim() {
+    let fake = Fake::start().await;
+    let params = [("InstanceName", "m-spot"), ("ClientToken", "machine-uid-spot"), ("SpotStrategy", "SpotAsPriceGo")];
+    let id = fake.run(&params).await.remove(0);
+    let other = fake.run(&[]).await.remove(0);
+    fake.wait_status(&id, "Running").await;
+    let calls_before = fake.admin_get("calls").await["total"].clone();
+    let terminate = |id: String| {
+        let url = format!("{}/instances/{id}/terminate", fake.handle.admin_url());
+        let http = fake.http.clone();
+        async move {
+            let resp = http.post(url).send().await.unwrap();
+            (resp.status().as_u16(), resp.json::<Value>().await.unwrap())
+        }
+    };
+
+    let (status, _) = terminate(id.clone()).await;
+    assert_eq!(status, 200);
+    assert_eq!(fake.admin_get("calls").await["total"], calls_before, "the hook counts no call");
+    assert!(fake.describe_one(&id).await.is_null(), "released at once, no Stopping");
+    fake.call("DeleteInstance", &[("InstanceId", &id), ("Force", "true")])
+        .await
+        .expect(404, "InvalidInstanceId.NotFound");
+    let inventory = fake.inventory().await;
+    let instances = inventory["instances"].as_array().unwrap();
+    let entry = instances.iter().find(|i| i["id"] == id.as_str()).unwrap();
+    assert_eq!((entry["state"].as_str(), entry["live"].as_bool()), (Some("Deleted"), Some(false)));
+    assert_eq!(entry["client_token"], "machine-uid-spot");
+    let kept = instances.iter().find(|i| i["id"] == other.as_str()).unwrap();
+    assert_eq!(kept["live"], true, "other instances are untouched");
+    assert_eq!(inventory["dependents"], json!([]));
+
+    let (status, body) = terminate(id.clone()).await;
+    assert_eq!(status, 404);
+    assert_eq!(body["error"], format!("no live instance {id}"));
+    assert_eq!(terminate("i-gw8doesnotexist00000".to_owned()).await.0, 404);
+
+    // ClientToken: ECS answers a replay with the first result (the released id) and creates nothing.
+    assert_eq!(fake.run(&params).await, [id.as_str()]);
+    assert!(fake.describe_one(&id).await.is_null());
+    assert_eq!(fake.inventory().await["instances"].as_array().unwrap().len(), 2);
+}

@@ -9,6 +9,7 @@ use fake_cloud_support::{CloudHooks, FaultKind, Inventory, OpClass};
 use serde_json::json;
 
 use crate::error::GceError;
+use crate::state::lifecycle::Lifecycle;
 use crate::state::{Store, inventory_entry};
 
 /// [`CloudHooks`] for the fake Compute Engine.
@@ -85,5 +86,24 @@ impl CloudHooks for GceHooks {
     fn reset(&self) {
         self.store.reset();
         self.tokens.reset();
+    }
+
+    /// As a spot VM with `instanceTerminationAction=DELETE` is reclaimed: the
+    /// instance is gone at once (`instances.get` answers 404, its name is free)
+    /// and the inventory lists it as `DELETED`, through the same sweep that ends
+    /// an `instances.delete`. Instances already being deleted are not live.
+    fn terminate(&self, id: &str) -> bool {
+        let now = Instant::now();
+        let mut state = self.store.lock_at(now);
+        let Some(record) = state
+            .instances
+            .values_mut()
+            .find(|record| record.resource.id == id && !matches!(record.lifecycle, Lifecycle::Deleting { .. }))
+        else {
+            return false;
+        };
+        record.lifecycle = Lifecycle::Deleting { until: now };
+        state.sweep(now);
+        true
     }
 }

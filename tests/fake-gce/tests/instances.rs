@@ -296,3 +296,57 @@ async fn new_instances_are_invisible_for_a_while() {
     assert_eq!(fake.get_instance("vm-late").await.0, StatusCode::OK);
     assert_eq!(fake.list(&[("filter", "labels.k=v")]).await.1["items"].as_array().map(Vec::len), Some(1));
 }
+
+#[tokio::test]
+async fn admin_terminate_deletes_at_once_and_frees_the_name() {
+    let fake = Fake::start().await;
+    let (status, op) = fake.insert(&instance_body("vm-spot", json!({"role": "node"})), Some(&uuid())).await;
+    assert_eq!(status, StatusCode::OK, "{op}");
+    let id = op["targetId"].as_str().expect("target id").to_string();
+    let inventory = fake.inventory().await;
+    assert_eq!(inventory.len(), 1);
+    assert_eq!(inventory[0]["id"], id.as_str());
+    assert_eq!(inventory[0]["live"], true);
+    fake.admin("calls/reset", json!({})).await;
+
+    let terminate =
+        |id: String| fake.send(fake.http.post(format!("{}/instances/{id}/terminate", fake.handle.admin_url())));
+    let (status, body) = terminate(id.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(fake.admin_get("calls").await["total"], 0, "terminate is not a call");
+
+    // Gone at once, as a spot VM with instanceTerminationAction=DELETE.
+    let (status, err) = fake.get_instance("vm-spot").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{err}");
+    assert_eq!(err["error"]["errors"][0]["reason"], "notFound");
+    let (status, list) = fake.list(&[]).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(list.get("items").is_none_or(|items| items.as_array().is_some_and(Vec::is_empty)), "{list}");
+    let inventory = fake.inventory().await;
+    assert_eq!(inventory.len(), 1);
+    assert_eq!(inventory[0]["id"], id.as_str());
+    assert_eq!(inventory[0]["name"], "vm-spot");
+    assert_eq!(inventory[0]["state"], "DELETED");
+    assert_eq!(inventory[0]["live"], false);
+    assert_eq!(fake.delete("vm-spot", Some(&uuid())).await.0, StatusCode::NOT_FOUND);
+
+    // Not live any more: a second terminate, and unknown ids, answer 404.
+    let (status, body) = terminate(id.clone()).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(body["error"], format!("no live instance {id}"));
+    assert_eq!(terminate("1234".to_string()).await.0, StatusCode::NOT_FOUND);
+
+    // The name is free for a new instance (with a new id).
+    let (status, op) = fake.insert(&instance_body("vm-spot", json!({})), Some(&uuid())).await;
+    assert_eq!(status, StatusCode::OK, "{op}");
+    let (status, vm) = fake.get_instance("vm-spot").await;
+    assert_eq!(status, StatusCode::OK, "{vm}");
+    assert_ne!(vm["id"], id.as_str());
+    let inventory = fake.inventory().await;
+    assert_eq!(inventory.iter().filter(|i| i["live"] == true).count(), 1);
+
+    // An instance being deleted is not live: terminate refuses it.
+    let new_id = vm["id"].as_str().expect("id").to_string();
+    assert_eq!(fake.delete("vm-spot", Some(&uuid())).await.0, StatusCode::OK);
+    assert_eq!(terminate(new_id).await.0, StatusCode::NOT_FOUND);
+}

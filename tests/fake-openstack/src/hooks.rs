@@ -1,5 +1,5 @@
 //! The OpenStack side of the shared admin API: operation classes, the real error per
-//! fault kind and service, the inventory and reset.
+//! fault kind and service, the inventory, reset and out-of-band termination.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -154,6 +154,15 @@ impl CloudHooks for OpenStackHooks {
 
     fn reset(&self) {
         self.store.reset();
+    }
+
+    /// Deletes the server at once, as an operator does: 404 `itemNotFound` from then on,
+    /// `DELETED` (not live) in the inventory. As for a server DELETE, ports Nova made for
+    /// it go, pre-created ports stay unbound (`device_id`/`device_owner` cleared, `DOWN`),
+    /// and volumes go with `delete_on_termination` or stay detached.
+    fn terminate(&self, id: &str) -> bool {
+        let now = Instant::now();
+        self.store.lock_at(now).remove_server(id, now)
     }
 }
 

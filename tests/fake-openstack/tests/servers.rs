@@ -319,3 +319,87 @@ async fn projects_do_not_see_each_others_resources() {
         .await;
     assert_eq!(answer.status, 400, "the owner project has no network");
 }
+
+#[tokio::test]
+async fn terminate_deletes_the_server_at_once_and_keeps_its_user_ports() {
+    let fake = Fake::start().await;
+    let port = fake
+        .call(Method::POST, "/network/v2.0/ports", Some(json!({"port": {"network_id": NETWORK_ID, "name": "m9-port"}})))
+        .await
+        .expect(201)["port"]
+        .clone();
+    let port_id = port["id"].as_str().unwrap().to_owned();
+    let id = fake
+        .create_server(
+            "machine-9",
+            json!({"imageRef": "", "networks": [{"port": port_id}, {"uuid": NETWORK_ID}],
+                "block_device_mapping_v2": [
+                    {"boot_index": 0, "uuid": PUBLIC_IMAGE, "source_type": "image", "destination_type": "volume",
+                     "volume_size": 20, "delete_on_termination": true},
+                    {"source_type": "blank", "destination_type": "volume", "volume_size": 10}]}),
+        )
+        .await;
+    let other = fake.create_server("machine-10", json!({})).await;
+    fake.wait_server(&id, "ACTIVE").await;
+    let ports = ports_of(&fake, &id).await;
+    assert_eq!(ports.len(), 2);
+    let nova_port = ports.iter().find(|p| p["id"] != port_id.as_str()).unwrap()["id"].as_str().unwrap().to_owned();
+    let attached = fake.server(&id).await["os-extended-volumes:volumes_attached"].clone();
+    let volume_of = |delete: bool| {
+        attached.as_array().unwrap().iter().find(|v| v["delete_on_termination"] == delete).unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let (boot_volume, data_volume) = (volume_of(true), volume_of(false));
+    let calls_before = fake.admin_get("calls").await["total"].clone();
+    let terminate = |id: String| {
+        let url = format!("{}/instances/{id}/terminate", fake.handle.admin_url());
+        let http = fake.http.clone();
+        async move {
+            let resp = http.post(url).send().await.unwrap();
+            (resp.status().as_u16(), resp.json::<Value>().await.unwrap())
+        }
+    };
+
+    assert_eq!(terminate(id.clone()).await.0, 200);
+    assert_eq!(fake.admin_get("calls").await["total"], calls_before, "the hook counts no call");
+    let answer = fake.nova(Method::GET, &format!("/servers/{id}"), None).await;
+    assert_eq!(answer.status, 404, "gone at once, no deleting phase");
+    assert_eq!(answer.body["itemNotFound"]["message"], format!("Instance {id} could not be found."));
+    let listed = fake.nova(Method::GET, "/servers/detail", None).await.expect(200);
+    let listed: Vec<&str> = listed["servers"].as_array().unwrap().iter().map(|s| s["id"].as_str().unwrap()).collect();
+    assert_eq!(listed, [other.as_str()]);
+    fake.nova(Method::DELETE, &format!("/servers/{id}"), None).await.expect(404);
+
+    // The pre-created port stays, unbound; the port Nova made goes, as on a server DELETE.
+    let user_port = fake.get(&format!("/network/v2.0/ports/{port_id}")).await.expect(200)["port"].clone();
+    assert_eq!(
+        (user_port["device_id"].as_str(), user_port["device_owner"].as_str(), user_port["status"].as_str()),
+        (Some(""), Some(""), Some("DOWN"))
+    );
+    assert_eq!(user_port["fixed_ips"], port["fixed_ips"], "keeps its addresses");
+    fake.get(&format!("/network/v2.0/ports/{nova_port}")).await.expect(404);
+    assert!(ports_of(&fake, &id).await.is_empty());
+    // Volumes follow delete_on_termination.
+    fake.get(&format!("{}/{boot_volume}", fake.volumes_path())).await.expect(404);
+    let left = fake.get(&format!("{}/{data_volume}", fake.volumes_path())).await.expect(200);
+    assert_eq!(left["volume"]["status"], "available");
+
+    let inventory = fake.inventory().await;
+    let find =
+        |kind: &str, want: &str| inventory[kind].as_array().unwrap().iter().find(|i| i["id"] == want).unwrap().clone();
+    let entry = find("instances", &id);
+    assert_eq!((entry["state"].as_str(), entry["live"].as_bool()), (Some("DELETED"), Some(false)));
+    assert_eq!(find("instances", &other)["live"], true, "other servers are untouched");
+    let kept = find("dependents", &port_id);
+    assert_eq!((kept["live"].as_bool(), kept["device_id"].as_str()), (Some(true), Some("")));
+    assert_eq!(find("dependents", &nova_port)["live"], false);
+    assert_eq!(find("dependents", &boot_volume)["live"], false);
+    assert_eq!(find("dependents", &data_volume)["live"], true);
+
+    let (status, body) = terminate(id.clone()).await;
+    assert_eq!(status, 404);
+    assert_eq!(body["error"], format!("no live instance {id}"));
+    assert_eq!(terminate(port_id.clone()).await.0, 404, "a port is not an instance");
+}

@@ -249,6 +249,9 @@ mod tests {
             Inventory::default()
         }
         fn reset(&self) {}
+        fn terminate(&self, _id: &str) -> bool {
+            false
+        }
     }
 
     fn admin() -> Admin {

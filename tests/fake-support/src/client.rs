@@ -131,6 +131,17 @@ impl AdminClient {
         Ok(self.inventory().await?.instances)
     }
 
+    /// `POST /instances/{id}/terminate`: ends the live instance `id` out of
+    /// band, as a spot reclaim or an aborted launch does.
+    /// The id is sent as one path segment, percent-encoded (Azure ids hold `/`).
+    pub async fn terminate(&self, id: &str) -> Result<(), String> {
+        let mut url = reqwest::Url::parse(&self.base).map_err(|e| format!("fake admin URL {}: {e}", self.base))?;
+        url.path_segments_mut()
+            .map_err(|()| format!("fake admin URL {} cannot take a path", self.base))?
+            .extend(["instances", id, "terminate"]);
+        self.send(self.http.post(url).json(&json!({})), "/instances/{id}/terminate").await.map(|_| ())
+    }
+
     /// Live instances named `name`.
     pub async fn live_named(&self, name: &str) -> Result<Vec<InventoryInstance>, String> {
         Ok(self.instances().await?.into_iter().filter(|i| i.live && i.name == name).collect())

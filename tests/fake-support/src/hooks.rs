@@ -24,6 +24,15 @@ pub trait CloudHooks: Send + Sync + 'static {
 
     /// Returns the cloud state to its initial state (no instances, seeded images).
     fn reset(&self);
+
+    /// Ends the live instance `id` out of band, as the cloud does on its own
+    /// (a spot reclaim, a launch the cloud aborts after accepting it, an
+    /// operator in the console): at once, without counting a call, leaving
+    /// what the cloud's own delete leaves (EC2 keeps the instance listed as
+    /// `terminated`; the others forget the VM, and its dependents go or stay
+    /// as their delete options say). `false` when no live instance has `id`
+    /// (`POST /_admin/instances/{id}/terminate`).
+    fn terminate(&self, id: &str) -> bool;
 }
 
 /// Body of `GET /_admin/inventory`.

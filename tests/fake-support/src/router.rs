@@ -1,6 +1,7 @@
 //! The `/_admin/*` HTTP routes; a cloud fake merges them into its own router.
 
-use axum::extract::State;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{Value, json};
@@ -26,6 +27,7 @@ pub fn admin_router(admin: Admin) -> Router {
         .route("/_admin/timing", post(timing))
         .route("/_admin/inventory", get(inventory))
         .route("/_admin/reset", post(reset))
+        .route("/_admin/instances/{id}/terminate", post(terminate))
         .with_state(admin)
 }
 
@@ -76,6 +78,14 @@ async fn reset(State(admin): State<Admin>) -> Json<Value> {
     Json(json!({}))
 }
 
+async fn terminate(State(admin): State<Admin>, Path(id): Path<String>) -> (StatusCode, Json<Value>) {
+    if admin.hooks().terminate(&id) {
+        (StatusCode::OK, Json(json!({})))
+    } else {
+        (StatusCode::NOT_FOUND, Json(json!({ "error": format!("no live instance {id}") })))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -114,6 +124,9 @@ mod tests {
             }
         }
         fn reset(&self) {}
+        fn terminate(&self, id: &str) -> bool {
+            id == "i-1"
+        }
     }
 
     async fn call(router: &Router, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
@@ -172,6 +185,12 @@ mod tests {
         let (_, body) = call(&router, Method::GET, "/_admin/inventory", None).await;
         assert_eq!(body["instances"][0]["id"], "i-1");
         assert_eq!(body["instances"][0]["live"], true);
+
+        let (status, _) = call(&router, Method::POST, "/_admin/instances/i-1/terminate", None).await;
+        assert_eq!(status, StatusCode::OK);
+        let (status, body) = call(&router, Method::POST, "/_admin/instances/i-2/terminate", None).await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        assert_eq!(body["error"], "no live instance i-2");
 
         let (status, _) = call(&router, Method::POST, "/_admin/reset", None).await;
         assert_eq!(status, StatusCode::OK);

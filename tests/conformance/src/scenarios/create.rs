@@ -125,3 +125,67 @@ pub(crate) fn across_restart(ctx: Ctx) -> BoxFuture<'static, StepResult> {
         ctx.expect_one_live(&n).await
     })
 }
+
+/// A machine whose VM the cloud ended right after launch (a spot reclaim, a
+/// launch aborted for a bad KMS key) gets a new VM from the controller's next
+/// CreateMachine, as the Go providers relaunch; that create repeated (its
+/// answer lost) returns the same new VM, and exactly one live VM carries the
+/// machine's name.
+///
+/// The VM is ended out of band through the fake (`POST
+/// /_admin/instances/{id}/terminate`): no driver call sees it go. The next
+/// create carries the machine as the controller sends it after
+/// GetMachineStatus answered NOT_FOUND: with the ended VM's provider id.
+/// Retryable answers (the cloud still releasing the old VM's name) are
+/// retried within the wait bound.
+pub(crate) fn relaunch_after_terminated_launch(ctx: Ctx) -> BoxFuture<'static, StepResult> {
+    Box::pin(async move {
+        let fake = ctx.fake()?.clone();
+        let mut m = ctx.new_machine();
+        let first = ctx.must_create(&mut m).await?;
+        let live = fake.live_named(&m.name).await.map_err(Stop::Fail)?;
+        let [killed] = &live[..] else {
+            fail!("after CreateMachine the fake holds {} live instances named {}, expected 1", live.len(), m.name)
+        };
+        fake.terminate(&killed.id).await.map_err(Stop::Fail)?;
+        ctx.expect_none_live(&m).await?;
+
+        // As the controller sends it after GetMachineStatus answered NOT_FOUND:
+        // with the ended VM's provider id.
+        let after_end = m.clone();
+        let relaunched = ctx.create_until_ok(&mut m).await?;
+        let live = fake.live_named(&m.name).await.map_err(Stop::Fail)?;
+        ensure!(
+            live.len() == 1,
+            "after the create that followed the VM's end ({}), the fake holds {} live instances named {}, \
+                 expected 1 (the create answered {:?})",
+            killed.id,
+            live.len(),
+            m.name,
+            relaunched.provider_id
+        );
+        // The ended VM is not live any more, so the live one is new (its id may
+        // be the old one where ids are names: Azure's resource ids).
+        if first.provider_id != relaunched.provider_id {
+            ensure!(
+                !relaunched.provider_id.contains(&killed.id),
+                "the create after the VM's end answered the ended VM's provider id {:?}",
+                relaunched.provider_id
+            );
+        }
+
+        // The relaunch's answer lost: the controller repeats the same request.
+        let mut retry = after_end.clone();
+        let again = ctx.create_until_ok(&mut retry).await?;
+        ensure!(
+            again.provider_id == relaunched.provider_id,
+            "the relaunch repeated (its answer lost) returned {:?}, the relaunch {:?}",
+            again.provider_id,
+            relaunched.provider_id
+        );
+        ctx.expect_one_live(&m).await?;
+        ctx.wait_visible(&m).await?;
+        ctx.must_delete(&m).await?;
+        ctx.wait_gone(&m).await
+    })
+}

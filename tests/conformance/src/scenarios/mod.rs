@@ -46,6 +46,13 @@ pub fn all() -> Vec<Scenario> {
         scenario("create/idempotent-repeated", "crrep", &[], false, create::repeated),
         scenario("create/idempotent-concurrent", "crcon", &[], false, create::concurrent),
         scenario("create/idempotent-across-restart", "crrst", &[], true, create::across_restart),
+        scenario(
+            "create/relaunch-after-terminated-launch",
+            "relnch",
+            &[],
+            true,
+            create::relaunch_after_terminated_launch,
+        ),
         scenario("status/absent-not-found", "stabs", &[], false, absent::status_not_found),
         scenario("status/concurrent-polls-own-answers", "stcon", &[], false, status::concurrent_polls),
         scenario("delete/absent-ok", "delabs", &[], false, absent::delete_ok),

@@ -293,11 +293,19 @@ impl State {
             }
         }
         for id in gone {
-            if let Some(instance) = self.instances.remove(&id) {
-                self.deleted.push((now, instance.inventory("Deleted", false)));
-            }
+            self.release(&id, now);
         }
         self.deleted.retain(|(at, _)| now.saturating_duration_since(*at) < DELETED_RETENTION);
+    }
+
+    /// Releases instance `id` at `now` (the end of DeleteInstance's `Stopping`, or an
+    /// out-of-band release): DescribeInstances no longer lists it and the inventory keeps
+    /// it as `Deleted` (`live: false`) for a while. Its ClientToken stays remembered.
+    /// `false` when no instance has `id`.
+    pub(crate) fn release(&mut self, id: &str, now: Instant) -> bool {
+        let Some(instance) = self.instances.remove(id) else { return false };
+        self.deleted.push((now, instance.inventory("Deleted", false)));
+        true
     }
 
     /// Whether a live instance uses `ip` in `vswitch`.

@@ -168,10 +168,11 @@ impl State {
         }
     }
 
-    /// Removes a server that finished deleting: Nova-made ports go, user ports are
-    /// detached, volumes go (`delete_on_termination`) or are detached.
-    fn remove_server(&mut self, id: &str, now: Instant) {
-        let Some(server) = self.servers.remove(id) else { return };
+    /// Removes a server that finished deleting (or one ended out of band): Nova-made
+    /// ports go, user ports are detached, volumes go (`delete_on_termination`) or are
+    /// detached. `false` when no server has `id`.
+    pub(crate) fn remove_server(&mut self, id: &str, now: Instant) -> bool {
+        let Some(server) = self.servers.remove(id) else { return false };
         self.delete_nova_ports(id, now);
         for port in self.ports.values_mut().filter(|p| p.device_id == id) {
             port.detach();
@@ -186,6 +187,7 @@ impl State {
         }
         let entry = self.server_inventory(&server, "DELETED", false, now);
         self.gone_servers.push((now, entry));
+        true
     }
 
     /// Removes a port (remembering it for the inventory) and drops it from its server.
