@@ -36,7 +36,7 @@ impl AwsDriver {
             if spec.needs_root_device_name() { Some(self.root_device_name(ctx, &c, &spec).await?) } else { None };
         let mut token = idempotency_token("create", &req.machine.uid, CLIENT_TOKEN_LEN);
         let mut generation = 0;
-        let instance = loop {
+        let (instance, launched_now) = loop {
             let params = LaunchParams {
                 machine_name: &req.machine.name,
                 machine_uid: &req.machine.uid,
@@ -46,19 +46,23 @@ impl AwsDriver {
                 placement: placement.as_ref().or(spec.placement.as_ref()),
             };
             let run = launch::run_instances(c.ec2.run_instances(), &spec, &params);
-            let instance = match aws_call::ec2(ctx, &c, "RunInstances", || run.clone().send()).await {
-                Ok(out) => out
-                    .instances()
-                    .first()
-                    .cloned()
-                    .ok_or_else(|| DriverError::internal("ec2 RunInstances returned no instance"))?,
+            // `launched_now`: launched with this spec's parameters (RunInstances
+            // answered), not found by tags after the class changed.
+            let (instance, launched_now) = match aws_call::ec2(ctx, &c, "RunInstances", || run.clone().send()).await {
+                Ok(out) => (
+                    out.instances()
+                        .first()
+                        .cloned()
+                        .ok_or_else(|| DriverError::internal("ec2 RunInstances returned no instance"))?,
+                    true,
+                ),
                 Err(f) if f.cloud().is_some_and(AwsFailure::is_idempotency_mismatch) => {
-                    self.launched_earlier(ctx, &c, &spec, &req).await?
+                    (self.launched_earlier(ctx, &c, &spec, &req).await?, false)
                 }
                 Err(f) => return Err(f.into()),
             };
             if crate::tags::is_live(&instance) || instance.state().is_none() {
-                break instance;
+                break (instance, launched_now);
             }
             // The instance of this token was terminated (a bad KMS key, a spot
             // reclaim at launch): launch again, as the Go provider does, with a
@@ -86,7 +90,14 @@ impl AwsDriver {
         let node_name = instance.private_dns_name().unwrap_or_default().to_string();
         self.launched.record(
             id.clone(),
-            Launched { node_name: node_name.clone(), work: steps::interface_work(&spec, &instance) },
+            Launched {
+                node_name: node_name.clone(),
+                work: if launched_now {
+                    steps::launch_work(&spec, &instance)
+                } else {
+                    steps::interface_work(&spec, &instance)
+                },
+            },
         );
         let launch = Launch::now(&id, &c.region, &node_name);
         self.recent.record(req.machine.uid.clone(), launch.clone());

@@ -11,6 +11,9 @@
 //! - then one ModifyNetworkInterfaceAttribute per interface whose source/dest
 //!   check must go off and one AssignIpv6Addresses per interface lacking
 //!   prefixes; no writes when nothing is missing (a repeat reads and converges).
+//!   Prefixes RunInstances requested (an interface without `ipv6AddressCount`,
+//!   [`crate::spec::NetworkInterface::ipv6_prefixes_at_launch`]) are not
+//!   assigned again right after the launch; a read sees what EC2 really has.
 
 use aws_sdk_ec2::types::AttributeBooleanValue;
 use machine_driver_api::{

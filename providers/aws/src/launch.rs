@@ -128,6 +128,7 @@ fn network_interfaces(spec: &AwsProviderSpec) -> Vec<InstanceNetworkInterfaceSpe
                 .delete_on_termination(n.delete_on_termination.unwrap_or(true))
                 .set_description(n.description.clone())
                 .set_ipv6_address_count(n.ipv6_address_count)
+                .set_ipv6_prefix_count(n.ipv6_prefixes_at_launch())
                 .set_interface_type(n.interface_type.clone())
                 .set_network_card_index(n.network_card_index)
                 // As the Go provider: an interface with IPv6 addresses gets a primary

@@ -95,7 +95,11 @@ fn every_field_reaches_run_instances() {
     );
     let nic = &input.get_network_interfaces().as_ref().unwrap()[0];
     assert_eq!((nic.device_index(), nic.subnet_id(), nic.ipv6_address_count()), (Some(0), Some("subnet-1"), Some(1)));
-    assert_eq!(nic.ipv6_prefix_count(), None, "prefixes are assigned by InitializeMachine");
+    assert_eq!(
+        nic.ipv6_prefix_count(),
+        None,
+        "no prefix count beside an address count: InitializeMachine assigns them"
+    );
     assert_eq!(nic.primary_ipv6(), Some(true), "IPv6 addresses imply a primary IPv6 address, as in the Go provider");
     assert_eq!(
         input.get_iam_instance_profile().as_ref().and_then(|i| i.arn()),
@@ -117,4 +121,29 @@ fn every_field_reaches_run_instances() {
         assert_eq!(get(MACHINE_UID_TAG), Some("uid-1"));
         assert_eq!(get("kubernetes.io/cluster/c"), Some("1"));
     }
+}
+
+#[test]
+fn ipv6_prefixes_are_requested_at_launch_unless_addresses_are_counted() {
+    let mut s = spec();
+    let params = LaunchParams {
+        machine_name: "m-1",
+        machine_uid: "uid-1",
+        client_token: "tok",
+        user_data: b"",
+        root_device_name: Some("/dev/xvda"),
+        placement: None,
+    };
+    let prefix_count = |s: &AwsProviderSpec| {
+        let b = run_instances(client().run_instances(), s, &params);
+        b.as_input().get_network_interfaces().as_ref().unwrap()[0].ipv6_prefix_count()
+    };
+    s.network_interfaces[0].ipv6_prefix_count = Some(2);
+    assert_eq!(prefix_count(&s), None, "beside ipv6AddressCount: assigned by InitializeMachine");
+    s.network_interfaces[0].ipv6_address_count = Some(0);
+    assert_eq!(prefix_count(&s), Some(2));
+    s.network_interfaces[0].ipv6_address_count = None;
+    assert_eq!(prefix_count(&s), Some(2));
+    s.network_interfaces[0].ipv6_prefix_count = Some(0);
+    assert_eq!(prefix_count(&s), None);
 }

@@ -99,7 +99,9 @@ pub(crate) struct NetworkInterface {
     /// IPv6 addresses assigned at launch.
     #[serde(default)]
     pub ipv6_address_count: Option<i32>,
-    /// IPv6 prefixes (assigned by InitializeMachine).
+    /// IPv6 prefixes: requested at launch when the interface asks for no IPv6
+    /// address count (EC2 takes one count or the other per interface), else
+    /// assigned by InitializeMachine ([`NetworkInterface::ipv6_prefixes_at_launch`]).
     #[serde(default)]
     pub ipv6_prefix_count: Option<i32>,
     /// Delete with the instance (default true).
@@ -132,6 +134,14 @@ impl NetworkInterface {
     /// EFA interfaces keep source/dest checks (EC2 refuses to change them).
     pub(crate) fn is_efa(&self) -> bool {
         is_efa_type(self.interface_type.as_deref())
+    }
+
+    /// The IPv6 prefix count RunInstances requests for this interface: the
+    /// class's `ipv6PrefixCount` when it asks for no `ipv6AddressCount` (EC2
+    /// refuses a count of addresses beside a count of prefixes on one
+    /// interface). Otherwise `None`, and InitializeMachine assigns the prefixes.
+    pub(crate) fn ipv6_prefixes_at_launch(&self) -> Option<i32> {
+        self.ipv6_prefix_count.filter(|c| *c > 0).filter(|_| self.ipv6_address_count.unwrap_or(0) == 0)
     }
 }
 

@@ -38,6 +38,21 @@ fn spec_interface<'a>(spec: &'a AwsProviderSpec, eni: &InstanceNetworkInterface)
 
 /// The interfaces of `instance` with work left, in instance order.
 pub(crate) fn interface_work(spec: &AwsProviderSpec, instance: &Instance) -> Vec<InterfaceWork> {
+    work(spec, instance, false)
+}
+
+/// The work left on an instance RunInstances just returned (launched with
+/// these parameters): as [`interface_work`], except that prefixes requested
+/// at launch ([`NetworkInterface::ipv6_prefixes_at_launch`]) count as
+/// assigned whether or not RunInstances' answer lists them, since a
+/// count-based AssignIpv6Addresses on top would add more prefixes than asked.
+/// Whatever EC2 later shows missing is seen by the next read (status reports
+/// it, InitializeMachine's retry reads and assigns it).
+pub(crate) fn launch_work(spec: &AwsProviderSpec, instance: &Instance) -> Vec<InterfaceWork> {
+    work(spec, instance, true)
+}
+
+fn work(spec: &AwsProviderSpec, instance: &Instance, launched_now: bool) -> Vec<InterfaceWork> {
     let disable_checks = spec.src_and_dst_checks_enabled == Some(false);
     instance
         .network_interfaces()
@@ -48,7 +63,10 @@ pub(crate) fn interface_work(spec: &AwsProviderSpec, instance: &Instance) -> Vec
             let efa = is_efa_type(eni.interface_type()) || wanted.is_some_and(NetworkInterface::is_efa);
             let disable = disable_checks && !efa && eni.source_dest_check() == Some(true);
             let have = i32::try_from(eni.ipv6_prefixes().len()).unwrap_or(i32::MAX);
-            let missing = wanted.and_then(|n| n.ipv6_prefix_count).map_or(0, |want| (want - have).max(0));
+            let missing = wanted
+                .filter(|n| !(launched_now && n.ipv6_prefixes_at_launch().is_some()))
+                .and_then(|n| n.ipv6_prefix_count)
+                .map_or(0, |want| (want - have).max(0));
             (disable || missing > 0).then(|| InterfaceWork {
                 network_interface_id: id.to_string(),
                 disable_source_dest_check: disable,

@@ -85,3 +85,26 @@ fn interfaces_match_by_explicit_device_index() {
     assert_eq!(work.len(), 1);
     assert_eq!(work[0].network_interface_id, "eni-1");
 }
+
+#[test]
+fn prefixes_requested_at_launch_count_as_assigned_only_right_after_the_launch() {
+    let spec = AwsProviderSpec {
+        src_and_dst_checks_enabled: Some(false),
+        network_interfaces: vec![
+            nic(None, Some(1), None),
+            NetworkInterface { ipv6_address_count: Some(1), ..nic(None, Some(1), None) },
+        ],
+        ..Default::default()
+    };
+    // RunInstances' answer may not list the prefixes it was asked for.
+    let i = instance(vec![eni("eni-0", 0, true, 0, "interface"), eni("eni-1", 1, true, 0, "interface")]);
+    let at_launch = launch_work(&spec, &i);
+    assert_eq!(
+        at_launch.iter().map(|w| (w.network_interface_id.as_str(), w.missing_ipv6_prefixes)).collect::<Vec<_>>(),
+        vec![("eni-0", 0), ("eni-1", 1)],
+        "eni-0's prefix came with the launch; eni-1 counts addresses, so its prefix is InitializeMachine's"
+    );
+    assert!(at_launch.iter().all(|w| w.disable_source_dest_check));
+    // A read shows what EC2 really has: a missing prefix is missing.
+    assert_eq!(interface_work(&spec, &i)[0].missing_ipv6_prefixes, 1);
+}
