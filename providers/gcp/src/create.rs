@@ -3,13 +3,19 @@
 //! call's deadline, so that a capacity or quota failure reported by the
 //! operation reaches the machine-controller with its code.
 //!
+//! A create that carries a providerID follows GetMachineStatus answering
+//! NOT_FOUND: when the insert's requestId replays a DONE operation whose
+//! instance is gone (a spot VM deleted at launch), the next requestId
+//! generation (derived from the uid and that operation, so still idempotent)
+//! launches another.
+//!
 //! When the deadline comes first, the operation is remembered: the next
 //! GetMachineStatus of an instance Compute does not show reads it once and
 //! answers its failure ([`GcpDriver::insert_outcome`]).
 
 use std::time::Duration;
 
-use google_cloud_compute_v1::model::{Instance, Operation, operation};
+use google_cloud_compute_v1::model::{Instance, Operation};
 use machine_driver_api::{CallContext, CreateMachine, CreatedMachine, DriverError, ErrorKind};
 
 use crate::clients::Api;
@@ -18,8 +24,34 @@ use crate::driver::GcpDriver;
 use crate::errors::{GceFailure, RETRY_SOON};
 use crate::instance::{InstanceTarget, addresses, build_instance};
 use crate::naming::{InstanceRef, MACHINE_UID_LABEL, insert_request_id, is_gce_name, uid_label_value};
+use crate::operations::is_done;
 use crate::spec::GcpProviderSpec;
 use crate::timestamps;
+
+/// The instance, `None` when Compute does not show it (1 `instances.get`).
+async fn get_instance(api: &Api<'_>, target: &InstanceRef) -> Result<Option<Instance>, DriverError> {
+    let got = api
+        .call("instances.get", || {
+            api.clients
+                .instances
+                .get()
+                .set_project(&target.project)
+                .set_zone(&target.zone)
+                .set_instance(&target.name)
+                .send()
+        })
+        .await;
+    match got {
+        Ok(instance) => Ok(Some(instance)),
+        Err(f) if f.cloud().is_some_and(GceFailure::is_not_found) => Ok(None),
+        Err(f) => Err(f.into_driver_error()),
+    }
+}
+
+/// True when a request carries a providerID.
+fn has_provider_id(provider_id: &Option<String>) -> bool {
+    provider_id.as_deref().is_some_and(|p| !p.trim().is_empty())
+}
 
 /// Time kept free before the RPC deadline when waiting for an operation.
 const DEADLINE_MARGIN: Duration = Duration::from_secs(1);
@@ -75,9 +107,18 @@ impl GcpDriver {
             self.deleted.forget(&target);
             self.failed_inserts.forget(&target);
             if !is_done(&op) {
-                return self.wait_for_insert(&api, &target, &op, uid).await;
+                return self.wait_for_insert(&api, &key, &target, &op, uid).await;
             }
             let Some(failure) = GceFailure::from_operation(&op) else {
+                // A DONE answer replays an earlier insert. After GetMachineStatus
+                // answered NOT_FOUND (the request carries the providerID), the
+                // instance it made may be gone (a spot VM deleted at launch):
+                // then the next requestId generation launches another.
+                if has_provider_id(&req.machine.provider_id) && !self.exists(&api, &target).await? {
+                    tracing::info!(provider_id = %target.provider_id(), "the instance of the replayed insert is gone: launching another");
+                    after = Some(op.name.clone().unwrap_or_else(|| format!("generation-{generation}")));
+                    continue;
+                }
                 return Ok(created(&target, &Instance::new()));
             };
             if failure.is_already_exists() {
@@ -98,29 +139,19 @@ impl GcpDriver {
         Err(DriverError::internal("instances.insert: no requestId generation left"))
     }
 
+    /// Whether Compute shows the instance.
+    async fn exists(&self, api: &Api<'_>, target: &InstanceRef) -> Result<bool, DriverError> {
+        Ok(get_instance(api, target).await?.is_some())
+    }
+
     /// Handles "already exists": adopts the instance when it carries this machine's uid label.
     async fn adopt(&self, api: &Api<'_>, target: &InstanceRef, uid: &str) -> Result<CreatedMachine, DriverError> {
-        let got = api
-            .call("instances.get", || {
-                api.clients
-                    .instances
-                    .get()
-                    .set_project(&target.project)
-                    .set_zone(&target.zone)
-                    .set_instance(&target.name)
-                    .send()
-            })
-            .await;
-        let instance = match got {
-            Ok(i) => i,
-            Err(f) if f.cloud().is_some_and(GceFailure::is_not_found) => {
-                return Err(DriverError::unavailable(
-                    "NOT_VISIBLE_YET",
-                    format!("instance {} was reported as existing but is not visible yet", target.provider_id()),
-                    RETRY_SOON,
-                ));
-            }
-            Err(f) => return Err(f.into_driver_error()),
+        let Some(instance) = get_instance(api, target).await? else {
+            return Err(DriverError::unavailable(
+                "NOT_VISIBLE_YET",
+                format!("instance {} was reported as existing but is not visible yet", target.provider_id()),
+                RETRY_SOON,
+            ));
         };
         if instance.labels.get(MACHINE_UID_LABEL).map(String::as_str) != Some(uid_label_value(uid).as_str()) {
             return Err(DriverError::new(
@@ -133,14 +164,17 @@ impl GcpDriver {
         Ok(created(target, &instance))
     }
 
-    /// Waits for a running insert operation within the call's deadline
-    /// (`zoneOperations.wait` answers when the operation is done or after a
-    /// while; each answer is a counted call). A failed operation answers with
-    /// its classified error; when the deadline comes first the operation is
-    /// remembered for the next status poll and the create answers OK.
+    /// Waits for a running insert operation within the call's deadline. A
+    /// create alone in its zone waits with `zoneOperations.wait` (answers
+    /// when the operation is done or after a while; each answer is a counted
+    /// call); concurrent creates share `zoneOperations.list` calls
+    /// ([`crate::operations`]). A failed operation answers with its classified
+    /// error; when the deadline comes first, or the wait fails, the operation
+    /// is remembered for the next status poll and the create answers OK.
     async fn wait_for_insert(
         &self,
         api: &Api<'_>,
+        key: &GcpCredentials,
         target: &InstanceRef,
         op: &Operation,
         uid: &str,
@@ -148,12 +182,13 @@ impl GcpDriver {
         let Some(op_name) = op.name.clone() else {
             return Ok(created(target, &Instance::new()));
         };
-        loop {
-            let bound = api.remaining().saturating_sub(DEADLINE_MARGIN);
-            if bound.is_zero() {
-                return Ok(self.still_running(target, op_name));
-            }
-            let wait = api.call("zoneOperations.wait", || {
+        let bound = api.remaining().saturating_sub(DEADLINE_MARGIN);
+        if bound.is_zero() {
+            return Ok(self.still_running(target, op_name));
+        }
+        let waiter = self.op_waiters.for_zone(api, key, target);
+        let wait_alone = || async {
+            api.call("zoneOperations.wait", || {
                 api.clients
                     .operations
                     .wait()
@@ -161,16 +196,17 @@ impl GcpDriver {
                     .set_zone(&target.zone)
                     .set_operation(&op_name)
                     .send()
-            });
-            match tokio::time::timeout(bound, wait).await {
-                Ok(Ok(done)) if is_done(&done) => return self.insert_done(api, target, &done, uid).await,
-                Ok(Ok(_)) => continue,
-                Err(_) => return Ok(self.still_running(target, op_name)),
-                Ok(Err(f)) => {
-                    // The insert was accepted; GetMachineStatus will tell how it ends.
-                    tracing::debug!(provider_id = %target.provider_id(), error = %f.into_driver_error(), "waiting for the insert operation failed");
-                    return Ok(self.still_running(target, op_name));
-                }
+            })
+            .await
+            .map_err(|f| f.into_driver_error())
+        };
+        match waiter.wait(&op_name, bound, wait_alone).await {
+            Ok(Some(done)) => self.insert_done(api, target, &done, uid).await,
+            Ok(None) => Ok(self.still_running(target, op_name)),
+            Err(e) => {
+                // The insert was accepted; GetMachineStatus will tell how it ends.
+                tracing::debug!(provider_id = %target.provider_id(), error = %e, "waiting for the insert operation failed");
+                Ok(self.still_running(target, op_name))
             }
         }
     }
@@ -236,10 +272,6 @@ impl GcpDriver {
         self.failed_inserts.record(target.clone(), failure.clone());
         Some(failure.driver_error("instances.insert"))
     }
-}
-
-fn is_done(op: &Operation) -> bool {
-    matches!(op.status, Some(operation::Status::Done))
 }
 
 fn created(target: &InstanceRef, instance: &Instance) -> CreatedMachine {

@@ -14,6 +14,7 @@ use crate::credentials::{CREDENTIALS_CONFIG_KEYS, GcpCredentials, PROJECT_ID_KEY
 use crate::errors::GceFailure;
 use crate::lookup::InstanceLookups;
 use crate::naming::InstanceRef;
+use crate::operations::OperationWaiters;
 use crate::spec::GcpProviderSpec;
 
 /// Largest user data GCE metadata takes (one value, 256 KiB).
@@ -33,6 +34,8 @@ pub struct GcpDriver {
     /// Insert operations that failed after CreateMachine answered, by instance.
     pub(crate) failed_inserts: RecentCreates<InstanceRef, GceFailure>,
     pub(crate) lookups: InstanceLookups,
+    /// Insert operation waits, shared by concurrent creates per zone.
+    pub(crate) op_waiters: OperationWaiters,
 }
 
 impl GcpDriver {
@@ -54,6 +57,7 @@ impl GcpDriver {
             pending_inserts: RecentCreates::default(),
             failed_inserts: RecentCreates::default(),
             lookups: InstanceLookups::default(),
+            op_waiters: OperationWaiters::default(),
         }
     }
 

@@ -13,6 +13,7 @@ mod instance;
 mod list;
 mod lookup;
 mod naming;
+mod operations;
 mod share_image;
 mod spec;
 mod status;

@@ -217,7 +217,7 @@ async fn list_named(
 
 /// Splits (sorted) names into groups whose [`name_filter`] stays within
 /// [`MAX_FILTER_CHARS`]; sorting puts names with long common prefixes together.
-fn filter_chunks(mut names: Vec<String>) -> Vec<Vec<String>> {
+pub(crate) fn filter_chunks(mut names: Vec<String>) -> Vec<Vec<String>> {
     names.sort_unstable();
     names.dedup();
     let mut chunks = Vec::new();
@@ -262,7 +262,7 @@ fn common_prefix(names: &[String]) -> &str {
 /// name is coalesced), which hold no regex metacharacter, so they go into the
 /// pattern unescaped: a backslash could also be read by the filter's own
 /// string syntax, and Compute does not document how it treats one.
-fn name_filter(names: &[String]) -> String {
+pub(crate) fn name_filter(names: &[String]) -> String {
     let prefix = common_prefix(names);
     let rest: Vec<&str> = names.iter().map(|n| &n[prefix.len()..]).collect();
     format!("name eq \"{prefix}(?:{})\"", rest.join("|"))

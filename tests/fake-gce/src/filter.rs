@@ -1,4 +1,4 @@
-//! The `filter` query parameter of `instances.list`, in the two forms the real
+//! The `filter` query parameter of `instances.list` and `zoneOperations.list`, in the two forms the real
 //! API documents (which "cannot be mixed in one request"):
 //!
 //! - **Comparisons** (AIP-160 subset): `FIELD = VALUE` / `FIELD != VALUE`

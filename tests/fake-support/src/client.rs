@@ -136,9 +136,11 @@ impl AdminClient {
     /// The id is sent as one path segment, percent-encoded (Azure ids hold `/`).
     pub async fn terminate(&self, id: &str) -> Result<(), String> {
         let mut url = reqwest::Url::parse(&self.base).map_err(|e| format!("fake admin URL {}: {e}", self.base))?;
-        url.path_segments_mut()
-            .map_err(|()| format!("fake admin URL {} cannot take a path", self.base))?
-            .extend(["instances", id, "terminate"]);
+        url.path_segments_mut().map_err(|()| format!("fake admin URL {} cannot take a path", self.base))?.extend([
+            "instances",
+            id,
+            "terminate",
+        ]);
         self.send(self.http.post(url).json(&json!({})), "/instances/{id}/terminate").await.map(|_| ())
     }
 

@@ -1,14 +1,18 @@
-//! `zoneOperations.get` and `zoneOperations.wait`.
+//! `zoneOperations.get`, `zoneOperations.wait` and `zoneOperations.list`.
 
 use std::time::{Duration, Instant};
 
-use axum::extract::{Path, State};
-use axum::response::Response;
+use std::collections::BTreeMap;
 
-use super::{Ctx, begin, respond};
+use axum::extract::{Path, Query, State};
+use axum::response::Response;
+use serde_json::{Value, json};
+
+use super::{Ctx, Params, begin, respond};
 use crate::error::GceError;
+use crate::filter::{Filter, Subject};
 use crate::model::operation::Operation;
-use crate::urls;
+use crate::{paging, urls};
 
 /// How long `wait` blocks at most before answering a still-running operation
 /// (the real API waits up to 2 minutes; the fake keeps tests fast).
@@ -74,4 +78,59 @@ pub(crate) async fn wait(
         }
     };
     guard.finish(respond(result))
+}
+
+/// `GET .../zones/Z/operations`: the zone's operations in name order, with the
+/// same `filter` (fields `name`, `status`, `id`), `maxResults` and
+/// `pageToken`/`nextPageToken` as `instances.list`.
+pub(crate) async fn list(
+    State(ctx): State<Ctx>,
+    Path((project, zone)): Path<(String, String)>,
+    Query(params): Query<Params>,
+) -> Response {
+    let guard = match begin(&ctx, "zoneOperations.list").await {
+        Ok(guard) => guard,
+        Err(rejection) => return rejection,
+    };
+    guard.finish(respond(list_page(&ctx, &project, &zone, &params)))
+}
+
+fn list_page(ctx: &Ctx, project: &str, zone: &str, params: &Params) -> Result<Value, GceError> {
+    urls::check_zone(zone)?;
+    let filter = Filter::parse(params.get("filter").map_or("", String::as_str))?;
+    let max = paging::max_results(params.get("maxResults").map(String::as_str))?;
+    let after = paging::decode(params.get("pageToken").map(String::as_str))?;
+    let now = Instant::now();
+    let state = ctx.store.lock_at(now);
+    let no_labels = BTreeMap::new();
+    let mut records: Vec<_> = state
+        .operations
+        .iter()
+        .filter(|((p, z, name), _)| p == project && z == zone && after.as_ref().is_none_or(|a| name > a))
+        .map(|(_, record)| record)
+        .collect();
+    records.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut items: Vec<Value> = Vec::new();
+    let mut next_page_token = None;
+    for op in records.into_iter().map(|record| record.render(now)) {
+        let subject = Subject { name: &op.name, status: op.status, id: &op.id, labels: &no_labels };
+        if !filter.matches(&subject) {
+            continue;
+        }
+        if items.len() == max {
+            next_page_token =
+                items.last().and_then(|last| last.get("name")).and_then(Value::as_str).map(paging::token_after);
+            break;
+        }
+        items.push(serde_json::to_value(&op).map_err(|_| GceError::internal())?);
+    }
+    let path = format!("projects/{project}/zones/{zone}/operations");
+    let mut body = json!({"kind": "compute#operationList", "id": path, "selfLink": urls::full(&path)});
+    if !items.is_empty() {
+        body["items"] = Value::Array(items);
+    }
+    if let Some(token) = next_page_token {
+        body["nextPageToken"] = Value::String(token);
+    }
+    Ok(body)
 }
