@@ -21,7 +21,7 @@ pub(crate) struct Args {
     #[arg(long)]
     pub(crate) secret: Option<PathBuf>,
 
-    /// Tiny sizes for CI (K=20, fleet 10, throughput 2 s, one start sample).
+    /// Tiny sizes for CI (K=20, fleet 10, no external-fake fleet, throughput 2 s, one start sample).
     #[arg(long)]
     pub(crate) quick: bool,
 
@@ -32,6 +32,17 @@ pub(crate) struct Args {
     /// Fleet sizes N, comma-separated (machines created, then N concurrent polls).
     #[arg(long, value_delimiter = ',')]
     pub(crate) fleet: Option<Vec<usize>>,
+
+    /// Size of the fleet round run on the driver WITHOUT its embedded fake (the
+    /// provider's fake as its own process, so that the driver's peak RSS is its
+    /// own); 0 skips it. Default 10000, skipped with `--quick`.
+    #[arg(long)]
+    pub(crate) external_fleet: Option<usize>,
+
+    /// Also count the instructions per GetMachineStatus poll with valgrind's
+    /// callgrind (driver on an external fake; slow; "not measured" without valgrind).
+    #[arg(long)]
+    pub(crate) instructions: bool,
 
     /// Creates in flight while building the fleet.
     #[arg(long, default_value_t = 32)]
@@ -81,6 +92,8 @@ pub(crate) struct Sizes {
     pub(crate) warmup: usize,
     /// Fleet sizes, ascending.
     pub(crate) fleet: Vec<usize>,
+    /// The fleet round on the driver without its embedded fake, if any.
+    pub(crate) external_fleet: Option<usize>,
     /// Throughput phase duration.
     pub(crate) throughput: Duration,
     /// Startup samples.
@@ -90,8 +103,8 @@ pub(crate) struct Sizes {
 impl Args {
     /// The sizes implied by `--quick` and the explicit flags (explicit flags win).
     pub(crate) fn sizes(&self) -> Sizes {
-        let (k, warmup, fleet, secs, starts) =
-            if self.quick { (20, 5, vec![10], 2.0, 1) } else { (1000, 50, vec![100, 1000], 30.0, 5) };
+        let (k, warmup, fleet, external, secs, starts) =
+            if self.quick { (20, 5, vec![10], 0, 2.0, 1) } else { (1000, 50, vec![100, 1000], 10_000, 30.0, 5) };
         let mut fleet = self.fleet.clone().unwrap_or(fleet);
         fleet.retain(|n| *n > 0);
         fleet.sort_unstable();
@@ -100,6 +113,7 @@ impl Args {
             iterations: self.iterations.unwrap_or(k).max(1),
             warmup,
             fleet,
+            external_fleet: Some(self.external_fleet.unwrap_or(external)).filter(|n| *n > 0),
             throughput: Duration::from_secs_f64(self.throughput_secs.unwrap_or(secs).max(0.5)),
             starts: self.starts.unwrap_or(starts).max(1),
         }
@@ -122,6 +136,11 @@ mod tests {
         let full = Args::parse_from(["b", "--driver", "d", "--fleet", "1000,0,100,100"]).sizes();
         assert_eq!(full.fleet, vec![100, 1000]);
         assert_eq!(full.iterations, 1000);
+        assert_eq!((quick.external_fleet, full.external_fleet), (None, Some(10_000)));
+        let ext = Args::parse_from(["b", "--driver", "d", "--quick", "--external-fleet", "50"]).sizes();
+        assert_eq!(ext.external_fleet, Some(50));
+        let off = Args::parse_from(["b", "--driver", "d", "--external-fleet", "0"]).sizes();
+        assert_eq!(off.external_fleet, None);
         let k = Args::parse_from(["b", "--driver", "d", "--quick", "--iterations", "7"]).sizes();
         assert_eq!(k.iterations, 7);
     }

@@ -5,6 +5,9 @@
 mod admin;
 mod cli;
 mod direct;
+mod echo;
+mod external;
+mod instructions;
 mod phases;
 mod process;
 mod report;
@@ -17,9 +20,24 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
+    // The floor's reference server is this binary re-executed (see `echo`).
+    if let Some(socket) = echo::requested() {
+        return echo::serve_main(&socket);
+    }
     let args = cli::Args::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("machine-driver-bench: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(bench(args))
+}
+
+/// Runs the benchmark, prints the report and writes its JSON.
+async fn bench(args: cli::Args) -> ExitCode {
     let report = run::run(&args).await;
     print!("{}", report.markdown());
     if let Some(path) = &args.json {

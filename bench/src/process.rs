@@ -12,12 +12,14 @@ use machine_driver_proto::v1::ProbeRequest;
 use tokio::process::{Child, Command};
 
 /// Where the driver gets its cloud from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum CloudMode {
     /// `--embedded-fake` on a free port: the fake runs inside the driver process.
     EmbeddedFake,
     /// No fake: `--cloud-endpoint` names a closed local port. For footprint only (no cloud call is made).
     Unreachable,
+    /// `--cloud-endpoint` to a fake cloud running as its own process (its base URL).
+    External(String),
 }
 
 /// A started, ready driver.
@@ -58,6 +60,18 @@ impl DriverProcess {
         extra: &[String],
         timeout: Duration,
     ) -> Result<Self, String> {
+        Self::start_wrapped(&[], binary, mode, extra, timeout).await
+    }
+
+    /// [`DriverProcess::start`] under a wrapper command (`wrapper[0] wrapper[1..] binary ...`,
+    /// e.g. valgrind, which keeps the process id); no wrapper when `wrapper` is empty.
+    pub(crate) async fn start_wrapped(
+        wrapper: &[String],
+        binary: &Path,
+        mode: CloudMode,
+        extra: &[String],
+        timeout: Duration,
+    ) -> Result<Self, String> {
         let dir =
             tempfile::Builder::new().prefix("bench-").tempdir().map_err(|e| format!("temporary directory: {e}"))?;
         let socket = dir.path().join("driver.sock");
@@ -65,15 +79,25 @@ impl DriverProcess {
         let out = File::create(&log).map_err(|e| format!("creating {}: {e}", log.display()))?;
         let err = out.try_clone().map_err(|e| format!("log file: {e}"))?;
         let port = free_port()?;
-        let cloud_url = format!("http://127.0.0.1:{port}");
+        let cloud_url = match &mode {
+            CloudMode::External(url) => url.trim_end_matches('/').to_string(),
+            _ => format!("http://127.0.0.1:{port}"),
+        };
 
-        let mut cmd = Command::new(binary);
+        let mut cmd = match wrapper.split_first() {
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg(binary);
+                c
+            }
+            None => Command::new(binary),
+        };
         cmd.arg("--endpoint").arg(format!("unix://{}", socket.display()));
         match mode {
             CloudMode::EmbeddedFake => {
                 cmd.arg("--embedded-fake").arg("--embedded-fake-listen").arg(format!("127.0.0.1:{port}"));
             }
-            CloudMode::Unreachable => {
+            CloudMode::Unreachable | CloudMode::External(_) => {
                 cmd.arg("--cloud-endpoint").arg(&cloud_url);
             }
         }
@@ -140,6 +164,11 @@ impl DriverProcess {
     /// The fake cloud's API URL (`http://127.0.0.1:PORT`); its admin API is under `/_admin`.
     pub(crate) fn cloud_url(&self) -> &str {
         &self.cloud_url
+    }
+
+    /// The driver's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.pid
     }
 
     /// Current and peak resident memory of the driver process.

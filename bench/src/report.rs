@@ -4,7 +4,8 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::phases::fleet::Fleet;
+use crate::instructions::Instructions;
+use crate::phases::fleet::{Fleet, FleetRound};
 use crate::phases::footprint::{BinarySize, Startups};
 use crate::phases::lifecycle::Lifecycle;
 use crate::phases::overhead::Overhead;
@@ -56,6 +57,10 @@ pub(crate) struct Footprint {
     pub(crate) peak_rss_under_load_kib: Option<u64>,
     /// Concurrent calls of that round.
     pub(crate) peak_load_concurrency: usize,
+    /// VmHWM after the fleet round on the driver without its embedded fake (the driver alone), KiB.
+    pub(crate) peak_rss_without_fake_kib: Option<u64>,
+    /// Concurrent calls of that round.
+    pub(crate) peak_load_without_fake_concurrency: usize,
     /// Binary size.
     pub(crate) binary: Option<BinarySize>,
 }
@@ -85,6 +90,12 @@ pub(crate) struct Report {
     pub(crate) lifecycle: Option<Lifecycle>,
     /// Phase 3.
     pub(crate) fleet: Option<Fleet>,
+    /// Phase 3's round on the driver without its embedded fake (the fake as its own process).
+    pub(crate) fleet_external: Option<Fleet>,
+    /// Instructions per GetMachineStatus poll (`--instructions`).
+    pub(crate) instructions: Option<Instructions>,
+    /// Why `instructions` is missing although asked for (e.g. valgrind not found).
+    pub(crate) instructions_note: Option<String>,
     /// Phase 4.
     pub(crate) throughput: Option<Throughput>,
     /// Phase 5.
@@ -110,6 +121,9 @@ impl Report {
             cloud_latency_ms: 0,
             lifecycle: None,
             fleet: None,
+            fleet_external: None,
+            instructions: None,
+            instructions_note: None,
             throughput: None,
             footprint: Footprint::default(),
             targets: Vec::new(),
@@ -182,37 +196,18 @@ impl Report {
         }
 
         if let Some(f) = &self.fleet {
-            writeln!(s, "### 3. Fleet polling: N machines, N concurrent GetMachineStatus\n")?;
             writeln!(
                 s,
-                "| N | cloud calls | by operation | p50 ms | p99 ms | max ms | wall ms | errors | peak RSS MiB (sampled) |\n|---|---|---|---|---|---|---|---|---|"
+                "### 3. Fleet polling: N machines, N concurrent GetMachineStatus (driver with its embedded fake)\n"
             )?;
-            for r in &f.rounds {
-                let errors = if r.errors.is_empty() {
-                    "0".to_string()
-                } else {
-                    r.errors.iter().map(|(k, v)| format!("{k}×{v}")).collect::<Vec<_>>().join(", ")
-                };
-                writeln!(
-                    s,
-                    "| {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.0} | {} | {:.1} |",
-                    r.machines,
-                    r.calls.total,
-                    r.calls.breakdown(),
-                    r.latency.p50_ms,
-                    r.latency.p99_ms,
-                    r.latency.max_ms,
-                    r.wall_ms,
-                    errors,
-                    r.rss_peak_sampled_kib as f64 / 1024.0
-                )?;
-            }
-            let b = &f.build;
+            write_fleet(s, f)?;
+        }
+        if let Some(f) = &self.fleet_external {
             writeln!(
                 s,
-                "\nFleet built through the sidecar (client-side limit off): {} creates, {} in flight, {:.1} s, {:.2} cloud calls per create.\n",
-                b.created, b.concurrency, b.seconds, b.cloud_calls_per_create
+                "#### 3b. Fleet polling on the driver WITHOUT its embedded fake (the fake as its own process)\n"
             )?;
+            write_fleet(s, f)?;
         }
 
         if let Some(t) = &self.throughput {
@@ -286,6 +281,14 @@ impl Report {
                 mib(k)
             )?;
         }
+        if let Some(k) = f.peak_rss_without_fake_kib {
+            writeln!(
+                s,
+                "| peak RSS (VmHWM) after {} concurrent calls, driver alone (fake in its own process) | {:.1} MiB |",
+                f.peak_load_without_fake_concurrency,
+                mib(k)
+            )?;
+        }
         if let Some(b) = &f.binary {
             let kind = if b.release {
                 "release binary"
@@ -295,6 +298,16 @@ impl Report {
             writeln!(s, "| {kind} `{}` | {:.1} MiB |", b.path, b.bytes as f64 / (1024.0 * 1024.0))?;
         }
         writeln!(s)?;
+
+        if let Some(i) = &self.instructions {
+            writeln!(
+                s,
+                "### 6. Instructions per GetMachineStatus poll (callgrind, driver on an external fake)\n\n{:.0} instructions per poll = ({} − {}) / ({} − {}) (Ir of a dump after N2 polls minus one after N1 polls, all driver threads).\n",
+                i.per_poll, i.ir[1], i.ir[0], i.polls[1], i.polls[0]
+            )?;
+        } else if let Some(note) = &self.instructions_note {
+            writeln!(s, "### 6. Instructions per GetMachineStatus poll\n\n{note}\n")?;
+        }
 
         if !self.errors.is_empty() {
             writeln!(s, "### Errors\n")?;
@@ -323,11 +336,13 @@ fn write_overhead(s: &mut String, o: &Overhead) -> std::fmt::Result {
         "| sidecar: GetMachineStatus over the Unix socket | {:.3} | {:.3} | {:.3} |",
         o.sidecar.p50_ms, o.sidecar.p99_ms, o.sidecar.max_ms
     )?;
-    writeln!(
-        s,
-        "| direct: {} | {:.3} | {:.3} | {:.3} |",
-        o.direct_call, o.direct.p50_ms, o.direct.p99_ms, o.direct.max_ms
-    )?;
+    if let Some(d) = &o.direct {
+        writeln!(
+            s,
+            "| direct: {} | {:.3} | {:.3} | {:.3} |",
+            d.call, d.latency.p50_ms, d.latency.p99_ms, d.latency.max_ms
+        )?;
+    }
     writeln!(
         s,
         "| floor: GetVolumeIDs over the Unix socket (no cloud call) | {:.3} | {:.3} | {:.3} |",
@@ -335,10 +350,66 @@ fn write_overhead(s: &mut String, o: &Overhead) -> std::fmt::Result {
     )?;
     writeln!(
         s,
-        "| **ratio sidecar/direct** | **{:.2}** | **{:.2}** | |\n\nAdded at p50: {:.3} ms, of which the floor (an RPC without a cloud call) is {:.3} ms. Cloud requests per sidecar poll: {:.2}.\n",
-        o.ratio_p50, o.ratio_p99, o.added_p50_ms, o.floor.p50_ms, o.sidecar_cloud_calls_per_poll
+        "| echo: the same GetVolumeIDs answered by a bare tonic server | {:.3} | {:.3} | {:.3} |",
+        o.echo.p50_ms, o.echo.p99_ms, o.echo.max_ms
     )?;
+    if let Some(d) = &o.direct {
+        writeln!(s, "| **ratio sidecar/direct** | **{:.2}** | **{:.2}** | |", d.ratio_p50, d.ratio_p99)?;
+    }
+    writeln!(s, "| **ratio floor/echo** | **{:.2}** | **{:.2}** | |\n", o.floor_echo_p50, o.floor_echo_p99)?;
+    match &o.direct {
+        Some(d) => writeln!(
+            s,
+            "Added over the direct call: {:.3} ms at p50, {:.3} ms at p99; the floor (an RPC without a cloud call) is {:.3} ms at p50. Cloud requests per sidecar poll: {:.2}.\n",
+            d.added_p50_ms, d.added_p99_ms, o.floor.p50_ms, o.sidecar_cloud_calls_per_poll
+        )?,
+        None => writeln!(
+            s,
+            "No direct SDK client for this provider in this build: no sidecar/direct comparison. Cloud requests per sidecar poll: {:.2}.\n",
+            o.sidecar_cloud_calls_per_poll
+        )?,
+    }
     Ok(())
+}
+
+/// The rounds table of one fleet measurement and how the fleet was built.
+fn write_fleet(s: &mut String, f: &Fleet) -> std::fmt::Result {
+    writeln!(
+        s,
+        "| N | cloud calls | by operation | p50 ms | p99 ms | max ms | wall ms | errors | peak RSS MiB (sampled) | VmHWM MiB |\n|---|---|---|---|---|---|---|---|---|---|"
+    )?;
+    for r in &f.rounds {
+        write_round(s, r)?;
+    }
+    let b = &f.build;
+    writeln!(
+        s,
+        "\nFleet built through the sidecar (client-side limit off): {} creates, {} in flight, {:.1} s, {:.2} cloud calls per create.\n",
+        b.created, b.concurrency, b.seconds, b.cloud_calls_per_create
+    )
+}
+
+/// One row of the fleet table.
+fn write_round(s: &mut String, r: &FleetRound) -> std::fmt::Result {
+    let errors = if r.errors.is_empty() {
+        "0".to_string()
+    } else {
+        r.errors.iter().map(|(k, v)| format!("{k}×{v}")).collect::<Vec<_>>().join(", ")
+    };
+    writeln!(
+        s,
+        "| {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.0} | {} | {:.1} | {:.1} |",
+        r.machines,
+        r.calls.total,
+        r.calls.breakdown(),
+        r.latency.p50_ms,
+        r.latency.p99_ms,
+        r.latency.max_ms,
+        r.wall_ms,
+        errors,
+        mib(r.rss_peak_sampled_kib),
+        mib(r.hwm_after_kib)
+    )
 }
 
 #[cfg(test)]

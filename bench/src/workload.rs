@@ -21,8 +21,9 @@ const RPC_TIMEOUT: Duration = Duration::from_secs(60);
 const NAMESPACE: &str = "bench";
 
 /// AWS machines are spread over this many subnets: the fake's subnets hold 251
-/// addresses each (like a real /24), fewer than the 1,000-machine fleet needs.
-const AWS_SUBNETS: usize = 16;
+/// addresses each (like a real /24), far fewer than the 10,000-machine fleet
+/// needs (48 × 251 = 12,048).
+const AWS_SUBNETS: usize = 48;
 
 /// The inputs of every request: classes, secret and the secret's raw key/value pairs.
 #[derive(Debug, Clone)]
@@ -106,7 +107,7 @@ pub(crate) fn fake_setup(provider: &str) -> Result<Vec<(String, serde_json::Valu
 }
 
 /// `providers/<provider>/examples` under the current directory, else next to this crate.
-fn examples_dir(provider: &str) -> PathBuf {
+pub(crate) fn examples_dir(provider: &str) -> PathBuf {
     let rel = PathBuf::from("providers").join(provider).join("examples");
     if rel.is_dir() {
         return rel;

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -21,6 +21,9 @@ const RSS_SAMPLE_EVERY: Duration = Duration::from_millis(5);
 
 /// Time given to new VMs to leave pending/provisioning (the fake's default boot time is 300 ms).
 const SETTLE: Duration = Duration::from_millis(1000);
+
+/// Creates between two progress lines on stderr (only for fleets larger than this).
+const PROGRESS_EVERY: usize = 1000;
 
 /// One fleet size.
 #[derive(Debug, Clone, Serialize)]
@@ -98,10 +101,20 @@ async fn create_many(
     count: usize,
     concurrency: usize,
 ) -> Result<Vec<Machine>, String> {
+    let done = AtomicUsize::new(0);
+    let started = Instant::now();
     let results: Vec<Result<Machine, String>> = futures::stream::iter(first..first + count)
-        .map(|i| async move {
-            let mut m = new_machine("fleet", i);
-            sidecar.create_retrying(&mut m, Duration::from_secs(120)).await.map(|()| m)
+        .map(|i| {
+            let done = &done;
+            async move {
+                let mut m = new_machine("fleet", i);
+                let r = sidecar.create_retrying(&mut m, Duration::from_secs(120)).await.map(|()| m);
+                let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+                if count > PROGRESS_EVERY && (n.is_multiple_of(PROGRESS_EVERY) || n == count) {
+                    eprintln!("fleet: {n}/{count} machines created ({:.0} s)", started.elapsed().as_secs_f64());
+                }
+                r
+            }
         })
         .buffer_unordered(concurrency.max(1))
         .collect()
