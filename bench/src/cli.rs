@@ -44,6 +44,11 @@ pub(crate) struct Args {
     #[arg(long)]
     pub(crate) instructions: bool,
 
+    /// Keep the callgrind dumps of `--instructions` in this directory (for
+    /// `callgrind_annotate`; the `floor-second` dump holds N2 GetVolumeIDs calls).
+    #[arg(long)]
+    pub(crate) callgrind_dir: Option<std::path::PathBuf>,
+
     /// Creates in flight while building the fleet.
     #[arg(long, default_value_t = 32)]
     pub(crate) create_concurrency: usize,

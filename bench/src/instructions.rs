@@ -36,6 +36,11 @@ pub(crate) struct Instructions {
     pub(crate) ir: [u64; 2],
     /// (Ir₂ − Ir₁) / (N2 − N1).
     pub(crate) per_poll: f64,
+    /// The same for GetVolumeIDs, an RPC without a cloud call: the per-RPC
+    /// plumbing (gRPC, span, metrics, deadline) alone.
+    pub(crate) per_floor_rpc: f64,
+    /// Where the dumps were kept (`--callgrind-dir`), for `callgrind_annotate`.
+    pub(crate) kept_in: Option<String>,
 }
 
 /// Whether `valgrind` and `callgrind_control` can be run; the reason otherwise.
@@ -49,20 +54,55 @@ pub(crate) async fn available() -> Result<(), String> {
     Ok(())
 }
 
-/// The directory callgrind writes its dumps into.
+/// The directory callgrind writes its dumps into: a temporary one, or one
+/// kept for `callgrind_annotate` (`--callgrind-dir`).
 #[derive(Debug)]
 pub(crate) struct Callgrind {
-    dir: tempfile::TempDir,
+    dir: DumpDir,
+}
+
+#[derive(Debug)]
+enum DumpDir {
+    Temporary(tempfile::TempDir),
+    Kept(PathBuf),
 }
 
 impl Callgrind {
-    /// A fresh dump directory.
-    pub(crate) fn new() -> Result<Self, String> {
-        let dir = tempfile::Builder::new()
-            .prefix("bench-callgrind-")
-            .tempdir()
-            .map_err(|e| format!("temporary directory: {e}"))?;
+    /// A fresh dump directory: `keep` (created, emptied of earlier dumps) or a temporary one.
+    pub(crate) fn new(keep: Option<&std::path::Path>) -> Result<Self, String> {
+        let dir = match keep {
+            Some(path) => {
+                std::fs::create_dir_all(path).map_err(|e| format!("{}: {e}", path.display()))?;
+                for old in std::fs::read_dir(path).map_err(|e| format!("{}: {e}", path.display()))?.flatten() {
+                    if old.file_name().to_string_lossy().starts_with("callgrind.out") {
+                        std::fs::remove_file(old.path()).map_err(|e| format!("{}: {e}", old.path().display()))?;
+                    }
+                }
+                DumpDir::Kept(path.to_path_buf())
+            }
+            None => DumpDir::Temporary(
+                tempfile::Builder::new()
+                    .prefix("bench-callgrind-")
+                    .tempdir()
+                    .map_err(|e| format!("temporary directory: {e}"))?,
+            ),
+        };
         Ok(Self { dir })
+    }
+
+    fn path(&self) -> &std::path::Path {
+        match &self.dir {
+            DumpDir::Temporary(t) => t.path(),
+            DumpDir::Kept(p) => p,
+        }
+    }
+
+    /// The kept directory, if any.
+    fn kept(&self) -> Option<String> {
+        match &self.dir {
+            DumpDir::Temporary(_) => None,
+            DumpDir::Kept(p) => Some(p.display().to_string()),
+        }
     }
 
     /// The command the driver is started under.
@@ -71,12 +111,12 @@ impl Callgrind {
             "valgrind".into(),
             "--tool=callgrind".into(),
             "--instr-atstart=no".into(),
-            format!("--callgrind-out-file={}", self.dir.path().join("callgrind.out").display()),
+            format!("--callgrind-out-file={}", self.path().join("callgrind.out").display()),
         ]
     }
 
     fn files(&self) -> Result<BTreeSet<PathBuf>, String> {
-        let entries = std::fs::read_dir(self.dir.path()).map_err(|e| format!("{}: {e}", self.dir.path().display()))?;
+        let entries = std::fs::read_dir(self.path()).map_err(|e| format!("{}: {e}", self.path().display()))?;
         Ok(entries.filter_map(|e| e.ok().map(|e| e.path())).collect())
     }
 
@@ -93,7 +133,7 @@ impl Callgrind {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        Err(format!("no callgrind dump {label:?} appeared in {}", self.dir.path().display()))
+        Err(format!("no callgrind dump {label:?} appeared in {}", self.path().display()))
     }
 }
 
@@ -150,11 +190,23 @@ pub(crate) async fn measure(sidecar: &Sidecar, pid: u32, callgrind: &Callgrind) 
     let first = callgrind.dump(pid, "first").await?;
     poll(N2).await?;
     let second = callgrind.dump(pid, "second").await?;
+    let floor = |count: usize| async move {
+        for i in 0..count {
+            sidecar.volume_ids().await.map_err(|s| format!("GetVolumeIDs (call {i}): {}", s.message()))?;
+        }
+        Ok::<(), String>(())
+    };
+    floor(N1).await?;
+    let floor_first = callgrind.dump(pid, "floor-first").await?;
+    floor(N2).await?;
+    let floor_second = callgrind.dump(pid, "floor-second").await?;
     control(pid, &["-i", "off"]).await?;
     Ok(Instructions {
         polls: [N1, N2],
         ir: [first, second],
         per_poll: second.saturating_sub(first) as f64 / (N2 - N1) as f64,
+        per_floor_rpc: floor_second.saturating_sub(floor_first) as f64 / (N2 - N1) as f64,
+        kept_in: callgrind.kept(),
     })
 }
 

@@ -305,6 +305,14 @@ impl Report {
                 "### 6. Instructions per GetMachineStatus poll (callgrind, driver on an external fake)\n\n{:.0} instructions per poll = ({} − {}) / ({} − {}) (Ir of a dump after N2 polls minus one after N1 polls, all driver threads).\n",
                 i.per_poll, i.ir[1], i.ir[0], i.polls[1], i.polls[0]
             )?;
+            writeln!(
+                s,
+                "{:.0} instructions per GetVolumeIDs call (no cloud call: the per-RPC plumbing alone), measured the same way.\n",
+                i.per_floor_rpc
+            )?;
+            if let Some(dir) = &i.kept_in {
+                writeln!(s, "Dumps kept in `{dir}` (`callgrind_annotate --inclusive=yes <dump>`).\n")?;
+            }
         } else if let Some(note) = &self.instructions_note {
             writeln!(s, "### 6. Instructions per GetMachineStatus poll\n\n{note}\n")?;
         }

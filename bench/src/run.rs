@@ -239,7 +239,7 @@ async fn instructions_phase(args: &Args, report: &mut Report) -> Result<instruct
     let fake = ExternalFake::start(&args.driver, &provider, timeout).await.map_err(Skipped::Broke)?;
     eprintln!("instructions: driver under callgrind (slow)");
     let measured = async {
-        let callgrind = Callgrind::new()?;
+        let callgrind = Callgrind::new(args.callgrind_dir.as_deref())?;
         let extra = ["--cloud-rate-limit".to_string(), "0".to_string()];
         let startup = timeout.max(VALGRIND_STARTUP);
         let s = session_on(args, fake.mode(), &extra, &callgrind.wrapper(), startup).await?;

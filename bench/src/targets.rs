@@ -247,7 +247,11 @@ pub(crate) fn check(r: &Report) -> Vec<Target> {
 
     let name = "instructions per status poll (callgrind, `--instructions`)";
     out.push(match (&r.instructions, &r.instructions_note) {
-        (Some(i), _) => target(name, format!("{:.0}", i.per_poll), Verdict::Info),
+        (Some(i), _) => target(
+            name,
+            format!("{:.0} (an RPC without a cloud call: {:.0})", i.per_poll, i.per_floor_rpc),
+            Verdict::Info,
+        ),
         (None, Some(note)) => target(name, note.clone(), Verdict::NotMeasured),
         (None, None) => target(name, "not asked for (`--instructions`)", Verdict::NotMeasured),
     });

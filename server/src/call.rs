@@ -66,6 +66,8 @@ pub(crate) struct CallLabels<'a> {
 /// The provider's deadline is a little earlier than the caller's (a tenth of
 /// it, at most 250 ms), so that a DEADLINE_EXCEEDED answer reaches the caller
 /// before it gives up on its own and sees only CANCELLED.
+///
+/// No call runs longer than [`LONGEST_CALL`], whatever the caller asked for.
 pub(crate) fn context(rpc: &'static str, metadata: &MetadataMap, default_timeout: Duration) -> CallContext {
     let timeout = metadata
         .get("grpc-timeout")
@@ -73,8 +75,16 @@ pub(crate) fn context(rpc: &'static str, metadata: &MetadataMap, default_timeout
         .and_then(parse_grpc_timeout)
         .map(|t| t.saturating_sub((t / 10).min(Duration::from_millis(250))))
         .unwrap_or(default_timeout);
-    CallContext::with_timeout(rpc, timeout)
+    CallContext::with_timeout(rpc, timeout.min(LONGEST_CALL))
 }
+
+/// Longest any call may run, whatever deadline the caller asked for. Enforced
+/// here, in the one place every handler takes its deadline from, rather than
+/// by tonic's server-wide timeout layer: that layer parsed `grpc-timeout` a
+/// second time and armed a second timer on every RPC (about 4 % of the
+/// instructions of an RPC without a cloud call, measured with the bench's
+/// `--instructions`).
+pub(crate) const LONGEST_CALL: Duration = Duration::from_secs(600);
 
 /// Runs `work` for `rpc` under its deadline and span; maps its error once.
 pub(crate) async fn run<T, R, F>(
@@ -98,8 +108,11 @@ where
         provider_id = labels.provider_id,
         code = tracing::field::Empty,
     );
-    let parent = TraceContextPropagator::new().extract(&MetadataExtractor(metadata));
-    let _ = span.set_parent(parent);
+    // Most callers send no trace context: skip the propagator for them.
+    if metadata.contains_key(TRACEPARENT) {
+        let parent = TraceContextPropagator::new().extract(&MetadataExtractor(metadata));
+        let _ = span.set_parent(parent);
+    }
     let started = Instant::now();
     let deadline = ctx.deadline();
     let mut abandon = settings.abandon.clone();
@@ -123,8 +136,8 @@ where
         Ok(_) => tonic::Code::Ok,
         Err(e) => code_for(e.kind()),
     };
-    span.record("code", format!("{code:?}"));
-    let code_label = format!("{code:?}");
+    let code_label = code_name(code);
+    span.record("code", code_label);
     let result = result.map(into_response);
     // As MCM's metrics package declares them and the Go providers record them:
     // duration of successful calls only, failures by MCM's numeric code.
@@ -134,12 +147,12 @@ where
                 .record(elapsed.as_secs_f64());
         }
         Ok(Some(mcm_code)) => {
-            metrics::counter!("mcm_cloud_api_driver_requests_failed_total", "provider" => settings.provider, "operation" => mcm_operation(rpc), "error_code" => mcm_code.to_string())
+            metrics::counter!("mcm_cloud_api_driver_requests_failed_total", "provider" => settings.provider, "operation" => mcm_operation(rpc), "error_code" => mcm_code_label(mcm_code))
                 .increment(1);
         }
         Err(_) => {}
     }
-    metrics::histogram!("machine_driver_rpc_duration_seconds", "method" => rpc, "grpc_status_code" => code_label.clone())
+    metrics::histogram!("machine_driver_rpc_duration_seconds", "method" => rpc, "grpc_status_code" => code_label)
         .record(elapsed.as_secs_f64());
     let _enter = span.enter();
     match result {
@@ -153,7 +166,7 @@ where
             Ok(Response::new(v))
         }
         Err(e) => {
-            metrics::counter!("mcm_cloud_api_driver_requests_failed_total", "provider" => settings.provider, "operation" => mcm_operation(rpc), "error_code" => (code as i32).to_string())
+            metrics::counter!("mcm_cloud_api_driver_requests_failed_total", "provider" => settings.provider, "operation" => mcm_operation(rpc), "error_code" => mcm_code_label(code as i32))
                 .increment(1);
             let source = std::error::Error::source(&e).map(|s| format!("{s:#}")).unwrap_or_default();
             if e.kind() == ErrorKind::Internal {
@@ -181,6 +194,41 @@ where
 /// Whether `rpc` changes cloud resources (its successes are logged at INFO).
 fn changes_machines(rpc: &str) -> bool {
     matches!(rpc, "CreateMachine" | "InitializeMachine" | "DeleteMachine" | "ShareImage" | "RevokeImageShare")
+}
+
+/// The W3C trace context header.
+const TRACEPARENT: &str = "traceparent";
+
+/// The name of a gRPC code as tonic's `Debug` writes it (`Ok`, `NotFound`),
+/// without formatting a string on every RPC.
+fn code_name(code: tonic::Code) -> &'static str {
+    use tonic::Code as C;
+    match code {
+        C::Ok => "Ok",
+        C::Cancelled => "Cancelled",
+        C::Unknown => "Unknown",
+        C::InvalidArgument => "InvalidArgument",
+        C::DeadlineExceeded => "DeadlineExceeded",
+        C::NotFound => "NotFound",
+        C::AlreadyExists => "AlreadyExists",
+        C::PermissionDenied => "PermissionDenied",
+        C::ResourceExhausted => "ResourceExhausted",
+        C::FailedPrecondition => "FailedPrecondition",
+        C::Aborted => "Aborted",
+        C::OutOfRange => "OutOfRange",
+        C::Unimplemented => "Unimplemented",
+        C::Internal => "Internal",
+        C::Unavailable => "Unavailable",
+        C::DataLoss => "DataLoss",
+        C::Unauthenticated => "Unauthenticated",
+    }
+}
+
+/// MCM's numeric error code as its metrics label (`"17"`), without allocating.
+fn mcm_code_label(code: i32) -> &'static str {
+    const LABELS: [&str; 18] =
+        ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16", "17"];
+    usize::try_from(code).ok().and_then(|i| LABELS.get(i)).copied().unwrap_or("unknown")
 }
 
 struct MetadataExtractor<'a>(&'a MetadataMap);
@@ -239,6 +287,26 @@ pub(crate) fn mcm_operation(rpc: &'static str) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn code_names_are_tonics_debug_names() {
+        for i in 0..=16 {
+            let code = tonic::Code::from_i32(i);
+            assert_eq!(code_name(code), format!("{code:?}"));
+        }
+        assert_eq!(mcm_code_label(17), "17");
+        assert_eq!(mcm_code_label(0), "0");
+        assert_eq!(mcm_code_label(99), "unknown");
+    }
+
+    #[test]
+    fn no_call_runs_longer_than_the_longest_call() {
+        let mut metadata = MetadataMap::new();
+        metadata.insert("grpc-timeout", "2H".parse().expect("header"));
+        let ctx = context("CreateMachine", &metadata, Duration::from_secs(60));
+        assert!(ctx.remaining() <= LONGEST_CALL, "{:?}", ctx.remaining());
+        assert!(ctx.remaining() > LONGEST_CALL - Duration::from_secs(5));
+    }
 
     #[test]
     fn grpc_timeout_units() {

@@ -107,11 +107,10 @@ async fn serve_checked<D: Driver>(
         tracing::info!(%local, "metrics and healthz listening");
     }
 
+    // No server-wide timeout layer: every handler takes its deadline from
+    // `call::context` (the caller's, capped at `call::LONGEST_CALL`) and
+    // answers DEADLINE_EXCEEDED itself.
     let router = tonic::transport::Server::builder()
-        // Backstop only: each handler enforces the caller's deadline (or the
-        // default) itself and answers DEADLINE_EXCEEDED; this layer catches a
-        // handler that ignores it.
-        .timeout(args.default_timeout.max(BACKSTOP_TIMEOUT))
         // Streams a connection may have open at once (HTTP/2 SETTINGS): a
         // client beyond it queues its calls on its side instead of flooding
         // the connection with streams the server cannot take yet.
@@ -182,9 +181,6 @@ async fn serve_checked<D: Driver>(
 
 /// How long abandoned calls get to send their UNAVAILABLE answer.
 const ABANDON_FLUSH: std::time::Duration = std::time::Duration::from_millis(200);
-
-/// Longest any call may run, whatever deadline the caller asked for.
-const BACKSTOP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// Most HTTP/2 streams one connection may have open at once. MCM runs up to
 /// 50 calls at a time; beyond this a client waits for a stream to close. Without
