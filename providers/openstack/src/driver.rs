@@ -11,7 +11,7 @@ use machine_driver_api::{
 use crate::clients::ClientPool;
 use crate::config::OpenStackConfig;
 use crate::credentials::AUTH_URL_KEYS;
-use crate::lookup::ServerLookups;
+use crate::lookup::{CreateLookups, ServerLookups};
 use crate::resolve::Resolver;
 
 /// Largest user data Nova takes: 65535 bytes of base64.
@@ -41,6 +41,10 @@ pub struct OpenStackDriver {
     /// Servers deleted in the last moments: gone is NOT_FOUND, not "not visible yet".
     pub(crate) deleted: RecentCreates<String>,
     pub(crate) lookups: ServerLookups,
+    /// The creates' lookups of servers and ports by machine name, coalesced.
+    pub(crate) create_lookups: CreateLookups,
+    /// The creates' port creates, shared in bulk.
+    pub(crate) port_creates: crate::ports::PortCreates,
     pub(crate) resolver: Resolver,
     /// Servers whose pod-network ports are known to carry every pod CIDR (made
     /// so by this process's create, or found or made so by initialization):
@@ -64,6 +68,8 @@ impl OpenStackDriver {
             created_by_uid: RecentCreates::default(),
             deleted: RecentCreates::default(),
             lookups: ServerLookups::default(),
+            create_lookups: CreateLookups::default(),
+            port_creates: crate::ports::PortCreates::default(),
             resolver: Resolver::default(),
             pairs_complete: KeyedCache::new(MAX_PAIRS_COMPLETE),
             create_locks: KeyedCache::new(MAX_CREATE_LOCKS),

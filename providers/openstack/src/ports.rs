@@ -4,13 +4,36 @@
 //! pod CIDRs as allowed address pairs on a pod network from the start. The
 //! server is created on these ports, so Neutron's `device_id` of a port tells
 //! whether a server was made for it, even before Nova lists the server.
+//!
+//! Concurrent port creates of one credentials and region share one call
+//! ([`PortCreates`]): a create waits a few milliseconds for others (the
+//! creates of one coalesced lookup go on together) and those arriving while
+//! a call is in flight wait for it; a lone one is sent as `POST /ports
+//! {"port": …}`, several as Neutron's bulk create `POST /ports {"ports":
+//! […]}`, which makes every port or none. A bulk create refused as a whole (a 4xx other
+//! than 408 and 429: no port was made) is resent item by item, so each create
+//! gets its own answer and one class's bad network fails no other machine; a
+//! bulk create without an answer (5xx, timeout, throttled twice) fails each
+//! create with that retryable error: its retry finds its port by name, free,
+//! and reuses it.
 
-use machine_driver_api::{CallFailure, DriverError};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use machine_driver_api::{BATCH_DEADLINE, CallContext, CallFailure, DriverError, KeyedCache};
 use serde_json::{Value, json};
+use tokio::sync::oneshot;
+use tracing::Instrument as _;
 
-use crate::clients::{Api, Call, Verb};
+use crate::clients::{Api, Call, SharedApi, Verb};
+use crate::errors::OsFailure;
 use crate::os::keystone::Service;
 use crate::os::model::{AddressPair, Port, PortOne, PortsPage};
+
+/// Most ports per bulk create.
+const MAX_BULK: usize = 25;
+/// Most queues.
+const MAX_COALESCERS: usize = 256;
 
 /// The post-creation step of OpenStack: the pod CIDRs as allowed address pairs.
 pub(crate) const ADDRESS_PAIRS_STEP: &str = "allowed-address-pairs";
@@ -49,10 +72,203 @@ pub(crate) struct NewPort<'a> {
     pub(crate) tags: &'a [String],
 }
 
-/// `POST /ports` with the tags in the body; a Neutron that does not take
-/// tags on create (before Ussuri: 400 naming `tags`) gets the port without
-/// them and then `PUT /ports/{id}/tags`, as the Go provider tags its port.
-pub(crate) async fn create(api: &Api<'_>, new: &NewPort<'_>) -> Result<Port, CallFailure<crate::errors::OsFailure>> {
+/// Why a port was not made: the call's failure, or the driver's (the
+/// create's deadline came before the shared call answered).
+#[derive(Debug)]
+pub(crate) enum PortFailure {
+    /// Neutron refused, or did not answer.
+    Call(CallFailure<OsFailure>),
+    /// Not a call's failure.
+    Driver(DriverError),
+}
+
+impl From<PortFailure> for DriverError {
+    fn from(f: PortFailure) -> Self {
+        match f {
+            PortFailure::Call(f) => f.into(),
+            PortFailure::Driver(e) => e,
+        }
+    }
+}
+
+/// One port to make: its body, told apart from every other by a number
+/// (two creates are never merged, even with equal bodies).
+#[derive(Debug, Clone)]
+pub(crate) struct PortOrder {
+    seq: u64,
+    body: Arc<Value>,
+}
+
+impl PartialEq for PortOrder {
+    fn eq(&self, other: &Self) -> bool {
+        self.seq == other.seq
+    }
+}
+
+impl Eq for PortOrder {}
+
+impl std::hash::Hash for PortOrder {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.seq.hash(state);
+    }
+}
+
+/// The answer for one [`PortOrder`].
+#[derive(Debug)]
+pub(crate) struct Made(Result<Port, CallFailure<OsFailure>>);
+
+impl Clone for Made {
+    fn clone(&self) -> Self {
+        Self(match &self.0 {
+            Ok(port) => Ok(port.clone()),
+            Err(f) => Err(copy_failure(f)),
+        })
+    }
+}
+
+fn copy_failure(f: &CallFailure<OsFailure>) -> CallFailure<OsFailure> {
+    match f {
+        CallFailure::Cloud(call, failure) => CallFailure::Cloud(*call, failure.clone()),
+        CallFailure::Deadline(call) => CallFailure::Deadline(*call),
+    }
+}
+
+/// How long the first port create of a batch waits for others to join it
+/// (they come in a clump: the creates of one coalesced lookup go on together).
+const WINDOW: std::time::Duration = std::time::Duration::from_millis(5);
+
+/// A queued port create: the order, where its answer goes, the caller's span.
+type Queued = (PortOrder, oneshot::Sender<Made>, tracing::Span);
+
+/// The queue of one credentials and region.
+#[derive(Debug)]
+struct Bulk {
+    shared: SharedApi,
+    queue: std::sync::Mutex<(Vec<Queued>, bool)>,
+}
+
+/// The bulk port creates of one driver, per credentials and region.
+#[derive(Debug)]
+pub(crate) struct PortCreates {
+    by_scope: KeyedCache<([u8; 32], String), Bulk>,
+    seq: AtomicU64,
+}
+
+impl Default for PortCreates {
+    fn default() -> Self {
+        Self { by_scope: KeyedCache::new(MAX_COALESCERS), seq: AtomicU64::new(0) }
+    }
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl PortCreates {
+    /// Makes the port `new`, in one call with the concurrent creates of
+    /// these credentials and region; answers by the caller's deadline (the
+    /// call goes on for the others).
+    pub(crate) async fn create(
+        &self,
+        api: &Api<'_>,
+        fingerprint: [u8; 32],
+        new: &NewPort<'_>,
+    ) -> Result<Port, PortFailure> {
+        let bulk = self.by_scope.get_or_insert_with(&(fingerprint, api.region().to_string()), || Bulk {
+            shared: api.shared(),
+            queue: std::sync::Mutex::new((Vec::new(), false)),
+        });
+        let order = PortOrder { seq: self.seq.fetch_add(1, Ordering::Relaxed), body: Arc::new(port_body(new)) };
+        let (tx, rx) = oneshot::channel();
+        let start = {
+            let mut queue = lock(&bulk.queue);
+            queue.0.push((order, tx, tracing::Span::current()));
+            !std::mem::replace(&mut queue.1, true)
+        };
+        if start {
+            tokio::spawn(flush(bulk));
+        }
+        match tokio::time::timeout_at(api.context().deadline(), rx).await {
+            Ok(Ok(Made(answer))) => answer.map_err(PortFailure::Call),
+            Ok(Err(_)) => Err(PortFailure::Driver(DriverError::internal("network ports.create was dropped"))),
+            Err(_) => Err(PortFailure::Driver(DriverError::deadline_exceeded(
+                "network ports.create did not answer before the call's deadline",
+            ))),
+        }
+    }
+}
+
+/// Sends the queued creates, up to [`MAX_BULK`] per call, one call at a time,
+/// each after a [`WINDOW`] for more to join; stops when the queue is empty.
+async fn flush(bulk: Arc<Bulk>) {
+    loop {
+        tokio::time::sleep(WINDOW).await;
+        let batch: Vec<Queued> = {
+            let mut queue = lock(&bulk.queue);
+            if queue.0.is_empty() {
+                queue.1 = false;
+                return;
+            }
+            let n = queue.0.len().min(MAX_BULK);
+            queue.0.drain(..n).collect()
+        };
+        let span = tracing::info_span!(parent: &batch[0].2, "bulk_port_create", ports = batch.len());
+        for (_, _, follower) in &batch[1..] {
+            span.follows_from(follower);
+        }
+        let orders: Vec<PortOrder> = batch.iter().map(|(o, _, _)| o.clone()).collect();
+        let ctx = CallContext::with_timeout("bulk port create", BATCH_DEADLINE);
+        let answers = make_ports(&bulk.shared.bind(&ctx), orders).instrument(span).await;
+        for ((_, tx, _), made) in batch.into_iter().zip(answers) {
+            let _ = tx.send(made);
+        }
+    }
+}
+
+/// The ports of `orders`, answers in their order: one alone by itself,
+/// several in one bulk create (see the module docs).
+async fn make_ports(api: &Api<'_>, orders: Vec<PortOrder>) -> Vec<Made> {
+    if orders.len() > 1 {
+        let body = json!({"ports": orders.iter().map(|o| o.body.as_ref().clone()).collect::<Vec<_>>()});
+        let call = Call::new(Service::Network, "ports.create", Verb::Post, "/ports");
+        match api.json::<PortsPage>(call, &[], Some(&body)).await {
+            Ok(made) => {
+                let matches = made.ports.len() == orders.len()
+                    && made.ports.iter().zip(&orders).all(|(port, order)| {
+                        order.body["name"].as_str() == Some(port.name.as_str())
+                            && order.body["network_id"].as_str() == Some(port.network_id.as_str())
+                    });
+                if matches {
+                    return made.ports.into_iter().map(|p| Made(Ok(p))).collect();
+                }
+                // Made, but which is which is unclear: each create's retry finds its port by name.
+                let cloud_call = machine_driver_api::CloudCall {
+                    provider: "openstack",
+                    service: Service::Network.label(),
+                    operation: "ports.create",
+                };
+                let failure = OsFailure::transport("answered other ports than it was asked for");
+                return orders.iter().map(|_| Made(Err(CallFailure::Cloud(cloud_call, failure.clone())))).collect();
+            }
+            Err(f) if !refused_as_a_whole(&f) => return orders.iter().map(|_| Made(Err(copy_failure(&f)))).collect(),
+            Err(_) => {} // no port was made: each alone, for its own answer
+        }
+    }
+    let mut out = Vec::with_capacity(orders.len());
+    for order in &orders {
+        out.push(Made(create_one(api, &order.body).await));
+    }
+    out
+}
+
+/// True when Neutron answered a refusal of the whole request (no port was
+/// made, and an item may be at fault): a 4xx other than 408 and 429.
+fn refused_as_a_whole(f: &CallFailure<OsFailure>) -> bool {
+    f.cloud().and_then(|c| c.http_status).is_some_and(|s| (400..500).contains(&s) && s != 408 && s != 429)
+}
+
+/// The body of one port (the `{"port": …}` content).
+fn port_body(new: &NewPort<'_>) -> Value {
     let mut port = json!({
         "name": new.name,
         "network_id": new.network_id,
@@ -69,19 +285,25 @@ pub(crate) async fn create(api: &Api<'_>, new: &NewPort<'_>) -> Result<Port, Cal
     if !new.pod_cidrs.is_empty() {
         port["allowed_address_pairs"] = Value::Array(new.pod_cidrs.iter().map(|c| json!({"ip_address": c})).collect());
     }
+    port
+}
+
+/// `POST /ports` with the tags in the body; a Neutron that does not take
+/// tags on create (before Ussuri: 400 naming `tags`) gets the port without
+/// them and then `PUT /ports/{id}/tags`, as the Go provider tags its port.
+async fn create_one(api: &Api<'_>, body: &Value) -> Result<Port, CallFailure<OsFailure>> {
     let call = Call::new(Service::Network, "ports.create", Verb::Post, "/ports");
-    match api.json::<PortOne>(call, &[], Some(&json!({"port": port}))).await {
+    match api.json::<PortOne>(call, &[], Some(&json!({"port": body}))).await {
         Ok(created) => Ok(created.port),
         Err(CallFailure::Cloud(_, f)) if f.http_status == Some(400) && f.message.contains("tags") => {
-            if let Some(p) = port.as_object_mut() {
-                p.remove("tags");
-            }
+            let mut port = body.clone();
+            let tags = port.as_object_mut().and_then(|p| p.remove("tags")).unwrap_or_else(|| json!([]));
             let created: PortOne = api.json(call, &[], Some(&json!({"port": port}))).await?;
             let path = format!("/ports/{}/tags", created.port.id);
             api.json::<serde_json::Value>(
                 Call::new(Service::Network, "ports.tags", Verb::Put, &path),
                 &[],
-                Some(&json!({"tags": new.tags})),
+                Some(&json!({"tags": tags})),
             )
             .await?;
             Ok(created.port)

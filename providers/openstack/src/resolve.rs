@@ -7,7 +7,9 @@
 //! Flavor, security group and network ids do not change under their names in
 //! practice, so they are kept for the life of the process, per credentials and
 //! region; a create the cloud refuses as invalid forgets them
-//! ([`Resolver::forget`]), so a renamed resource is looked up anew.
+//! ([`Resolver::forget`]), so a renamed resource is looked up anew. One
+//! lookup at a time per credentials and region: the creates that start
+//! together wait for the first one's answer instead of each asking.
 
 use std::collections::HashMap;
 
@@ -27,6 +29,8 @@ struct Names {
     flavors: std::sync::Mutex<Option<HashMap<String, String>>>,
     security_groups: std::sync::Mutex<HashMap<String, String>>,
     networks: std::sync::Mutex<HashMap<String, String>>,
+    /// Held while a name missing from the maps is looked up.
+    looking_up: tokio::sync::Mutex<()>,
 }
 
 /// The name caches of one driver.
@@ -58,7 +62,12 @@ impl Resolver {
     /// The id of flavor `name`.
     pub(crate) async fn flavor(&self, fingerprint: [u8; 32], api: &Api<'_>, name: &str) -> Result<String, DriverError> {
         let names = self.names(fingerprint, api);
-        if let Some(id) = lock(&names.flavors).as_ref().and_then(|f| f.get(name).cloned()) {
+        let cached = || lock(&names.flavors).as_ref().and_then(|f| f.get(name).cloned());
+        if let Some(id) = cached() {
+            return Ok(id);
+        }
+        let _one_lookup = names.looking_up.lock().await;
+        if let Some(id) = cached() {
             return Ok(id);
         }
         let flavors = api
@@ -84,10 +93,18 @@ impl Resolver {
     ) -> Result<Vec<String>, DriverError> {
         let names = self.names(fingerprint, api);
         let mut out = Vec::with_capacity(wanted.len());
+        let mut one_lookup = None;
         for (i, name) in wanted.iter().map(|n| n.trim()).enumerate() {
             if let Some(id) = lock(&names.security_groups).get(name).cloned() {
                 out.push(id);
                 continue;
+            }
+            if one_lookup.is_none() {
+                one_lookup = Some(names.looking_up.lock().await);
+                if let Some(id) = lock(&names.security_groups).get(name).cloned() {
+                    out.push(id);
+                    continue;
+                }
             }
             let page: SecurityGroupsPage = api
                 .json(
@@ -131,6 +148,10 @@ impl Resolver {
         }
         let name = network.name.as_deref().unwrap_or_default().trim();
         let names = self.names(fingerprint, api);
+        if let Some(id) = lock(&names.networks).get(name).cloned() {
+            return Ok(id);
+        }
+        let _one_lookup = names.looking_up.lock().await;
         if let Some(id) = lock(&names.networks).get(name).cloned() {
             return Ok(id);
         }

@@ -155,6 +155,50 @@ async fn concurrent_creates_of_one_machine_make_one_server() {
 }
 
 #[tokio::test]
+async fn concurrent_creates_share_their_lookups_and_ports_and_a_bad_class_fails_only_its_machine() {
+    let cloud = FakeCloud::start().await;
+    let driver = std::sync::Arc::new(cloud.driver());
+    // Warm the process's caches (flavor, security groups) with one machine.
+    driver.create_machine(&ctx("create", 30), cloud.create_request("w-0")).await.unwrap();
+    cloud.admin.reset_calls().await.unwrap();
+    let bad_network = "00000000-0000-4000-8000-000000000000";
+    let tasks: Vec<_> = (1..=12)
+        .map(|i| {
+            let driver = std::sync::Arc::clone(&driver);
+            let mut req = cloud.create_request(&format!("w-{i}"));
+            if i == 7 {
+                req.class = cloud.class_with(json!({"networkID": bad_network}));
+            }
+            tokio::spawn(async move { (i, driver.create_machine(&ctx("create", 30), req).await) })
+        })
+        .collect();
+    for t in tasks {
+        let (i, answer) = t.await.unwrap();
+        let name = format!("w-{i}");
+        if i == 7 {
+            let err = answer.unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err:?}");
+            assert_eq!(err.field(), Some("providerSpec.spec.networkID"), "{err:?}");
+            assert!(cloud.live_named(&name).await.is_empty());
+            assert!(cloud.live_dependents(&name).await.is_empty());
+        } else {
+            answer.unwrap();
+            assert_eq!(cloud.live_named(&name).await.len(), 1, "{name}");
+            let ports = cloud.live_dependents(&name).await;
+            assert_eq!(ports.iter().filter(|d| d["kind"] == "port").count(), 1, "{name}: {ports:?}");
+        }
+    }
+    let calls = cloud.calls().await;
+    assert_eq!(count(&calls, "servers.create"), 11, "{}", calls.breakdown());
+    // The lookups are shared: far fewer than one per machine.
+    assert!(count(&calls, "servers.list") <= 4, "{}", calls.breakdown());
+    assert_eq!(count(&calls, "servers.list"), count(&calls, "ports.list"), "{}", calls.breakdown());
+    // The ports go out in bulk; the bulk holding the bad network is refused as
+    // a whole and resent port by port, so at most 12 + 4 port creates.
+    assert!(count(&calls, "ports.create") <= 16, "{}", calls.breakdown());
+}
+
+#[tokio::test]
 async fn an_error_server_is_reported_with_its_fault() {
     let cloud = FakeCloud::start().await;
     let driver = cloud.driver();

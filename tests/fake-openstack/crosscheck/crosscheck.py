@@ -212,6 +212,23 @@ def check_ports(fake, conn):
     check(conn.network.find_port("spare") is None, "deleted port is gone")
     error = failure(lambda: conn.network.delete_port(spare, ignore_missing=False))
     check(isinstance(error, exceptions.NotFoundException), f"second delete: {error!r}")
+    # Bulk create (`{"ports": [...]}`): answered in order, all or nothing.
+    bulk = list(conn.network.create_ports([
+        {"network_id": NETWORK_ID, "name": "bulk-a"},
+        {"network_id": NETWORK_ID, "name": "bulk-b", "allowed_address_pairs": [{"ip_address": "10.96.0.0/11"}]},
+    ]))
+    check([p.name for p in bulk] == ["bulk-a", "bulk-b"] and all(p.id for p in bulk), f"bulk create {bulk}")
+    check(bulk[1].allowed_address_pairs[0]["ip_address"] == "10.96.0.0/11", "bulk create keeps each body")
+    error = failure(lambda: list(conn.network.create_ports([
+        {"network_id": NETWORK_ID, "name": "bulk-c"},
+        {"network_id": "nope", "name": "bulk-d"},
+    ])))
+    check(isinstance(error, exceptions.NotFoundException), f"bulk create with a bad item: {error!r}")
+    check(conn.network.find_port("bulk-c") is None, "a refused bulk create leaves no port")
+    either = conn.network.get("/ports?name=bulk-a&name=bulk-b&name=bulk-c").json()["ports"]
+    check(sorted(p["name"] for p in either) == ["bulk-a", "bulk-b"], f"a repeated filter is any of: {either}")
+    for made in bulk:
+        conn.network.delete_port(made)
     return port
 
 

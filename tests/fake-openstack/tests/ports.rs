@@ -255,3 +255,46 @@ async fn networks_subnets_and_security_groups() {
         "SecurityGroupNotFound"
     );
 }
+
+#[tokio::test]
+async fn bulk_create_is_all_or_nothing_and_repeated_filters_are_any_of() {
+    let fake = Fake::start().await;
+    let answer = fake
+        .call(
+            Method::POST,
+            "/network/v2.0/ports",
+            Some(json!({"ports": [
+                {"network_id": NETWORK_ID, "name": "bulk-a", "fixed_ips": [{"subnet_id": SUBNET_ID}]},
+                {"network_id": NETWORK_ID, "name": "bulk-b", "fixed_ips": [{"subnet_id": SUBNET_ID}], "tags": ["t"]},
+            ]})),
+        )
+        .await
+        .expect(201);
+    let made = answer["ports"].as_array().unwrap();
+    let names: Vec<&str> = made.iter().map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["bulk-a", "bulk-b"], "answered in the order asked");
+    assert_ne!(made[0]["fixed_ips"][0]["ip_address"], made[1]["fixed_ips"][0]["ip_address"]);
+    assert_eq!(made[1]["tags"], json!(["t"]));
+
+    // One refused item refuses the request, and none of its ports is left.
+    let answer = fake
+        .call(
+            Method::POST,
+            "/network/v2.0/ports",
+            Some(json!({"ports": [
+                {"network_id": NETWORK_ID, "name": "bulk-c"},
+                {"network_id": "nope", "name": "bulk-d"},
+            ]})),
+        )
+        .await;
+    assert_eq!((answer.status.as_u16(), answer.body["NeutronError"]["type"].as_str()), (404, Some("NetworkNotFound")));
+    let answer = fake.call(Method::POST, "/network/v2.0/ports", Some(json!({"ports": []}))).await;
+    assert_eq!(answer.status.as_u16(), 400);
+
+    let listed =
+        fake.call(Method::GET, "/network/v2.0/ports?name=bulk-a&name=bulk-c&name=bulk-b", None).await.expect(200);
+    let mut names: Vec<&str> =
+        listed["ports"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["bulk-a", "bulk-b"]);
+}

@@ -1,5 +1,6 @@
 //! Neutron ports: list with filters (including `tags`, `tags-any` and `fixed_ips`),
-//! create with IP allocation, update (allowed address pairs replace, `If-Match`
+//! create with IP allocation (one `{"port": …}`, or many `{"ports": […]}` in one
+//! call, all or nothing, as Neutron's native bulk create), update (allowed address pairs replace, `If-Match`
 //! revision checks), add/remove address pairs, tags and delete.
 
 use std::net::IpAddr;
@@ -273,7 +274,45 @@ fn unrecognized(port: &Map<String, Value>, allowed: &[&str]) -> Result<(), ApiEr
 
 fn create(ctx: &Ctx, call: &Call) -> ApiResult {
     let body = call.json(Service::Neutron)?;
+    if let Some(many) = body.get("ports") {
+        return create_bulk(ctx, call, many);
+    }
     let port = body.get("port").and_then(Value::as_object).ok_or_else(|| invalid("Resource body required"))?;
+    let mut state = ctx.store.lock_at(Instant::now());
+    let answer = make_port(&mut state, call, port)?;
+    Ok((StatusCode::CREATED, Json(json!({"port": answer}))).into_response())
+}
+
+/// `{"ports": [...]}`: every port or none (Neutron's bulk create is one
+/// transaction: a refused item refuses the request with its error, and no
+/// port of it is left).
+fn create_bulk(ctx: &Ctx, call: &Call, many: &Value) -> ApiResult {
+    let items = many.as_array().ok_or_else(|| invalid("Resources required"))?;
+    if items.is_empty() {
+        return Err(invalid("Resources required"));
+    }
+    let mut state = ctx.store.lock_at(Instant::now());
+    let mut made: Vec<Value> = Vec::with_capacity(items.len());
+    for item in items {
+        let made_one = item
+            .as_object()
+            .ok_or_else(|| invalid("Resource body required"))
+            .and_then(|port| make_port(&mut state, call, port));
+        match made_one {
+            Ok(answer) => made.push(answer),
+            Err(error) => {
+                for answer in &made {
+                    state.ports.remove(answer["id"].as_str().unwrap_or_default());
+                }
+                return Err(error);
+            }
+        }
+    }
+    Ok((StatusCode::CREATED, Json(json!({"ports": made}))).into_response())
+}
+
+/// Validates one port of a create and stores it; its JSON.
+fn make_port(state: &mut State, call: &Call, port: &Map<String, Value>) -> Result<Value, ApiError> {
     unrecognized(port, CREATE_KEYS)?;
     if let Some(owner) = port.get("project_id").or_else(|| port.get("tenant_id")).and_then(Value::as_str)
         && owner != call.project_id
@@ -286,7 +325,6 @@ fn create(ctx: &Ctx, call: &Call) -> ApiResult {
     }
     let network_id = port.get("network_id").and_then(Value::as_str).ok_or_else(|| invalid("network_id is required"))?;
     let text = |key: &str| port.get(key).and_then(Value::as_str).unwrap_or("").to_owned();
-    let mut state = ctx.store.lock_at(Instant::now());
     let network = state
         .networks
         .get(network_id)
@@ -294,7 +332,7 @@ fn create(ctx: &Ctx, call: &Call) -> ApiResult {
         .ok_or_else(|| missing("NetworkNotFound", "Network", network_id))?
         .clone();
     let groups = match port.get("security_groups") {
-        Some(value) => security_groups(&state, call, value)?,
+        Some(value) => security_groups(state, call, value)?,
         None => state
             .security_groups
             .values()
@@ -408,7 +446,7 @@ fn create(ctx: &Ctx, call: &Call) -> ApiResult {
     };
     let answer = port_json(&port);
     state.ports.insert(port.id.clone(), port);
-    Ok((StatusCode::CREATED, Json(json!({"port": answer}))).into_response())
+    Ok(answer)
 }
 
 const UPDATE_KEYS: &[&str] = &[
