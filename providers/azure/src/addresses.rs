@@ -1,18 +1,21 @@
 //! The machine's addresses: its primary NIC's private IP.
 //!
-//! ARM's VM answers carry no IP; the NIC's does. CreateMachine learns it from
-//! the NIC it PUTs; GetMachineStatus must report it too (the machine
-//! controller takes a machine's addresses from the status poll that makes it
-//! Available). A NIC's dynamic private IP stays for the NIC's life, so the
-//! address is remembered per VM (bounded, least recently used dropped):
-//! a status poll reads the NIC (1 `networkInterfaces.get`) only for a VM
-//! this process has not seen created or read before, once.
+//! ARM's VM answers carry no IP; the NIC's does, and the NIC is made by the
+//! VM PUT, whose answer has no IP either. GetMachineStatus reports it (the
+//! machine controller takes a machine's addresses from the status poll that
+//! makes it Available). A NIC's dynamic private IP stays for the NIC's life,
+//! so the address is remembered per VM (bounded, least recently used
+//! dropped): a status poll reads the NIC only for a VM whose address this
+//! process has not learnt yet, once it has one: 1 `networkInterfaces.get`,
+//! or, for polls arriving together, 1 `networkInterfaces.list` of the
+//! resource group shared by all of them ([`crate::lookup::NicLookups`]).
 
 use std::sync::Arc;
 
-use machine_driver_api::{Address, AddressType, DriverError};
+use machine_driver_api::{Address, AddressType};
 
 use crate::clients::Api;
+use crate::credentials::AzureCredentials;
 use crate::driver::AzureDriver;
 use crate::naming::VmRef;
 use crate::vm::{NetworkInterface, VirtualMachine};
@@ -23,23 +26,21 @@ pub(crate) const MAX_REMEMBERED: usize = 16_384;
 impl AzureDriver {
     /// The addresses of `vm` (remembered, or read from its primary NIC and
     /// remembered). Empty when the NIC cannot be read: the answer goes on without.
-    pub(crate) async fn addresses_of(&self, api: &Api<'_>, target: &VmRef, vm: &VirtualMachine) -> Vec<Address> {
+    pub(crate) async fn addresses_of(
+        &self,
+        api: &Api<'_>,
+        creds: &AzureCredentials,
+        target: &VmRef,
+        vm: &VirtualMachine,
+    ) -> Vec<Address> {
         if let Some(known) = self.addresses.get(target) {
             return known.to_vec();
         }
         let Some(nic_name) = primary_nic_name(vm) else { return Vec::new() };
-        let answer = api
-            .call("network", "networkInterfaces.get", || {
-                api.network()
-                    .network_interfaces_client()
-                    .get(&target.resource_group, &nic_name, &target.subscription)
-                    .send()
-            })
-            .await;
-        let nic = match answer {
-            Ok(a) => a.into_body().await.ok(),
+        let nic = match self.nic_lookups.get(api, creds, target, &nic_name).await {
+            Ok(nic) => nic,
             Err(e) => {
-                tracing::debug!(vm = %target.name, error = %DriverError::from(e), "reading the VM's NIC failed");
+                tracing::debug!(vm = %target.name, error = %e, "reading the VM's NIC failed");
                 None
             }
         };

@@ -1,32 +1,34 @@
-//! CreateMachine on Azure: NIC, then VM, each with a deterministic name, the
-//! VM's operation polled within the RPC's deadline.
+//! CreateMachine on Azure: one create-only VM PUT that makes the NIC too,
+//! answered as soon as ARM accepts it.
 //!
-//! 1. GET the VM (`$expand=instanceView`). A VM of this machine that is
-//!    running or on its way is adopted (never re-PUT: its `customData` cannot
-//!    change); a `Failed` one is deleted, with its NIC and disks, and its
-//!    failure answered (the next retry starts clean); one being deleted is
-//!    UNAVAILABLE. A VM of the name tagged with another machine's uid is ALREADY_EXISTS.
-//! 2. PUT the NIC `<vm>-nic` (idempotent: the same body again is no change).
-//! 3. Data disks made from an image are PUT (the VM attaches them).
-//! 4. PUT the VM with `deleteOption: Delete` on NIC and disks.
-//!    `NicReservedForAnotherVm` (the NIC of a failed attempt stays reserved
-//!    for 180 s) moves on to the next NIC name, `<vm>-nic-1`, then `-2`.
-//! 5. Poll the operation. Failed: the VM is deleted (its NIC and disks go
-//!    with it) and the failure answered. Still running at the deadline: OK,
-//!    GetMachineStatus reports the rest.
+//! 1. PUT the VM with `If-None-Match: *` (create only; Compute API
+//!    2023-07-01+) and its NIC as `networkProfile.networkInterfaceConfigurations`
+//!    (`networkApiVersion` 2020-11-01): ARM makes the NIC `<vm>-nic` with the
+//!    VM, and `deleteOption: Delete` on NIC and disks deletes them with it. A
+//!    refused PUT makes nothing, so nothing is left to clean up.
+//!    `NicReservedForAnotherVm` (a NIC of that name is kept reserved for 180 s
+//!    after a failed or deleted VM) moves on to the next NIC name,
+//!    `<vm>-nic-1`, then `-2`.
+//! 2. Accepted (201): OK at once. ARM provisions the VM (`Creating`);
+//!    GetMachineStatus reports the rest, a `Failed` VM with its failure
+//!    (RESOURCE_EXHAUSTED for allocation and quota). Nothing is polled here:
+//!    that is what makes a create one call.
+//! 3. The VM exists (412; or 409 should ARM ignore the condition and take the
+//!    PUT as an update, e.g. `PropertyChangeNotAllowed` for `customData`): GET
+//!    it (`$expand=instanceView`). A VM of this machine that is running or on
+//!    its way is adopted (never re-PUT: its `customData` cannot change); a
+//!    `Failed` one is deleted, with its NIC and disks, and its failure answered
+//!    (the next retry starts clean); one being deleted is UNAVAILABLE. A VM of
+//!    the name tagged with another machine's uid is ALREADY_EXISTS. A VM the
+//!    GET does not show yet is UNAVAILABLE (retry).
 //!
-//! When the VM PUT itself is refused for good (capacity, bad input), the NIC
-//! it would have used is deleted before the error is returned (or, when Azure
-//! keeps it reserved, removed by DeleteMachine or the orphan collector, which
-//! lists NICs too); after a transient refusal (throttle, 5xx) the retry uses it.
+//! Data disks made from an image are PUT before the VM (the VM attaches
+//! them), after a GET of the VM: they cannot be re-PUT under a VM that exists.
 
 use std::time::Duration;
 
-use machine_driver_api::{
-    Address, AddressType, CallContext, CallFailure, CreateMachine, CreatedMachine, DriverError, ErrorKind,
-};
+use machine_driver_api::{Address, CallContext, CallFailure, CreateMachine, CreatedMachine, DriverError, ErrorKind};
 
-use crate::addresses::private_ip;
 use crate::clients::Api;
 use crate::credentials::AzureCredentials;
 use crate::driver::AzureDriver;
@@ -36,11 +38,14 @@ use crate::naming::{NIC_GENERATIONS, VmRef, data_disk_name};
 use crate::spec::AzureProviderSpec;
 use crate::vm::{self, Provisioning, VirtualMachine};
 
-/// Time kept back from the deadline for answering after the last poll.
+/// Time kept back from the deadline for answering after the last poll (image disks).
 const ANSWER_MARGIN: Duration = Duration::from_secs(2);
 
 /// Retry delay while an earlier VM of the machine is being deleted.
 const RETRY_WHILE_DELETING: Duration = Duration::from_secs(10);
+
+/// Retry delay when ARM refused the create-only PUT (the VM exists) but a GET does not show the VM yet.
+const RETRY_WHILE_INVISIBLE: Duration = Duration::from_secs(5);
 
 impl AzureDriver {
     /// CreateMachine (see the module docs).
@@ -54,96 +59,84 @@ impl AzureDriver {
             name: req.machine.name.clone(),
         };
         let api = self.pool.api(&creds, spec.cloud(), ctx)?;
-        let created = |addresses: Vec<Address>| CreatedMachine {
-            provider_id: target.provider_id(),
-            node_name: target.name.clone(),
-            last_known_state: String::new(),
-            addresses,
-        };
 
-        if let Some(existing) = get_vm(&api, &target, true).await? {
-            return match vm::provisioning(&existing) {
-                _ if vm::uid_tag(&existing).is_some_and(|uid| uid != req.machine.uid) => Err(DriverError::new(
-                    ErrorKind::AlreadyExists,
-                    "VM_OF_ANOTHER_MACHINE",
-                    format!("VM {} exists and is tagged with another machine's uid", target.name),
-                )),
-                Provisioning::Failed => Err(self.remove_failed(&api, &target, &existing).await),
-                Provisioning::Deleting => Err(DriverError::unavailable(
-                    "VM_DELETING",
-                    format!("an earlier VM {} of this machine is being deleted", target.name),
-                    RETRY_WHILE_DELETING,
-                )),
-                Provisioning::InProgress | Provisioning::Succeeded => {
-                    self.recent.record(target.clone(), ());
-                    Ok(created(self.addresses_of(&api, &target, &existing).await))
-                }
-            };
-        }
-
-        for disk in spec.properties.storage_profile.data_disks.iter().filter(|d| d.image_ref.is_some()) {
-            self.put_image_disk(&api, &spec, &target, disk, &req.machine.uid).await?;
+        let image_disks: Vec<_> =
+            spec.properties.storage_profile.data_disks.iter().filter(|d| d.image_ref.is_some()).collect();
+        if !image_disks.is_empty() {
+            if let Some(existing) = get_vm(&api, &target, true).await? {
+                return self.adopt(&api, &creds, &target, &existing, &req.machine.uid).await;
+            }
+            for disk in image_disks {
+                self.put_image_disk(&api, &spec, &target, disk, &req.machine.uid).await?;
+            }
         }
 
         let mut generation = 0;
-        let (tracker, address) = loop {
+        loop {
             let nic_name = target.nic_name(generation);
-            let nic = vm::nic_body(&spec, &target, &nic_name, &req.machine.uid)?;
-            let nic_answer = api
-                .call("network", "networkInterfaces.createOrUpdate", || {
-                    api.network()
-                        .network_interfaces_client()
-                        .create_or_update(&target.resource_group, &nic_name, nic.clone(), &target.subscription)
-                        .send()
-                })
-                .await?;
-            let nic_id = target.resource_id("Microsoft.Network/networkInterfaces", &nic_name);
-            let address = nic_answer.into_body().await.ok().and_then(|n| private_ip(&n));
-            let body = vm::vm_body(&spec, &target, &nic_id, &req.machine.uid, &req.user_data)?;
+            let body = vm::vm_body(&spec, &target, &nic_name, &req.machine.uid, &req.user_data)?;
             let put = api
                 .call("compute", "virtualMachines.createOrUpdate", || {
                     api.compute()
                         .virtual_machines_client()
                         .create_or_update(&target.resource_group, &target.name, body.clone(), &target.subscription)
+                        .if_none_match("*")
                         .send()
                 })
                 .await;
             match put {
-                Ok(answer) => break (Tracker::from_headers(answer.as_raw_response().headers()), address),
+                Ok(_) => break,
                 Err(CallFailure::Cloud(_, f)) if f.is_nic_reserved() && generation + 1 < NIC_GENERATIONS => {
                     tracing::info!(vm = %target.name, nic = %nic_name, "NIC reserved after a failed VM; using the next NIC name");
                     generation += 1;
                 }
-                Err(failure) => {
-                    let err = DriverError::from(failure);
-                    // A refusal the retry will not repeat (capacity, bad input): the NIC goes, so nothing
-                    // is left behind (Azure may keep it reserved; then DeleteMachine removes it). After a
-                    // transient failure the retry uses it.
-                    if err.kind() != ErrorKind::Unavailable && err.kind() != ErrorKind::DeadlineExceeded {
-                        let _ = delete_nic(&api, &target, &nic_name).await;
+                Err(CallFailure::Cloud(call, f)) if f.is_conflict_with_existing() => {
+                    if let Some(existing) = get_vm(&api, &target, true).await? {
+                        return self.adopt(&api, &creds, &target, &existing, &req.machine.uid).await;
                     }
-                    return Err(err);
+                    if f.http_status == Some(412) {
+                        return Err(DriverError::unavailable(
+                            "VM_NOT_VISIBLE",
+                            format!("VM {} exists but is not readable yet", target.name),
+                            RETRY_WHILE_INVISIBLE,
+                        ));
+                    }
+                    return Err(CallFailure::Cloud(call, f).into());
                 }
+                Err(failure) => return Err(failure.into()),
             }
-        };
+        }
         self.recent.record(target.clone(), ());
-        let addresses: Vec<Address> = address.into_iter().map(|ip| Address::new(AddressType::InternalIp, ip)).collect();
-        self.remember_addresses(&target, &addresses);
+        // The NIC's address is read once by GetMachineStatus: the VM PUT's answer carries none.
+        self.forget_addresses(&target);
+        Ok(created(&target, Vec::new()))
+    }
 
-        let Some(tracker) = tracker else { return Ok(created(addresses)) };
-        match lro::wait(&api, "compute", &tracker, ANSWER_MARGIN).await {
-            Ok(Outcome::Succeeded | Outcome::Running) => Ok(created(addresses)),
-            Ok(Outcome::Failed(failure)) => {
-                self.recent.forget(&target);
-                self.forget_addresses(&target);
-                let _ = delete_vm(&api, &target).await;
-                Err(failure.driver_error("compute virtualMachines.createOrUpdate"))
-            }
-            // The VM exists: the operation's fate is read by GetMachineStatus.
-            Err(CallFailure::Deadline(_)) => Ok(created(addresses)),
-            Err(e) => {
-                tracing::warn!(vm = %target.name, error = %DriverError::from(e), "polling the VM's creation failed; GetMachineStatus will report it");
-                Ok(created(addresses))
+    /// A VM of the machine's name that exists: adopted when it is this
+    /// machine's and running or on its way (see the module docs).
+    async fn adopt(
+        &self,
+        api: &Api<'_>,
+        creds: &AzureCredentials,
+        target: &VmRef,
+        existing: &VirtualMachine,
+        uid: &str,
+    ) -> Result<CreatedMachine, DriverError> {
+        match vm::provisioning(existing) {
+            _ if vm::uid_tag(existing).is_some_and(|tagged| tagged != uid) => Err(DriverError::new(
+                ErrorKind::AlreadyExists,
+                "VM_OF_ANOTHER_MACHINE",
+                format!("VM {} exists and is tagged with another machine's uid", target.name),
+            )),
+            Provisioning::Failed => Err(self.remove_failed(api, target, existing).await),
+            Provisioning::Deleting => Err(DriverError::unavailable(
+                "VM_DELETING",
+                format!("an earlier VM {} of this machine is being deleted", target.name),
+                RETRY_WHILE_DELETING,
+            )),
+            Provisioning::InProgress | Provisioning::Succeeded => {
+                self.recent.record(target.clone(), ());
+                Ok(created(target, self.addresses_of(api, creds, target, existing).await))
             }
         }
     }
@@ -202,6 +195,16 @@ impl AzureDriver {
             }
         }
         Ok(())
+    }
+}
+
+/// The answer of a create.
+fn created(target: &VmRef, addresses: Vec<Address>) -> CreatedMachine {
+    CreatedMachine {
+        provider_id: target.provider_id(),
+        node_name: target.name.clone(),
+        last_known_state: String::new(),
+        addresses,
     }
 }
 

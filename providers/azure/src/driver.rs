@@ -13,7 +13,7 @@ use crate::config::AzureConfig;
 use crate::credentials::{
     AzureCredentials, CLIENT_ID_KEYS, CLIENT_SECRET_KEYS, SUBSCRIPTION_ID_KEYS, TENANT_ID_KEYS, TOKEN_FILE_KEYS,
 };
-use crate::lookup::VmLookups;
+use crate::lookup::{NicLookups, VmLookups};
 use crate::naming::{VmRef, parse_provider_id};
 use crate::spec::AzureProviderSpec;
 use crate::vm::MAX_USER_DATA_BYTES;
@@ -28,6 +28,8 @@ pub struct AzureDriver {
     /// this process deleted it is NOT_FOUND, not "not visible yet".
     pub(crate) deleted: RecentCreates<VmRef>,
     pub(crate) lookups: VmLookups,
+    /// Coalesced NIC reads for addresses ([`crate::lookup::NicLookups`]).
+    pub(crate) nic_lookups: NicLookups,
     /// The private IP of each VM's primary NIC ([`crate::addresses`]).
     pub(crate) addresses: KeyedCache<VmRef, Vec<Address>>,
 }
@@ -43,6 +45,7 @@ impl AzureDriver {
             recent: RecentCreates::default(),
             deleted: RecentCreates::default(),
             lookups: VmLookups::default(),
+            nic_lookups: NicLookups::default(),
             addresses: KeyedCache::new(crate::addresses::MAX_REMEMBERED),
         }
     }

@@ -134,6 +134,19 @@ impl ArmFailure {
         self.code() == "NicReservedForAnotherVm"
     }
 
+    /// A create-only PUT (`If-None-Match: *`) refused because the resource
+    /// exists (412), or a PUT refused as a conflicting update of an existing
+    /// resource (409 that is not about quota: `PropertyChangeNotAllowed` when
+    /// a re-PUT would change `customData`, `OperationNotAllowed` on a VM being
+    /// deleted), which is how ARM answers should it ignore the condition.
+    pub(crate) fn is_conflict_with_existing(&self) -> bool {
+        match self.http_status {
+            Some(412) => true,
+            Some(409) => !self.is_exhausted() && !self.is_throttling(),
+            _ => false,
+        }
+    }
+
     /// Quota or capacity exhausted (the Go provider's list, plus
     /// `OperationNotAllowed` about a quota).
     pub(crate) fn is_exhausted(&self) -> bool {

@@ -1,11 +1,15 @@
 //! Reading one VM for GetMachineStatus, with concurrent reads of one
-//! subscription and resource group coalesced into one VM list.
+//! subscription and resource group coalesced into one VM list; the same for
+//! the NIC a VM's address is read from.
 //!
 //! A lone read goes out at once as one `virtualMachines.get`; reads arriving
 //! while a call is in flight queue up in a [`Coalescer`] (one per
 //! credentials, subscription and resource group) and go out together as one
 //! `virtualMachines.list` of the resource group, every page: one call (per
 //! page) answers every poll of a worker pool, however many machines it has.
+//! NICs alike (`networkInterfaces.get`, or `networkInterfaces.list` of the
+//! group): a VM's NIC is made by its PUT, so a fleet's first polls after its
+//! creates (or after a restart) learn every address from one list.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -15,7 +19,7 @@ use machine_driver_api::{BatchFn, CallContext, CallFailure, Coalescer, DriverErr
 use crate::clients::{Api, SharedApi};
 use crate::credentials::AzureCredentials;
 use crate::naming::VmRef;
-use crate::vm::VirtualMachine;
+use crate::vm::{NetworkInterface, VirtualMachine};
 
 /// Most names one coalesced batch reads: one list of the group answers any
 /// number of them (the answer map holds only the names asked for), so a batch
@@ -30,6 +34,8 @@ const MAX_COALESCERS: usize = 256;
 const MAX_PAGES: usize = 5000;
 /// API version of the VM list (the SDK's).
 const COMPUTE_API_VERSION: &str = "2024-07-01";
+/// API version of the NIC list (the SDK's).
+const NETWORK_API_VERSION: &str = "2024-03-01";
 
 /// Credentials (fingerprint), cloud, subscription, resource group.
 type GroupKey = ([u8; 32], String, String, String);
@@ -133,4 +139,122 @@ pub(crate) async fn list_vms(
         }
     }
     Err(DriverError::internal(format!("compute virtualMachines.list: more than {MAX_PAGES} pages")))
+}
+
+/// The NIC coalescers of one driver.
+#[derive(Debug)]
+pub(crate) struct NicLookups {
+    by_group: KeyedCache<GroupKey, Coalescer<String, NetworkInterface>>,
+}
+
+impl Default for NicLookups {
+    fn default() -> Self {
+        Self { by_group: KeyedCache::new(MAX_COALESCERS) }
+    }
+}
+
+impl NicLookups {
+    /// The NIC `nic_name` in `target`'s resource group, `None` when ARM does not show it.
+    pub(crate) async fn get(
+        &self,
+        api: &Api<'_>,
+        creds: &AzureCredentials,
+        target: &VmRef,
+        nic_name: &str,
+    ) -> Result<Option<NetworkInterface>, DriverError> {
+        let key = (
+            creds.fingerprint,
+            api.cloud().to_string(),
+            target.subscription.clone(),
+            target.resource_group.to_ascii_lowercase(),
+        );
+        let coalescer = self.by_group.get_or_insert_with(&key, || {
+            let fetch = nic_batch_fetch(api.shared(), target.subscription.clone(), target.resource_group.clone());
+            Coalescer::new(
+                "network networkInterfaces.get/networkInterfaces.list",
+                fetch,
+                MAX_BATCH_NAMES,
+                BATCHES_IN_FLIGHT,
+            )
+        });
+        coalescer.get_within(api.context(), nic_name.to_string()).await
+    }
+}
+
+/// One name: `networkInterfaces.get` (404 = absent); more: the group's NIC list, every page.
+fn nic_batch_fetch(
+    shared: SharedApi,
+    subscription: String,
+    resource_group: String,
+) -> BatchFn<String, NetworkInterface> {
+    Arc::new(move |names: Vec<String>, ctx: CallContext| {
+        let shared = shared.clone();
+        let subscription = subscription.clone();
+        let resource_group = resource_group.clone();
+        Box::pin(async move {
+            let api = shared.bind(&ctx);
+            if let [name] = names.as_slice() {
+                let answer = api
+                    .call("network", "networkInterfaces.get", || {
+                        api.network().network_interfaces_client().get(&resource_group, name, &subscription).send()
+                    })
+                    .await;
+                return match answer {
+                    Ok(a) => {
+                        let nic = a.into_body().await.map_err(|_| {
+                            DriverError::internal("network networkInterfaces.get answered a body that is not a NIC")
+                        })?;
+                        Ok(std::iter::once((name.clone(), nic)).collect())
+                    }
+                    Err(CallFailure::Cloud(_, f)) if f.is_not_found() => Ok(HashMap::new()),
+                    Err(e) => Err(e.into()),
+                };
+            }
+            let by_lower: HashMap<String, String> = names.iter().map(|n| (n.to_ascii_lowercase(), n.clone())).collect();
+            let all = list_nics(&api, &subscription, &resource_group).await?;
+            Ok(all
+                .into_iter()
+                .filter_map(|nic| {
+                    let lower = nic.resource.name.as_deref()?.to_ascii_lowercase();
+                    by_lower.get(&lower).map(|name| (name.clone(), nic))
+                })
+                .collect())
+        })
+    })
+}
+
+/// Every NIC of a resource group (every page); none when the group does not exist.
+async fn list_nics(
+    api: &Api<'_>,
+    subscription: &str,
+    resource_group: &str,
+) -> Result<Vec<NetworkInterface>, DriverError> {
+    type ListResult = azure_mgmt_network::package_2024_03::models::NetworkInterfaceListResult;
+    let mut url = api.arm_url(
+        &format!(
+            "/subscriptions/{subscription}/resourceGroups/{resource_group}/providers/Microsoft.Network/networkInterfaces"
+        ),
+        NETWORK_API_VERSION,
+    );
+    let mut nics = Vec::new();
+    for _ in 0..MAX_PAGES {
+        let page = match api.get_raw("network", "networkInterfaces.list", &url).await {
+            Ok(p) => p,
+            Err(CallFailure::Cloud(_, f)) if f.is_not_found() => return Ok(nics),
+            Err(e) => return Err(e.into()),
+        };
+        let page: ListResult = serde_json::from_slice(&page.body).map_err(|_| {
+            DriverError::internal("network networkInterfaces.list answered a body that is not a NIC list")
+        })?;
+        nics.extend(page.value);
+        match page.next_link.filter(|l| !l.is_empty()) {
+            Some(next) => {
+                url = azure_core::Url::parse(&next).map_err(|_| {
+                    DriverError::internal("network networkInterfaces.list answered a nextLink that is not a URL")
+                })?;
+            }
+            None => return Ok(nics),
+        }
+    }
+    Err(DriverError::internal(format!("network networkInterfaces.list: more than {MAX_PAGES} pages")))
 }

@@ -36,7 +36,7 @@ impl AzureDriver {
                 // A VM on its way out needs no address (and its NIC goes with it).
                 addresses: match state {
                     Provisioning::Deleting => Vec::new(),
-                    _ => self.addresses_of(&api, &target, &found).await,
+                    _ => self.addresses_of(&api, &creds, &target, &found).await,
                 },
                 pending_steps: Vec::new(),
                 vm_state: vm_state.to_string(),

@@ -23,6 +23,10 @@ pub const MAX_USER_DATA_BYTES: usize = 65_535;
 /// on every create for the same reason).
 const PLACEHOLDER_SSH_KEY: &str = include_str!("placeholder_ssh_key.pub");
 
+/// `networkProfile.networkApiVersion` of the VMs: the Microsoft.Network API
+/// version Compute uses to make their NICs (the only value the API defines).
+const NETWORK_API_VERSION: &str = "2020-11-01";
+
 /// The compute VM model.
 pub(crate) type VirtualMachine = azure_mgmt_compute::package_2024_07_01::models::VirtualMachine;
 /// The network NIC model.
@@ -35,14 +39,11 @@ pub(crate) fn machine_tags(spec: &AzureProviderSpec, uid: &str) -> BTreeMap<Stri
     tags
 }
 
-/// The NIC of `vm` named `nic_name`: IP forwarding on, a dynamic private IP
-/// in the spec's subnet, accelerated networking as the spec says.
-pub(crate) fn nic_body(
-    spec: &AzureProviderSpec,
-    vm: &VmRef,
-    nic_name: &str,
-    uid: &str,
-) -> Result<NetworkInterface, DriverError> {
+/// The VM's `networkInterfaceConfigurations`: the NIC named `nic_name`, made
+/// by the VM PUT itself (no NIC PUT of its own) with what the Go provider puts
+/// on its NIC: IP forwarding on, a dynamic private IP in the spec's subnet,
+/// accelerated networking as the spec says, deleted with the VM.
+fn nic_configuration(spec: &AzureProviderSpec, vm: &VmRef, nic_name: &str) -> Value {
     let subnet = format!(
         "/subscriptions/{}/resourceGroups/{}/providers/Microsoft.Network/virtualNetworks/{}/subnets/{}",
         vm.subscription,
@@ -50,27 +51,26 @@ pub(crate) fn nic_body(
         spec.subnet_info.vnet_name,
         spec.subnet_info.subnet_name
     );
-    let body = json!({
-        "location": spec.location,
-        "tags": machine_tags(spec, uid),
+    json!({
+        "name": nic_name,
         "properties": {
+            "primary": true,
+            "deleteOption": "Delete",
             "enableIPForwarding": true,
             "enableAcceleratedNetworking": spec.properties.network_profile.accelerated_networking.unwrap_or(false),
-            "nicType": "Standard",
             "ipConfigurations": [{
                 "name": nic_name,
-                "properties": {"subnet": {"id": subnet}, "privateIPAllocationMethod": "Dynamic", "primary": true}
+                "properties": {"subnet": {"id": subnet}, "primary": true, "privateIPAddressVersion": "IPv4"}
             }]
         }
-    });
-    decode(body, "NIC")
+    })
 }
 
-/// The VM of a machine with the NIC `nic_id`, booting `user_data`.
+/// The VM of a machine with its NIC `nic_name` (made by the same PUT), booting `user_data`.
 pub(crate) fn vm_body(
     spec: &AzureProviderSpec,
     vm: &VmRef,
-    nic_id: &str,
+    nic_name: &str,
     uid: &str,
     user_data: &SecretBytes,
 ) -> Result<VirtualMachine, DriverError> {
@@ -139,7 +139,10 @@ pub(crate) fn vm_body(
             }
         },
         "networkProfile": {
-            "networkInterfaces": [{"id": nic_id, "properties": {"primary": true, "deleteOption": "Delete"}}]
+            // Compute makes the NIC through Microsoft.Network at this API version (2020-11-01 is
+            // the one value the API defines).
+            "networkApiVersion": NETWORK_API_VERSION,
+            "networkInterfaceConfigurations": [nic_configuration(spec, vm, nic_name)]
         }
     });
     match spec.placement() {
@@ -293,16 +296,17 @@ mod tests {
 
     #[test]
     fn the_vm_body_is_what_the_go_provider_sends() {
-        let body = vm_body(&spec(), &vm(), "/nic", "uid-1", &SecretBytes(b"#!/bin/sh".to_vec())).unwrap();
+        let body = vm_body(&spec(), &vm(), "m-1-nic", "uid-1", &SecretBytes(b"#!/bin/sh".to_vec())).unwrap();
         let json = serde_json::to_value(&body).unwrap();
         assert_eq!(json["properties"]["hardwareProfile"]["vmSize"], "Standard_D2s_v3");
         assert_eq!(json["properties"]["storageProfile"]["osDisk"]["name"], "m-1-os-disk");
         assert_eq!(json["properties"]["storageProfile"]["osDisk"]["deleteOption"], "Delete");
         assert_eq!(json["properties"]["storageProfile"]["imageReference"]["publisher"], "sap");
-        assert_eq!(
-            json["properties"]["networkProfile"]["networkInterfaces"][0]["properties"]["deleteOption"],
-            "Delete"
-        );
+        let nic = &json["properties"]["networkProfile"]["networkInterfaceConfigurations"][0];
+        assert_eq!(nic["name"], "m-1-nic");
+        assert_eq!(nic["properties"]["deleteOption"], "Delete");
+        assert_eq!(json["properties"]["networkProfile"]["networkApiVersion"], "2020-11-01");
+        assert!(json["properties"]["networkProfile"].get("networkInterfaces").is_none());
         assert_eq!(json["properties"]["osProfile"]["customData"], "IyEvYmluL3No");
         assert_eq!(json["zones"][0], "1");
         assert_eq!(json["tags"][MACHINE_UID_TAG], "uid-1");
@@ -312,7 +316,7 @@ mod tests {
     fn a_class_without_ssh_key_gets_the_placeholder() {
         let mut s = spec();
         s.properties.os_profile.linux_configuration.ssh.public_keys.key_data = String::new();
-        let json = serde_json::to_value(vm_body(&s, &vm(), "/nic", "u", &SecretBytes::default()).unwrap()).unwrap();
+        let json = serde_json::to_value(vm_body(&s, &vm(), "m-1-nic", "u", &SecretBytes::default()).unwrap()).unwrap();
         let key =
             json["properties"]["osProfile"]["linuxConfiguration"]["ssh"]["publicKeys"][0]["keyData"].as_str().unwrap();
         assert!(key.starts_with("ssh-rsa "));
@@ -354,9 +358,11 @@ mod tests {
 
     #[test]
     fn the_nic_forwards_ip_in_the_specs_subnet() {
-        let json = serde_json::to_value(nic_body(&spec(), &vm(), "m-1-nic", "u").unwrap()).unwrap();
-        assert_eq!(json["properties"]["enableIPForwarding"], true);
-        let subnet = json["properties"]["ipConfigurations"][0]["properties"]["subnet"]["id"].as_str().unwrap();
+        let body = vm_body(&spec(), &vm(), "m-1-nic", "u", &SecretBytes::default()).unwrap();
+        let json = serde_json::to_value(body).unwrap();
+        let nic = &json["properties"]["networkProfile"]["networkInterfaceConfigurations"][0]["properties"];
+        assert_eq!(nic["enableIPForwarding"], true);
+        let subnet = nic["ipConfigurations"][0]["properties"]["subnet"]["id"].as_str().unwrap();
         assert!(subnet.ends_with("/virtualNetworks/shoot--dev--conf/subnets/shoot--dev--conf-nodes"));
     }
 }

@@ -1,5 +1,4 @@
-//! Failed creates leave nothing behind, and a retry within Azure's NIC
-//! reservation window succeeds.
+//! Failed creates leave nothing behind, and their retries succeed.
 
 #![allow(clippy::unwrap_used)]
 
@@ -11,13 +10,29 @@ use serde_json::json;
 use support::{FakeCloud, ctx};
 
 #[tokio::test]
-async fn an_allocation_failure_after_the_nic_was_made_leaves_nothing() {
+async fn an_allocation_failure_is_reported_and_the_retry_leaves_nothing_then_succeeds() {
     let cloud = FakeCloud::start().await;
     let driver = cloud.driver();
     cloud.admin("/azure/vm-failures", json!({"code": "AllocationFailed", "times": 1})).await;
-    let err = driver.create_machine(&ctx("create", 30), cloud.create_request("f-1")).await.unwrap_err();
+    // ARM accepts the VM (and makes its NIC): CreateMachine answers OK at once.
+    let created = driver.create_machine(&ctx("create", 30), cloud.create_request("f-1")).await.unwrap();
+    let mut req = cloud.machine_ref("f-1");
+    req.machine.provider_id = Some(created.provider_id);
+    let started = std::time::Instant::now();
+    let err = loop {
+        match driver.get_machine_status(&ctx("status", 10), req.clone()).await {
+            Err(e) => break e,
+            Ok(_) => {
+                assert!(started.elapsed().as_secs() < 10, "the VM never failed");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        }
+    };
     assert_eq!(err.kind(), ErrorKind::ResourceExhausted, "{err:?}");
     assert_eq!(err.reason(), "AllocationFailed");
+    // The retry finds the failed VM, deletes it (its NIC and disks with it) and answers the failure.
+    let retry = driver.create_machine(&ctx("create", 30), cloud.create_request("f-1")).await.unwrap_err();
+    assert_eq!(retry.kind(), ErrorKind::ResourceExhausted, "{retry:?}");
     let started = std::time::Instant::now();
     while !cloud.live_resources("f-1").await.is_empty() {
         assert!(started.elapsed().as_secs() < 10, "left behind: {:?}", cloud.live_resources("f-1").await);
@@ -50,7 +65,7 @@ async fn a_failed_vm_is_reported_by_status_and_removed_by_the_next_create() {
 }
 
 #[tokio::test]
-async fn a_retry_within_the_nic_reservation_succeeds_and_delete_cleans_up() {
+async fn a_refused_vm_put_makes_no_nic_and_the_retry_succeeds() {
     let cloud = FakeCloud::start().await;
     let driver = cloud.driver();
     cloud
@@ -65,35 +80,27 @@ async fn a_retry_within_the_nic_reservation_succeeds_and_delete_cleans_up() {
         .unwrap();
     let err = driver.create_machine(&ctx("create", 30), cloud.create_request("r-1")).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::ResourceExhausted, "{err:?}");
-    // Azure keeps the NIC reserved: it could not be deleted.
-    assert_eq!(cloud.live_resources("r-1").await, vec!["r-1-nic"]);
-
+    // The NIC is made by the VM PUT: a refused PUT leaves nothing (no reserved NIC either).
+    assert!(cloud.live_resources("r-1").await.is_empty(), "{:?}", cloud.live_resources("r-1").await);
     let created = driver.create_machine(&ctx("create", 30), cloud.create_request("r-1")).await.unwrap();
     assert_eq!(created.provider_id, "azure:///westeurope/r-1");
-    let live = cloud.live_resources("r-1-nic").await;
-    assert!(live.contains(&"r-1-nic-1".to_string()), "{live:?}");
+    let mut live = cloud.live_resources("r-1").await;
+    live.sort();
+    assert_eq!(live, vec!["r-1", "r-1-containerd-0-data-disk", "r-1-nic", "r-1-os-disk"]);
 
-    // The orphan collector sees the reserved NIC's machine; delete removes the VM, and,
-    // once the reservation ends, the leftover NIC.
-    let listed = driver.list_machines(&ctx("list", 10), cloud.list_request()).await.unwrap();
-    assert!(listed.iter().any(|(_, name)| name == "r-1"), "{listed:?}");
+    // Delete removes the VM, and the NIC and disk go with it.
     let mut req = cloud.machine_ref("r-1");
     req.machine.provider_id = Some(created.provider_id);
     driver.delete_machine(&ctx("delete", 10), req.clone()).await.unwrap();
-    cloud.admin("/azure/nic-reservation", json!({"ms": 0})).await;
     let started = std::time::Instant::now();
-    loop {
-        let _ = driver.delete_machine(&ctx("delete", 10), req.clone()).await;
-        if cloud.live_resources("r-1").await.is_empty() {
-            break;
-        }
+    while !cloud.live_resources("r-1").await.is_empty() {
         assert!(started.elapsed().as_secs() < 10, "left behind: {:?}", cloud.live_resources("r-1").await);
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
 }
 
 #[tokio::test]
-async fn a_throttled_create_keeps_its_nic_and_the_retry_answers_its_address() {
+async fn a_throttled_create_leaves_nothing_and_status_answers_the_address_of_the_retry() {
     let cloud = FakeCloud::start().await;
     let driver = cloud.driver();
     cloud
@@ -103,7 +110,10 @@ async fn a_throttled_create_keeps_its_nic_and_the_retry_answers_its_address() {
         .unwrap();
     let err = driver.create_machine(&ctx("create", 30), cloud.create_request("t-1")).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Unavailable, "{err:?}");
-    assert_eq!(cloud.live_resources("t-1").await, vec!["t-1-nic"]);
+    assert!(cloud.live_resources("t-1").await.is_empty());
     let created = driver.create_machine(&ctx("create", 30), cloud.create_request("t-1")).await.unwrap();
-    assert!(created.addresses.iter().any(|a| a.address.starts_with("10.250.")), "{:?}", created.addresses);
+    let mut req = cloud.machine_ref("t-1");
+    req.machine.provider_id = Some(created.provider_id);
+    let status = driver.get_machine_status(&ctx("status", 10), req).await.unwrap();
+    assert!(status.addresses.iter().any(|a| a.address.starts_with("10.250.")), "{:?}", status.addresses);
 }

@@ -226,6 +226,27 @@ impl ArmError {
         .with_target(property)
     }
 
+    /// 412 `PreconditionFailed`: a PUT with `If-None-Match: *` of a resource that exists.
+    /// (The status is HTTP's; the code and message are this fake's, not read from Azure.)
+    pub(crate) fn precondition_failed(resource_id: &str) -> Self {
+        Self::new(
+            StatusCode::PRECONDITION_FAILED,
+            "PreconditionFailed",
+            format!("The resource {resource_id} already exists and the request carries If-None-Match: *."),
+        )
+    }
+
+    /// 409 `AnotherOperationInProgress`: the resource (or a dependent) is being changed.
+    pub(crate) fn another_operation_in_progress(resource_id: &str) -> Self {
+        Self::new(
+            StatusCode::CONFLICT,
+            "AnotherOperationInProgress",
+            format!(
+                "Another operation on this or dependent resource is in progress. To retrieve status of the operation use uri: {resource_id}"
+            ),
+        )
+    }
+
     /// 429 `TooManyRequests` with `Retry-After: 1`.
     pub(crate) fn throttled() -> Self {
         Self::new(

@@ -64,6 +64,8 @@ pub(crate) struct Req {
     pub(crate) body: Bytes,
     /// The request path.
     pub(crate) path: String,
+    /// The `If-None-Match` header, when sent.
+    pub(crate) if_none_match: Option<String>,
 }
 
 impl Req {
@@ -200,8 +202,17 @@ async fn handle(ctx: Ctx, request: Request<Body>) -> Response {
         if !caller.subscription.eq_ignore_ascii_case(route.subscription()) {
             return Err(ArmError::authorization_failed(&caller.client_id, action_of(operation), parts.uri.path()));
         }
-        let req =
-            Req { query, base: base_url(&parts.headers), api_version, caller, body, path: parts.uri.path().to_owned() };
+        let if_none_match =
+            parts.headers.get("if-none-match").and_then(|v| v.to_str().ok()).map(|v| v.trim().to_owned());
+        let req = Req {
+            query,
+            base: base_url(&parts.headers),
+            api_version,
+            caller,
+            body,
+            path: parts.uri.path().to_owned(),
+            if_none_match,
+        };
         dispatch(&ctx, &route, &parts.method, &req)
     });
     let response = result.unwrap_or_else(IntoResponse::into_response);

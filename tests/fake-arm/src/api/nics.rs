@@ -16,11 +16,11 @@ fn not_found(name: &str, rg: &str) -> ArmError {
     ArmError::resource_not_found(&format!("Microsoft.Network/networkInterfaces/{name}"), rg)
 }
 
-fn nic_id(sub: &str, rg: &str, name: &str) -> String {
+pub(crate) fn nic_id(sub: &str, rg: &str, name: &str) -> String {
     format!("/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Network/networkInterfaces/{name}")
 }
 
-fn mac() -> String {
+pub(crate) fn mac() -> String {
     let bytes = uuid::Uuid::new_v4();
     let b = bytes.as_bytes();
     format!("00-0D-3A-{:02X}-{:02X}-{:02X}", b[0], b[1], b[2])
@@ -79,13 +79,7 @@ pub(crate) fn put(ctx: &Ctx, req: &Req, sub: &str, rg: &str, name: &str) -> Resu
     let nic_key = key(sub, rg, name);
     let status = if let Some(existing) = st.nics.get_mut(&nic_key) {
         if existing.deleting_until.is_some() {
-            return Err(ArmError::new(
-                StatusCode::CONFLICT,
-                "AnotherOperationInProgress",
-                format!(
-                    "Another operation on this or dependent resource is in progress. To retrieve status of the operation use uri: {id}"
-                ),
-            ));
+            return Err(ArmError::another_operation_in_progress(&id));
         }
         existing.model = body;
         existing.location = location.clone();

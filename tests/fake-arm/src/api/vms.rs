@@ -8,11 +8,11 @@ use axum::response::Response;
 use base64::Engine as _;
 use serde_json::{Map, Value, json};
 
-use super::{Ctx, Req, ids, respond};
+use super::{Ctx, Req, ids, nics, respond};
 use crate::error::ArmError;
 use crate::paging;
 use crate::state::seed::{VM_SIZES, marketplace};
-use crate::state::{Attachment, DiskPhase, DiskRecord, Failure, Key, State, VmPhase, VmRecord, key, render};
+use crate::state::{Attachment, DiskPhase, DiskRecord, Failure, Key, NicRecord, State, VmPhase, VmRecord, key, render};
 use crate::wire::{field, path, path_str, timestamp};
 
 /// Azure's limit on `osProfile.customData` (base64 characters).
@@ -61,6 +61,8 @@ struct VmSpec {
     model: Value,
     custom_data: Option<String>,
     nics: Vec<Attachment>,
+    /// NICs the PUT makes (`networkInterfaceConfigurations`).
+    nic_plans: Vec<NicPlan>,
     data_disks: Vec<DataDiskPlan>,
     /// `creationData.imageReference`/`galleryImageReference` for the OS disk.
     image: Option<(String, Value)>,
@@ -98,9 +100,23 @@ fn fingerprint(model: &Value) -> Value {
                         delete_option(path(n, &["properties", "deleteOption"])),
                     ])
                 })
-                .collect()
+                .collect::<Vec<Value>>()
         })
-        .unwrap_or_default();
+        .unwrap_or_default()
+        .into_iter()
+        .chain(
+            path(model, &["properties", "networkProfile", "networkInterfaceConfigurations"])
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .map(|c| {
+                    json!([
+                        field(c, "name").and_then(Value::as_str).map(str::to_ascii_lowercase),
+                        delete_option(path(c, &["properties", "deleteOption"])),
+                    ])
+                }),
+        )
+        .collect();
     let disks: Vec<Value> = path(model, &["properties", "storageProfile", "dataDisks"])
         .and_then(Value::as_array)
         .map(|list| {
@@ -326,55 +342,33 @@ fn validate(
     {
         return Err(ArmError::property_change_not_allowed("customData"));
     }
-    // Network interfaces.
+    // Network interfaces: references to NICs that exist, or configurations of NICs the VM makes.
     let this_vm = vm_id(sub, rg, vm);
-    let list = path(props, &["networkProfile", "networkInterfaces"])
+    let configs = path(props, &["networkProfile", "networkInterfaceConfigurations"])
         .and_then(Value::as_array)
-        .filter(|l| !l.is_empty())
-        .ok_or_else(|| ArmError::required("networkProfile"))?;
-    let mut nics: Vec<Attachment> = Vec::new();
-    for entry in list {
-        let id = field(entry, "id").and_then(Value::as_str).unwrap_or("");
-        let parsed =
-            ids::resource(id, "Microsoft.Network", "networkInterfaces").filter(|(s, _, _)| s.eq_ignore_ascii_case(sub));
-        let Some((s, r, n)) = parsed else {
-            return Err(ArmError::invalid_reference(id, &this_vm));
-        };
-        let nic_key = key(&s, &r, &n);
-        let Some(nic) = st.nics.get(&nic_key).filter(|nic| nic.deleting_until.is_none()) else {
-            return Err(ArmError::invalid_reference(id, &this_vm));
-        };
-        if let Some(other) = &nic.vm
-            && !other.eq_ignore_ascii_case(&this_vm)
-        {
-            return Err(ArmError::new(
-                StatusCode::BAD_REQUEST,
-                "NicInUse",
-                format!(
-                    "Network Interface {} is used by existing resource {other}. A network interface can be attached to one virtual machine only.",
-                    nic.id
-                ),
-            ));
+        .filter(|l| !l.is_empty());
+    let mut nic_plans = Vec::new();
+    let nics = match configs {
+        Some(configs) => {
+            if path(props, &["networkProfile", "networkInterfaces"])
+                .and_then(Value::as_array)
+                .is_some_and(|l| !l.is_empty())
+            {
+                return Err(ArmError::invalid_parameter(
+                    "Network interfaces and network interface configurations cannot both be specified in the network profile.",
+                    "networkProfile",
+                ));
+            }
+            if path_str(props, &["networkProfile", "networkApiVersion"]).is_none() {
+                return Err(ArmError::invalid_parameter(
+                    "networkApiVersion must be specified when networkInterfaceConfigurations are used.",
+                    "networkProfile.networkApiVersion",
+                ));
+            }
+            plan_nics(st, sub, rg, &this_vm, &location, configs, now, &mut nic_plans)?
         }
-        if let Some(reservation) = &nic.reserved
-            && st.reservation_active(reservation, now)
-        {
-            return Err(ArmError::nic_reserved(&reservation.vm, st.reservation_seconds()));
-        }
-        if nics.iter().any(|a| a.key == nic_key) {
-            return Err(ArmError::invalid_parameter(
-                format!("Network interface {id} is referenced more than once."),
-                "networkInterfaces",
-            ));
-        }
-        nics.push(Attachment {
-            key: nic_key,
-            id: nic.id.clone(),
-            name: nic.name.clone(),
-            delete_option: delete_option(path(entry, &["properties", "deleteOption"])),
-            lun: None,
-        });
-    }
+        None => referenced_nics(st, sub, props, &this_vm, now)?,
+    };
     // Data disks.
     let mut data_disks: Vec<DataDiskPlan> = Vec::new();
     for disk in path(props, &["storageProfile", "dataDisks"]).and_then(Value::as_array).into_iter().flatten() {
@@ -445,7 +439,201 @@ fn validate(
         data_disks.push(plan);
     }
     let (model, _) = normalize(body);
-    Ok(VmSpec { location, model, custom_data, nics, data_disks, image })
+    Ok(VmSpec { location, model, custom_data, nics, nic_plans, data_disks, image })
+}
+
+/// Refuses a NIC attached to another VM, or reserved after a failed or deleted one.
+fn check_nic_free(st: &State, nic: &NicRecord, this_vm: &str, now: Instant) -> Result<(), ArmError> {
+    if let Some(other) = &nic.vm
+        && !other.eq_ignore_ascii_case(this_vm)
+    {
+        return Err(ArmError::new(
+            StatusCode::BAD_REQUEST,
+            "NicInUse",
+            format!(
+                "Network Interface {} is used by existing resource {other}. A network interface can be attached to one virtual machine only.",
+                nic.id
+            ),
+        ));
+    }
+    if let Some(reservation) = &nic.reserved
+        && st.reservation_active(reservation, now)
+    {
+        return Err(ArmError::nic_reserved(&reservation.vm, st.reservation_seconds()));
+    }
+    Ok(())
+}
+
+/// The NICs `networkProfile.networkInterfaces` references (they must exist).
+fn referenced_nics(
+    st: &State,
+    sub: &str,
+    props: &Value,
+    this_vm: &str,
+    now: Instant,
+) -> Result<Vec<Attachment>, ArmError> {
+    let list = path(props, &["networkProfile", "networkInterfaces"])
+        .and_then(Value::as_array)
+        .filter(|l| !l.is_empty())
+        .ok_or_else(|| ArmError::required("networkProfile"))?;
+    let mut nics: Vec<Attachment> = Vec::new();
+    for entry in list {
+        let id = field(entry, "id").and_then(Value::as_str).unwrap_or("");
+        let parsed =
+            ids::resource(id, "Microsoft.Network", "networkInterfaces").filter(|(s, _, _)| s.eq_ignore_ascii_case(sub));
+        let Some((s, r, n)) = parsed else {
+            return Err(ArmError::invalid_reference(id, this_vm));
+        };
+        let nic_key = key(&s, &r, &n);
+        let Some(nic) = st.nics.get(&nic_key).filter(|nic| nic.deleting_until.is_none()) else {
+            return Err(ArmError::invalid_reference(id, this_vm));
+        };
+        check_nic_free(st, nic, this_vm, now)?;
+        if nics.iter().any(|a| a.key == nic_key) {
+            return Err(ArmError::invalid_parameter(
+                format!("Network interface {id} is referenced more than once."),
+                "networkInterfaces",
+            ));
+        }
+        nics.push(Attachment {
+            key: nic_key,
+            id: nic.id.clone(),
+            name: nic.name.clone(),
+            delete_option: delete_option(path(entry, &["properties", "deleteOption"])),
+            lun: None,
+        });
+    }
+    Ok(nics)
+}
+
+/// A NIC the VM PUT makes from one of its `networkInterfaceConfigurations`.
+#[derive(Debug, Clone)]
+struct NicPlan {
+    key: Key,
+    name: String,
+    id: String,
+    location: String,
+    /// The NIC as a `networkInterfaces.createOrUpdate` would store it (no tags).
+    model: Value,
+    /// Lowercase id of the first IP configuration's subnet.
+    subnet_lc: String,
+}
+
+/// The NICs of `networkProfile.networkInterfaceConfigurations`: each is named
+/// as configured, in the VM's resource group; one of that name that exists
+/// already is taken over when it is free (as a NIC PUT of the name would
+/// update it), refused when it belongs to another VM or is reserved.
+#[allow(clippy::too_many_arguments)]
+fn plan_nics(
+    st: &State,
+    sub: &str,
+    rg: &str,
+    this_vm: &str,
+    location: &str,
+    configs: &[Value],
+    now: Instant,
+    plans: &mut Vec<NicPlan>,
+) -> Result<Vec<Attachment>, ArmError> {
+    let mut nics: Vec<Attachment> = Vec::new();
+    for config in configs {
+        let name = field(config, "name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| ArmError::required("networkInterfaceConfigurations.name"))?;
+        let props = field(config, "properties").cloned().unwrap_or(json!({}));
+        let ip_configs = field(&props, "ipConfigurations")
+            .and_then(Value::as_array)
+            .filter(|c| !c.is_empty())
+            .ok_or_else(|| ArmError::required("networkInterfaceConfigurations.properties.ipConfigurations"))?;
+        let id = nics::nic_id(sub, rg, name);
+        let mut subnet_lc = None;
+        let mut nic_ip_configs = Vec::new();
+        for (i, ip) in ip_configs.iter().enumerate() {
+            let subnet = path_str(ip, &["properties", "subnet", "id"]).unwrap_or("");
+            let lc = subnet.trim_end_matches('/').to_ascii_lowercase();
+            if !st.subnets.contains_key(&lc) {
+                return Err(ArmError::invalid_reference(subnet, &id));
+            }
+            subnet_lc.get_or_insert(lc);
+            let ip_name = field(ip, "name").and_then(Value::as_str).unwrap_or("ipconfig1");
+            let primary = path(ip, &["properties", "primary"]).and_then(Value::as_bool).unwrap_or(i == 0);
+            nic_ip_configs.push(json!({
+                "name": ip_name,
+                "properties": {"subnet": {"id": subnet}, "privateIPAllocationMethod": "Dynamic", "primary": primary}
+            }));
+        }
+        let nic_key = key(sub, rg, name);
+        if let Some(nic) = st.nics.get(&nic_key) {
+            if nic.deleting_until.is_some() {
+                return Err(ArmError::another_operation_in_progress(&nic.id));
+            }
+            check_nic_free(st, nic, this_vm, now)?;
+        }
+        if nics.iter().any(|a| a.key == nic_key) {
+            return Err(ArmError::invalid_parameter(
+                format!("Network interface configuration {name} is specified more than once."),
+                "networkInterfaceConfigurations",
+            ));
+        }
+        let flag = |name: &str| field(&props, name).and_then(Value::as_bool).unwrap_or(false);
+        let mut model_props = json!({
+            "enableIPForwarding": flag("enableIPForwarding"),
+            "enableAcceleratedNetworking": flag("enableAcceleratedNetworking"),
+            "ipConfigurations": nic_ip_configs,
+        });
+        if let Some(nsg) = field(&props, "networkSecurityGroup") {
+            model_props["networkSecurityGroup"] = nsg.clone();
+        }
+        let id = st.nics.get(&nic_key).map_or(id, |nic| nic.id.clone());
+        let stored_name = st.nics.get(&nic_key).map_or_else(|| name.to_owned(), |nic| nic.name.clone());
+        nics.push(Attachment {
+            key: nic_key.clone(),
+            id: id.clone(),
+            name: stored_name.clone(),
+            delete_option: delete_option(field(&props, "deleteOption")),
+            lun: None,
+        });
+        plans.push(NicPlan {
+            key: nic_key,
+            name: stored_name,
+            id,
+            location: location.to_owned(),
+            model: json!({"location": location, "properties": model_props}),
+            subnet_lc: subnet_lc.unwrap_or_default(),
+        });
+    }
+    Ok(nics)
+}
+
+/// Creates (or updates) the NICs a VM PUT makes from its configurations.
+fn realize_nics(st: &mut State, sub: &str, rg: &str, plans: &[NicPlan]) {
+    for plan in plans {
+        if let Some(nic) = st.nics.get_mut(&plan.key) {
+            nic.model = plan.model.clone();
+            nic.location.clone_from(&plan.location);
+            nic.generation += 1;
+            continue;
+        }
+        let ip = st.allocate_ip(&plan.subnet_lc);
+        st.nics.insert(
+            plan.key.clone(),
+            NicRecord {
+                sub: sub.to_owned(),
+                rg: rg.to_owned(),
+                name: plan.name.clone(),
+                id: plan.id.clone(),
+                location: plan.location.clone(),
+                model: plan.model.clone(),
+                private_ip: ip,
+                guid: uuid::Uuid::new_v4().to_string(),
+                mac: nics::mac(),
+                vm: None,
+                reserved: None,
+                deleting_until: None,
+                generation: 1,
+            },
+        );
+    }
 }
 
 /// Creates the disks of `plans` that do not exist yet and marks all as used by `vm`.
@@ -510,10 +698,25 @@ pub(crate) fn put(ctx: &Ctx, req: &Req, sub: &str, rg: &str, name: &str) -> Resu
     let mut st = ctx.store.lock_at(now);
     let rg_name = st.resource_group(sub, rg).ok_or_else(|| ArmError::resource_group_not_found(rg))?.name.clone();
     let vm_key = key(sub, rg, name);
+    match req.if_none_match.as_deref() {
+        None => {}
+        // Create only: a VM of the name (in any state, visible to reads or not yet) refuses the PUT.
+        Some("*") if st.vms.contains_key(&vm_key) => {
+            return Err(ArmError::precondition_failed(&vm_id(sub, &rg_name, name)));
+        }
+        Some("*") => {}
+        Some(_) => {
+            return Err(ArmError::invalid_parameter(
+                "The If-None-Match header supports the value '*' only.",
+                "If-None-Match",
+            ));
+        }
+    }
     if st.vms.contains_key(&vm_key) {
         return update(&mut st, req, sub, &rg_name, &vm_key, body, now, boot);
     }
     let spec = validate(&st, req, sub, &rg_name, name, body, None, now)?;
+    realize_nics(&mut st, sub, &rg_name, &spec.nic_plans);
     let id = vm_id(sub, &rg_name, name);
     let zones = field(&spec.model, "zones").cloned();
     // The OS disk.
@@ -619,6 +822,7 @@ fn update(
         _ => {
             // A real update (changed model, or a changed retry of a Failed VM): re-provision.
             let mut record = existing.clone();
+            realize_nics(st, sub, rg, &spec.nic_plans);
             for old in &existing.nics {
                 if !spec.nics.iter().any(|n| n.key == old.key)
                     && let Some(nic) = st.nics.get_mut(&old.key)

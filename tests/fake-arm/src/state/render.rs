@@ -56,6 +56,17 @@ pub(crate) fn vm(record: &VmRecord, instance_view: bool) -> Value {
         }
     }
     storage.entry("dataDisks").or_insert(json!([]));
+    // NICs the VM made from its configurations are listed as its network interfaces too.
+    let network = object_mut(&mut props, "networkProfile");
+    if network.get("networkInterfaceConfigurations").and_then(Value::as_array).is_some_and(|c| !c.is_empty()) {
+        let made: Vec<Value> = record
+            .nics
+            .iter()
+            .enumerate()
+            .map(|(i, nic)| json!({"id": nic.id, "properties": {"primary": i == 0, "deleteOption": nic.delete_option}}))
+            .collect();
+        network.insert("networkInterfaces".into(), Value::Array(made));
+    }
     let os_profile = object_mut(&mut props, "osProfile");
     os_profile.remove("customData");
     os_profile.remove("adminPassword");
