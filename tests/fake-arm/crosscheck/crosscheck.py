@@ -19,14 +19,17 @@ polls and next pages.
 """
 
 import base64
+import inspect
 import sys
 import time
 
 import requests
+from azure.core import MatchConditions
 from azure.core.credentials import AccessToken
-from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
+from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceNotFoundError
 from azure.core.pipeline.policies import HeadersPolicy
 from azure.mgmt.compute import ComputeManagementClient
+from azure.mgmt.compute import models as compute_models
 from azure.mgmt.network import NetworkManagementClient
 from azure.mgmt.resource.resources import ResourceManagementClient
 
@@ -182,6 +185,100 @@ def vm_body(name, nic_id, image=None):
     }
 
 
+def vm_with_nic_configuration(name, nic_name):
+    """A VirtualMachine model whose network profile makes NIC `nic_name` (SDK models, as the driver sends)."""
+    vm = compute_models.VirtualMachine(vm_body(name, "unused"))
+    m = compute_models
+    vm.properties.network_profile = m.NetworkProfile(
+        network_api_version="2020-11-01",
+        network_interface_configurations=[
+            m.VirtualMachineNetworkInterfaceConfiguration(
+                name=nic_name,
+                properties=m.VirtualMachineNetworkInterfaceConfigurationProperties(
+                    primary=True,
+                    delete_option="Delete",
+                    enable_ip_forwarding=True,
+                    ip_configurations=[
+                        m.VirtualMachineNetworkInterfaceIPConfiguration(
+                            name=f"{nic_name}-ipconfig",
+                            properties=m.VirtualMachineNetworkInterfaceIPConfigurationProperties(
+                                subnet=m.SubResource(id=subnet_id()), primary=True
+                            ),
+                        )
+                    ],
+                ),
+            )
+        ],
+    )
+    return vm
+
+
+def check_nic_configurations_and_create_only(compute, network):
+    """A VM PUT that makes its NIC (networkInterfaceConfigurations) and the create-only PUT (If-None-Match: *)."""
+    name, nic_name = "py-cfg", "py-cfg-nic"
+    poller = compute.virtual_machines.begin_create_or_update(RG, name, vm_with_nic_configuration(name, nic_name))
+    # The NIC is made at PUT time: readable through azure-mgmt-network before the VM's LRO finishes.
+    nic = wire(network.network_interfaces.get(RG, nic_name))
+    check(nic["name"] == nic_name and nic["id"].lower().endswith(f"/networkinterfaces/{nic_name}"), f"made nic {nic}")
+    ip_config = nic["properties"]["ipConfigurations"][0]
+    check(ip_config["properties"]["subnet"]["id"].lower() == subnet_id().lower(), f"made nic subnet {ip_config}")
+    check(ip_config["properties"].get("privateIPAddress", "").startswith("10.250."), f"made nic ip {ip_config}")
+    check(nic["properties"]["enableIPForwarding"] is True, f"made nic ip forwarding {nic['properties']}")
+    check(nic["properties"]["virtualMachine"]["id"].lower().endswith(f"/virtualmachines/{name}"), "made nic attached")
+    vm = wire(poller.result())
+    check(vm["properties"]["provisioningState"] == "Succeeded", f"config vm state {vm['properties']}")
+    refs = vm["properties"]["networkProfile"]["networkInterfaces"]
+    check(len(refs) == 1 and refs[0]["id"].lower() == nic["id"].lower(), f"vm lists the made nic: {refs}")
+    check(refs[0]["properties"]["deleteOption"] == "Delete", f"made nic deleteOption {refs}")
+    got = compute.virtual_machines.get(RG, name)
+    configs = got.properties.network_profile.network_interface_configurations
+    check(configs[0].name == nic_name and got.properties.network_profile.network_api_version == "2020-11-01", "configs")
+    expect_error(
+        lambda: network.network_interfaces.begin_delete(RG, nic_name).result(), 400, "NicInUse", "made nic in use"
+    )
+
+    # Create-only PUT of the existing VM. azure-mgmt-compute 39.0.0 has no `if_none_match`
+    # keyword: it sends `If-None-Match: *` for match_condition=MatchConditions.IfMissing.
+    params = inspect.signature(compute.virtual_machines.begin_create_or_update).parameters
+    if "if_none_match" in params:
+        create_only = {"if_none_match": "*"}
+        spelled = "if_none_match='*'"
+    elif "match_condition" in params:
+        print(
+            "note: azure-mgmt-compute has no if_none_match keyword on virtual_machines.begin_create_or_update; "
+            "the If-None-Match: * check uses its match_condition=MatchConditions.IfMissing (which sends that header)"
+        )
+        create_only = {"match_condition": MatchConditions.IfMissing}
+        spelled = "match_condition=IfMissing"
+    else:
+        print("SKIP: this azure-mgmt-compute cannot send If-None-Match on virtual_machines.begin_create_or_update")
+        return
+    before = wire(compute.virtual_machines.get(RG, name))
+    changed = vm_with_nic_configuration(name, nic_name)
+    changed.tags = {"changed": "1"}
+    err = expect_error(
+        lambda: compute.virtual_machines.begin_create_or_update(RG, name, changed, **create_only),
+        412,
+        "PreconditionFailed",
+        f"create-only PUT ({spelled}) of an existing vm",
+    )
+    if "match_condition" in create_only:
+        check(isinstance(err, ResourceExistsError), f"412 with IfMissing maps to ResourceExistsError: {type(err)}")
+    after = wire(compute.virtual_machines.get(RG, name))
+    check(after["properties"]["vmId"] == before["properties"]["vmId"], "the refused PUT kept the vm")
+    check(after.get("tags") == before.get("tags"), f"the refused PUT changed nothing: {after.get('tags')}")
+    # The same keyword on an absent VM creates it.
+    fresh = compute_models.VirtualMachine(vm_body("py-once", "unused"))
+    fresh.properties.network_profile = vm_with_nic_configuration("py-once", "py-once-nic").properties.network_profile
+    vm = wire(compute.virtual_machines.begin_create_or_update(RG, "py-once", fresh, **create_only).result())
+    check(vm["properties"]["provisioningState"] == "Succeeded", f"create-only PUT of an absent vm: {vm['properties']}")
+
+    # deleteOption Delete: the made NICs go with their VMs.
+    for vm_name, nic in [(name, nic_name), ("py-once", "py-once-nic")]:
+        compute.virtual_machines.begin_delete(RG, vm_name).result()
+        expect_error(lambda: network.network_interfaces.get(RG, nic), 404, "ResourceNotFound", f"{nic} cascaded")
+
+
 def expect_error(call, status, code, what):
     try:
         call()
@@ -295,6 +392,8 @@ def main():
     err = expect_error(poller.result, 200, "AllocationFailed", "allocation failure through the LRO")
     failed = wire(compute.virtual_machines.get(RG, "py-fail"))
     check(failed["properties"]["provisioningState"] == "Failed", f"failed vm stays: {failed['properties']}")
+
+    check_nic_configurations_and_create_only(compute, network)
 
     # Delete with cascade: the NIC and disks with deleteOption Delete go with the VM.
     compute.virtual_machines.begin_delete(RG, names[2]).result()

@@ -112,12 +112,27 @@ impl Fake {
 
     /// Sends an ARM request with `token` (absolute URL or path; adds api-version if absent).
     pub async fn call_as(&self, token: &str, method: Method, url: &str, body: Option<Value>) -> Answer {
+        self.call_with_headers(token, method, url, body, &[]).await
+    }
+
+    /// Sends an ARM request with `token` and extra request headers.
+    pub async fn call_with_headers(
+        &self,
+        token: &str,
+        method: Method,
+        url: &str,
+        body: Option<Value>,
+        headers: &[(&str, &str)],
+    ) -> Answer {
         let mut url = if url.starts_with("http") { url.to_owned() } else { self.url(url) };
         if !url.contains("api-version=") {
             url.push_str(if url.contains('?') { "&" } else { "?" });
             url.push_str(&format!("api-version={API}"));
         }
         let mut req = self.http.request(method, url).bearer_auth(token);
+        for (name, value) in headers {
+            req = req.header(*name, *value);
+        }
         if let Some(body) = body {
             req = req.json(&body);
         }
@@ -166,6 +181,12 @@ impl Fake {
     /// PUTs VM `name` using NIC `nic`.
     pub async fn put_vm(&self, name: &str, body: Value) -> Answer {
         self.call(Method::PUT, &vm_path(name), Some(body)).await
+    }
+
+    /// PUTs VM `name` with `If-None-Match: value` (`*` makes the PUT create-only).
+    pub async fn put_vm_if_none_match(&self, name: &str, value: &str, body: Value) -> Answer {
+        let token = self.token.clone();
+        self.call_with_headers(&token, Method::PUT, &vm_path(name), Some(body), &[("If-None-Match", value)]).await
     }
 
     /// Waits until `GET path` answers 404.
