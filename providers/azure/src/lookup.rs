@@ -30,7 +30,7 @@ const BATCHES_IN_FLIGHT: usize = 2;
 /// Most coalescers (one per credentials, subscription and resource group).
 const MAX_COALESCERS: usize = 256;
 /// Most pages one list follows: a guard against a nextLink loop, far beyond
-/// any resource group (ARM's page size is its own choice; the fake's is 10).
+/// any resource group (ARM's page size is its own choice: 50 VMs for Compute).
 const MAX_PAGES: usize = 5000;
 /// API version of the VM list (the SDK's).
 const COMPUTE_API_VERSION: &str = "2024-07-01";

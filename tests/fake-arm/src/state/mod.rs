@@ -16,8 +16,10 @@ use serde_json::Value;
 
 /// Default AAD token lifetime (`expires_in`).
 pub(crate) const DEFAULT_TOKEN_SECONDS: u64 = 3599;
-/// Default list page size.
-pub(crate) const DEFAULT_PAGE_SIZE: usize = 10;
+/// Default list page size: Compute answers a VM list 50 VMs a page (not
+/// documented, but what every SDK's paging issue reports; e.g.
+/// Azure/azure-sdk-for-node#4769). `POST /_admin/azure/page-size` changes it.
+pub(crate) const DEFAULT_PAGE_SIZE: usize = 50;
 /// Default NIC reservation window after a failed or deleted VM.
 pub(crate) const DEFAULT_NIC_RESERVATION: Duration = Duration::from_secs(180);
 /// How long deleted VMs stay in the inventory.
