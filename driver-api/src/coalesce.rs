@@ -5,9 +5,12 @@
 //! when the cloud can answer many ids in one call (EC2 DescribeInstances).
 //! A lone lookup is sent at once (no waiting window); lookups that arrive while
 //! a batch is in flight queue up and go out together when it returns. A further
-//! batch runs alongside only when at least half a batch is waiting, and a
-//! small queue gathers for a few milliseconds before it goes out, up to
-//! `max_in_flight` batches at a time and `max_batch` keys per batch.
+//! batch runs alongside only when a full batch is waiting, and a queue short
+//! of a full batch gathers for a few milliseconds before it goes out, up to
+//! `max_in_flight` batches at a time and `max_batch` keys per batch. (With
+//! half a batch as the bar, 10,000 concurrent AWS polls took 72
+//! DescribeInstances instead of 52: partial batches went out while full
+//! ones were forming.)
 //!
 //! Traces stay whole: a batch's read runs in a `coalesced_read` span whose
 //! parent is the span of the lookup that opened the batch, with a
@@ -135,7 +138,7 @@ where
         loop {
             let batch = {
                 let mut st = lock(&self.state);
-                let worth_a_parallel_batch = st.in_flight == 0 || st.queue.len() >= self.max_batch.div_ceil(2);
+                let worth_a_parallel_batch = st.in_flight == 0 || st.queue.len() >= self.max_batch;
                 if st.queue.is_empty() || st.in_flight >= self.max_in_flight || !worth_a_parallel_batch {
                     return;
                 }
@@ -179,11 +182,11 @@ where
             .instrument(span);
             let work = async move {
                 answer.await;
-                // Under load, a few stragglers are about to be joined by more: let
-                // them gather for a moment (the slot stays taken meanwhile). A lone
-                // lookup never waits: it finds no batch in flight.
+                // Under load, stragglers short of a full batch are about to be joined
+                // by more: let them gather for a moment (the slot stays taken
+                // meanwhile). A lone lookup never waits: it finds no batch in flight.
                 let stragglers = lock(&this.state).queue.len();
-                if stragglers > 0 && stragglers < this.max_batch.div_ceil(2) {
+                if stragglers > 0 && stragglers < this.max_batch {
                     tokio::time::sleep(LINGER).await;
                 }
                 lock(&this.state).in_flight -= 1;

@@ -51,8 +51,17 @@ pub(crate) fn select<'w>(
     if !missing.is_empty() {
         return Err(Ec2Error::not_found("InvalidInstanceID.NotFound", "instance", &missing));
     }
+    // An `instance-id` filter without wildcards narrows by a set first: the
+    // driver's batched status read asks for 200 ids among thousands of instances.
+    let wanted: Option<std::collections::HashSet<&str>> = filters
+        .iter()
+        .find(|f| f.name == "instance-id" && f.values.iter().all(|v| !v.contains(['*', '?'])))
+        .map(|f| f.values.iter().map(String::as_str).collect());
     let mut selected = Vec::new();
     for instance in visible {
+        if wanted.as_ref().is_some_and(|w| !w.contains(instance.id.as_str())) {
+            continue;
+        }
         if (ids.is_empty() || ids.contains(&instance.id))
             && matches_all(filters, |name| instance_attribute(instance, name, ctx))?
         {
