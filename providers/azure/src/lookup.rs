@@ -11,7 +11,7 @@
 //! group): a VM's NIC is made by its PUT, so a fleet's first polls after its
 //! creates (or after a restart) learn every address from one list.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use machine_driver_api::{BatchFn, CallContext, CallFailure, Coalescer, DriverError, KeyedCache};
@@ -40,26 +40,36 @@ const NETWORK_API_VERSION: &str = "2024-03-01";
 /// Credentials (fingerprint), cloud, subscription, resource group.
 type GroupKey = ([u8; 32], String, String, String);
 
-/// The coalescers of one driver.
+/// Coalescers of one kind of resource (VMs, NICs), one per credentials,
+/// cloud, subscription and resource group.
 #[derive(Debug)]
-pub(crate) struct VmLookups {
-    by_group: KeyedCache<GroupKey, Coalescer<String, VirtualMachine>>,
+pub(crate) struct GroupLookups<V> {
+    by_group: KeyedCache<GroupKey, Coalescer<String, V>>,
 }
 
-impl Default for VmLookups {
+impl<V> Default for GroupLookups<V> {
     fn default() -> Self {
         Self { by_group: KeyedCache::new(MAX_COALESCERS) }
     }
 }
 
-impl VmLookups {
-    /// The VM `target` names, `None` when ARM does not show it.
-    pub(crate) async fn get(
+/// Coalesced VM reads ([`GroupLookups::vm`]).
+pub(crate) type VmLookups = GroupLookups<VirtualMachine>;
+/// Coalesced NIC reads ([`GroupLookups::nic`]).
+pub(crate) type NicLookups = GroupLookups<NetworkInterface>;
+
+impl<V: Clone + Send + Sync + 'static> GroupLookups<V> {
+    /// `name` in `target`'s resource group through the group's coalescer,
+    /// made with `fetch` the first time.
+    async fn get_named(
         &self,
         api: &Api<'_>,
         creds: &AzureCredentials,
         target: &VmRef,
-    ) -> Result<Option<VirtualMachine>, DriverError> {
+        name: &str,
+        what: &'static str,
+        fetch: fn(SharedApi, String, String) -> BatchFn<String, V>,
+    ) -> Result<Option<V>, DriverError> {
         let key = (
             creds.fingerprint,
             api.cloud().to_string(),
@@ -67,20 +77,54 @@ impl VmLookups {
             target.resource_group.to_ascii_lowercase(),
         );
         let coalescer = self.by_group.get_or_insert_with(&key, || {
-            let fetch = batch_fetch(api.shared(), target.subscription.clone(), target.resource_group.clone());
-            Coalescer::new(
-                "compute virtualMachines.get/virtualMachines.list",
-                fetch,
-                MAX_BATCH_NAMES,
-                BATCHES_IN_FLIGHT,
-            )
+            let fetch = fetch(api.shared(), target.subscription.clone(), target.resource_group.clone());
+            Coalescer::new(what, fetch, MAX_BATCH_NAMES, BATCHES_IN_FLIGHT)
         });
-        coalescer.get_within(api.context(), target.name.clone()).await
+        coalescer.get_within(api.context(), name.to_string()).await
     }
 }
 
+impl GroupLookups<VirtualMachine> {
+    /// The VM `target` names, `None` when ARM does not show it.
+    pub(crate) async fn get(
+        &self,
+        api: &Api<'_>,
+        creds: &AzureCredentials,
+        target: &VmRef,
+    ) -> Result<Option<VirtualMachine>, DriverError> {
+        let what = "compute virtualMachines.get/virtualMachines.list";
+        self.get_named(api, creds, target, &target.name, what, vm_batch_fetch).await
+    }
+}
+
+impl GroupLookups<NetworkInterface> {
+    /// The NIC `nic_name` in `target`'s resource group, `None` when ARM does not show it.
+    pub(crate) async fn get(
+        &self,
+        api: &Api<'_>,
+        creds: &AzureCredentials,
+        target: &VmRef,
+        nic_name: &str,
+    ) -> Result<Option<NetworkInterface>, DriverError> {
+        let what = "network networkInterfaces.get/networkInterfaces.list";
+        self.get_named(api, creds, target, nic_name, what, nic_batch_fetch).await
+    }
+}
+
+/// The resources of `all` named in `names` (ARM names match case-insensitively),
+/// under the names as asked.
+fn named<V>(all: Vec<V>, names: &[String], name_of: impl Fn(&V) -> Option<&str>) -> HashMap<String, V> {
+    let by_lower: HashMap<String, &String> = names.iter().map(|n| (n.to_ascii_lowercase(), n)).collect();
+    all.into_iter()
+        .filter_map(|v| {
+            let asked = by_lower.get(&name_of(&v)?.to_ascii_lowercase())?;
+            Some(((*asked).clone(), v))
+        })
+        .collect()
+}
+
 /// One name: `virtualMachines.get` (404 = absent); more: the group's VM list, every page.
-fn batch_fetch(shared: SharedApi, subscription: String, resource_group: String) -> BatchFn<String, VirtualMachine> {
+fn vm_batch_fetch(shared: SharedApi, subscription: String, resource_group: String) -> BatchFn<String, VirtualMachine> {
     Arc::new(move |names: Vec<String>, ctx: CallContext| {
         let shared = shared.clone();
         let subscription = subscription.clone();
@@ -92,93 +136,10 @@ fn batch_fetch(shared: SharedApi, subscription: String, resource_group: String) 
                 let found = crate::create::get_vm(&api, &target, false).await?;
                 return Ok(found.into_iter().map(|vm| (name.clone(), vm)).collect());
             }
-            let wanted: HashSet<String> = names.iter().map(|n| n.to_ascii_lowercase()).collect();
-            let by_lower: HashMap<String, String> = names.iter().map(|n| (n.to_ascii_lowercase(), n.clone())).collect();
             let all = list_vms(&api, &subscription, &resource_group).await?;
-            Ok(all
-                .into_iter()
-                .filter_map(|vm| {
-                    let lower = vm.resource.name.as_deref()?.to_ascii_lowercase();
-                    wanted.contains(&lower).then(|| (by_lower[&lower].clone(), vm))
-                })
-                .collect())
+            Ok(named(all, &names, |vm| vm.resource.name.as_deref()))
         })
     })
-}
-
-/// Every VM of a resource group (every page); none when the group does not exist.
-pub(crate) async fn list_vms(
-    api: &Api<'_>,
-    subscription: &str,
-    resource_group: &str,
-) -> Result<Vec<VirtualMachine>, DriverError> {
-    type ListResult = azure_mgmt_compute::package_2024_07_01::models::VirtualMachineListResult;
-    let mut url = api.arm_url(
-        &format!(
-            "/subscriptions/{subscription}/resourceGroups/{resource_group}/providers/Microsoft.Compute/virtualMachines"
-        ),
-        COMPUTE_API_VERSION,
-    );
-    let mut vms = Vec::new();
-    for _ in 0..MAX_PAGES {
-        let page = match api.get_raw("compute", "virtualMachines.list", &url).await {
-            Ok(p) => p,
-            Err(CallFailure::Cloud(_, f)) if f.is_not_found() => return Ok(vms),
-            Err(e) => return Err(e.into()),
-        };
-        let page: ListResult = serde_json::from_slice(&page.body)
-            .map_err(|_| DriverError::internal("compute virtualMachines.list answered a body that is not a VM list"))?;
-        vms.extend(page.value);
-        match page.next_link.filter(|l| !l.is_empty()) {
-            Some(next) => {
-                url = azure_core::Url::parse(&next).map_err(|_| {
-                    DriverError::internal("compute virtualMachines.list answered a nextLink that is not a URL")
-                })?;
-            }
-            None => return Ok(vms),
-        }
-    }
-    Err(DriverError::internal(format!("compute virtualMachines.list: more than {MAX_PAGES} pages")))
-}
-
-/// The NIC coalescers of one driver.
-#[derive(Debug)]
-pub(crate) struct NicLookups {
-    by_group: KeyedCache<GroupKey, Coalescer<String, NetworkInterface>>,
-}
-
-impl Default for NicLookups {
-    fn default() -> Self {
-        Self { by_group: KeyedCache::new(MAX_COALESCERS) }
-    }
-}
-
-impl NicLookups {
-    /// The NIC `nic_name` in `target`'s resource group, `None` when ARM does not show it.
-    pub(crate) async fn get(
-        &self,
-        api: &Api<'_>,
-        creds: &AzureCredentials,
-        target: &VmRef,
-        nic_name: &str,
-    ) -> Result<Option<NetworkInterface>, DriverError> {
-        let key = (
-            creds.fingerprint,
-            api.cloud().to_string(),
-            target.subscription.clone(),
-            target.resource_group.to_ascii_lowercase(),
-        );
-        let coalescer = self.by_group.get_or_insert_with(&key, || {
-            let fetch = nic_batch_fetch(api.shared(), target.subscription.clone(), target.resource_group.clone());
-            Coalescer::new(
-                "network networkInterfaces.get/networkInterfaces.list",
-                fetch,
-                MAX_BATCH_NAMES,
-                BATCHES_IN_FLIGHT,
-            )
-        });
-        coalescer.get_within(api.context(), nic_name.to_string()).await
-    }
 }
 
 /// One name: `networkInterfaces.get` (404 = absent); more: the group's NIC list, every page.
@@ -210,17 +171,66 @@ fn nic_batch_fetch(
                     Err(e) => Err(e.into()),
                 };
             }
-            let by_lower: HashMap<String, String> = names.iter().map(|n| (n.to_ascii_lowercase(), n.clone())).collect();
             let all = list_nics(&api, &subscription, &resource_group).await?;
-            Ok(all
-                .into_iter()
-                .filter_map(|nic| {
-                    let lower = nic.resource.name.as_deref()?.to_ascii_lowercase();
-                    by_lower.get(&lower).map(|name| (name.clone(), nic))
-                })
-                .collect())
+            Ok(named(all, &names, |nic| nic.resource.name.as_deref()))
         })
     })
+}
+
+/// One page of an ARM list.
+#[derive(serde::Deserialize)]
+#[serde(bound(deserialize = "T: serde::de::DeserializeOwned"))]
+struct Page<T> {
+    #[serde(default = "Vec::new")]
+    value: Vec<T>,
+    #[serde(rename = "nextLink", default)]
+    next_link: Option<String>,
+}
+
+/// Every item of an ARM list at `url` (every page, `nextLink` followed);
+/// none when the resource group does not exist. `what` names the list in
+/// errors and in the call counters.
+async fn list_all<T: serde::de::DeserializeOwned>(
+    api: &Api<'_>,
+    service: &'static str,
+    operation: &'static str,
+    mut url: azure_core::Url,
+) -> Result<Vec<T>, DriverError> {
+    let mut items = Vec::new();
+    for _ in 0..MAX_PAGES {
+        let page = match api.get_raw(service, operation, &url).await {
+            Ok(p) => p,
+            Err(CallFailure::Cloud(_, f)) if f.is_not_found() => return Ok(items),
+            Err(e) => return Err(e.into()),
+        };
+        let page: Page<T> = serde_json::from_slice(&page.body)
+            .map_err(|_| DriverError::internal(format!("{service} {operation} answered a body that is not a list")))?;
+        items.extend(page.value);
+        match page.next_link.filter(|l| !l.is_empty()) {
+            Some(next) => {
+                url = azure_core::Url::parse(&next).map_err(|_| {
+                    DriverError::internal(format!("{service} {operation} answered a nextLink that is not a URL"))
+                })?;
+            }
+            None => return Ok(items),
+        }
+    }
+    Err(DriverError::internal(format!("{service} {operation}: more than {MAX_PAGES} pages")))
+}
+
+/// Every VM of a resource group (every page); none when the group does not exist.
+pub(crate) async fn list_vms(
+    api: &Api<'_>,
+    subscription: &str,
+    resource_group: &str,
+) -> Result<Vec<VirtualMachine>, DriverError> {
+    let url = api.arm_url(
+        &format!(
+            "/subscriptions/{subscription}/resourceGroups/{resource_group}/providers/Microsoft.Compute/virtualMachines"
+        ),
+        COMPUTE_API_VERSION,
+    );
+    list_all(api, "compute", "virtualMachines.list", url).await
 }
 
 /// Every NIC of a resource group (every page); none when the group does not exist.
@@ -229,32 +239,36 @@ async fn list_nics(
     subscription: &str,
     resource_group: &str,
 ) -> Result<Vec<NetworkInterface>, DriverError> {
-    type ListResult = azure_mgmt_network::package_2024_03::models::NetworkInterfaceListResult;
-    let mut url = api.arm_url(
+    let url = api.arm_url(
         &format!(
             "/subscriptions/{subscription}/resourceGroups/{resource_group}/providers/Microsoft.Network/networkInterfaces"
         ),
         NETWORK_API_VERSION,
     );
-    let mut nics = Vec::new();
-    for _ in 0..MAX_PAGES {
-        let page = match api.get_raw("network", "networkInterfaces.list", &url).await {
-            Ok(p) => p,
-            Err(CallFailure::Cloud(_, f)) if f.is_not_found() => return Ok(nics),
-            Err(e) => return Err(e.into()),
-        };
-        let page: ListResult = serde_json::from_slice(&page.body).map_err(|_| {
-            DriverError::internal("network networkInterfaces.list answered a body that is not a NIC list")
-        })?;
-        nics.extend(page.value);
-        match page.next_link.filter(|l| !l.is_empty()) {
-            Some(next) => {
-                url = azure_core::Url::parse(&next).map_err(|_| {
-                    DriverError::internal("network networkInterfaces.list answered a nextLink that is not a URL")
-                })?;
-            }
-            None => return Ok(nics),
-        }
+    list_all(api, "network", "networkInterfaces.list", url).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn named_matches_case_insensitively_under_the_asked_names() {
+        let all = vec!["VM-A".to_string(), "vm-b".to_string(), "other".to_string()];
+        let asked = vec!["vm-a".to_string(), "VM-B".to_string(), "absent".to_string()];
+        let got = named(all, &asked, |v| Some(v.as_str()));
+        assert_eq!(got.len(), 2);
+        assert_eq!(got["vm-a"], "VM-A");
+        assert_eq!(got["VM-B"], "vm-b");
     }
-    Err(DriverError::internal(format!("network networkInterfaces.list: more than {MAX_PAGES} pages")))
+
+    #[test]
+    fn pages_read_their_items_and_next_link() {
+        let page: Page<serde_json::Value> =
+            serde_json::from_str(r#"{"value": [{"name": "a"}], "nextLink": "https://x/next"}"#).expect("page");
+        assert_eq!(page.value.len(), 1);
+        assert_eq!(page.next_link.as_deref(), Some("https://x/next"));
+        let last: Page<serde_json::Value> = serde_json::from_str(r#"{}"#).expect("empty page");
+        assert!(last.value.is_empty() && last.next_link.is_none());
+    }
 }
