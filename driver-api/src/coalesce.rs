@@ -30,8 +30,10 @@ use tracing::{Instrument, Span};
 use crate::context::CallContext;
 use crate::error::DriverError;
 
-/// How long a small queue gathers after a batch returned, before the next goes out.
-const LINGER: std::time::Duration = std::time::Duration::from_millis(3);
+/// How long a queue short of a full batch gathers after a batch returned,
+/// before the next goes out (10,000 concurrent AWS polls: 52-59 calls with
+/// 10 ms, 63-64 with 3 ms, the clients sending 512 at a time).
+const LINGER: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// Deadline of one batched read, made on behalf of several RPCs (each waiting
 /// RPC still answers by its own deadline).
