@@ -44,8 +44,19 @@ impl AlicloudDriver {
         let api = self.pool.api(&key, &spec.region, ctx)?;
         let mut params = run_instances_params(&spec, &req);
         if let Some(ended) = ended_instance(&req.machine.provider_id, &spec.region) {
-            if let Some(found) = find_by_uid(&api, &spec.region, &req.machine.uid).await? {
-                return Ok(self.created(&spec.region, found.instance_id));
+            // The tag index may still list the ended instance: never hand it back.
+            let live = all_by_uid(&api, &spec.region, &req.machine.uid).await?;
+            let mut others: Vec<_> = live.into_iter().filter(|i| i.instance_id != ended).collect();
+            match others.len() {
+                0 => {}
+                1 => return Ok(self.created(&spec.region, others.remove(0).instance_id)),
+                n => {
+                    return Err(DriverError::new(
+                        ErrorKind::Duplicate,
+                        "DUPLICATE_INSTANCES",
+                        format!("{n} instances carry the machine uid {}", req.machine.uid),
+                    ));
+                }
             }
             tracing::info!(machine = %req.machine.name, ended = %ended, "the machine's instance is gone: launching another");
             params.set(

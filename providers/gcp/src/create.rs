@@ -136,7 +136,11 @@ impl GcpDriver {
             );
             after = Some(op.name.clone().unwrap_or_else(|| format!("generation-{generation}")));
         }
-        Err(DriverError::internal("instances.insert: no requestId generation left"))
+        Err(DriverError::unavailable(
+            "REQUEST_ID_GENERATIONS_EXHAUSTED",
+            "instances.insert: every requestId generation of this machine replays an earlier insert; retry later",
+            RETRY_SOON,
+        ))
     }
 
     /// Whether Compute shows the instance.

@@ -348,10 +348,11 @@ impl OperationWaiter {
                         }
                     }
                 }
-                Err(e) if e.kind() == ErrorKind::InvalidArgument => {
+                // A refused filter, or a role allowed zoneOperations.get but not .list.
+                Err(e) if matches!(e.kind(), ErrorKind::InvalidArgument | ErrorKind::PermissionDenied) => {
                     tracing::warn!(
                         error = %e,
-                        "Compute refused the zoneOperations.list name filter; \
+                        "Compute refused the zoneOperations.list call; \
                          creates wait for their operation with their own zoneOperations.wait from now on"
                     );
                     st.refused = true;

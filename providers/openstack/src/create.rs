@@ -83,7 +83,10 @@ impl OpenStackDriver {
             return Ok(self.answer(&spec, &server.id, name, false, Some(&server)));
         }
         let existing_ports = named.ports;
-        if let Some(bound) = existing_ports.iter().find(|p| !p.device_id.is_empty()) {
+        // Neutron unbinds a deleted server's ports a moment later: a port still
+        // naming the server the request says is gone does not bring it back.
+        let gone = |device: &str| names_server(req.machine.provider_id.as_deref(), device);
+        if let Some(bound) = existing_ports.iter().find(|p| !p.device_id.is_empty() && !gone(&p.device_id)) {
             tracing::info!(machine = name, server = %bound.device_id, "adopting the server a port of the machine is attached to");
             return Ok(self.answer(&spec, &bound.device_id, name, false, None));
         }

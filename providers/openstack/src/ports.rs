@@ -209,6 +209,12 @@ async fn flush(bulk: Arc<Bulk>) {
                 queue.1 = false;
                 return;
             }
+            // A create that gave up (its deadline, a cancelled call) needs no port.
+            queue.0.retain(|(_, answer, _)| !answer.is_closed());
+            if queue.0.is_empty() {
+                queue.1 = false;
+                return;
+            }
             let n = queue.0.len().min(MAX_BULK);
             queue.0.drain(..n).collect()
         };
