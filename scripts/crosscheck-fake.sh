@@ -50,4 +50,6 @@ for _ in $(seq 1 100); do
     sleep 0.1
 done
 
-"$venv/bin/python" "$dir/crosscheck.py" "$url"
+# What the cross-checks share (check/equal, the admin API, the scenario runner).
+support="$(cd "$(dirname "${BASH_SOURCE[0]}")/../tests/fake-support/python" && pwd)"
+PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$support${PYTHONPATH:+:$PYTHONPATH}" "$venv/bin/python" "$dir/crosscheck.py" "$url"

@@ -23,9 +23,6 @@ import os
 import re
 import sys
 import time
-import traceback
-import urllib.error
-import urllib.request
 import uuid
 
 # No shared config, credential files or instance metadata: everything is explicit below.
@@ -40,6 +37,7 @@ import boto3  # noqa: E402
 from botocore import UNSIGNED  # noqa: E402
 from botocore.config import Config  # noqa: E402
 from botocore.exceptions import ClientError  # noqa: E402
+from crosscheck_support import Run, admin, check, equal  # noqa: E402
 
 REGION = "eu-west-1"
 ZONE = "eu-west-1a"
@@ -62,41 +60,8 @@ PROFILE_ARN = f"arn:aws:iam::{CLUSTER_ACCOUNT}:instance-profile/shoot--dev--cros
 
 NO_RETRY = {"total_max_attempts": 1, "mode": "standard"}
 
-CHECKS = 0
-FAILURES = []
-
-
-def check(condition, what):
-    """Counts one assertion and prints it; a mismatch is remembered (exit status 1 at the end)."""
-    global CHECKS
-    CHECKS += 1
-    if condition:
-        print(f"ok   {CHECKS:3d} {what}")
-    else:
-        FAILURES.append(what)
-        print(f"FAIL {CHECKS:3d} {what}")
-    return condition
-
-
-def equal(actual, expected, what):
-    return check(
-        actual == expected, f"{what}: {actual!r}" if actual == expected else f"{what}: {actual!r} != {expected!r}"
-    )
-
 
 # --- admin API ---------------------------------------------------------------------------
-
-
-def admin(fake, path, body=None, method="POST"):
-    data = None if method == "GET" else json.dumps(body if body is not None else {}).encode()
-    request = urllib.request.Request(
-        f"{fake}/_admin/{path}", data=data, method=method, headers={"content-type": "application/json"}
-    )
-    with urllib.request.urlopen(request, timeout=10) as resp:
-        if resp.status != 200:
-            raise RuntimeError(f"admin {method} {path}: {resp.status}")
-        text = resp.read()
-    return json.loads(text) if text else {}
 
 
 def inventory(fake):
@@ -1235,21 +1200,12 @@ def main():
         print(__doc__, file=sys.stderr)
         sys.exit(2)
     fake = sys.argv[1].rstrip("/")
-    started = time.monotonic()
+    run = Run("fake-ec2")
     admin(fake, "reset")
     admin(fake, "timing", {"boot_ms": 300, "stop_ms": 300})
     state = {}
 
-    def scenario(name, body):
-        print(f"--- {name}")
-        begun = time.monotonic()
-        try:
-            return body()
-        except Exception:  # noqa: BLE001 - any crash is a failed check, reported with its traceback
-            check(False, f"{name} raised:\n{traceback.format_exc()}")
-            return None
-        finally:
-            print(f"--- {name}: {time.monotonic() - begun:.1f} s")
+    scenario = run.scenario
 
     scenario("STS GetCallerIdentity", lambda: caller_identity(fake))
     launched = scenario("RunInstances", lambda: run_instances(fake))
@@ -1264,13 +1220,7 @@ def main():
     scenario("auth and faults", lambda: auth_and_faults(fake))
     scenario("STS AssumeRoleWithWebIdentity", lambda: web_identity(fake))
     admin(fake, "reset")
-    elapsed = time.monotonic() - started
-    if FAILURES:
-        print(f"fake-ec2 cross-check: {len(FAILURES)} of {CHECKS} checks FAILED ({elapsed:.1f} s)", file=sys.stderr)
-        for what in FAILURES:
-            print(f"  FAIL {what}", file=sys.stderr)
-        sys.exit(1)
-    print(f"fake-ec2 cross-check: {CHECKS} checks passed ({elapsed:.1f} s)")
+    run.finish()
 
 
 if __name__ == "__main__":

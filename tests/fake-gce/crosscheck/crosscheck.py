@@ -32,11 +32,8 @@ cache first. (The Rust driver polls zoneOperations.wait/get itself.)
 
 import datetime
 import ipaddress
-import json
 import sys
 import time
-import traceback
-import urllib.request
 import uuid
 
 from google.api_core import exceptions
@@ -44,6 +41,7 @@ from google.api_core.future import polling
 from google.auth import credentials as auth_credentials
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import compute_v1
+from crosscheck_support import Run, admin, check, equal
 
 PROJECT = "proj"
 ZONE = "us-central1-a"
@@ -61,41 +59,8 @@ SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
 # Fast polling for ExtendedOperation.result() (the default starts at 1 s).
 FAST_POLLING = polling.DEFAULT_POLLING.with_delay(initial=0.05, maximum=0.2, multiplier=1.5).with_timeout(10)
 
-CHECKS = 0
-FAILURES = []
-
-
-def check(condition, what):
-    """Counts one assertion and prints it; a mismatch is remembered (exit status 1 at the end)."""
-    global CHECKS
-    CHECKS += 1
-    if condition:
-        print(f"ok   {CHECKS:3d} {what}")
-    else:
-        FAILURES.append(what)
-        print(f"FAIL {CHECKS:3d} {what}")
-    return condition
-
-
-def equal(actual, expected, what):
-    return check(
-        actual == expected, f"{what}: {actual!r}" if actual == expected else f"{what}: {actual!r} != {expected!r}"
-    )
-
 
 # --- admin API ---------------------------------------------------------------------------
-
-
-def admin(fake, path, body=None, method="POST"):
-    data = None if method == "GET" else json.dumps(body if body is not None else {}).encode()
-    request = urllib.request.Request(
-        f"{fake}/_admin/{path}", data=data, method=method, headers={"content-type": "application/json"}
-    )
-    with urllib.request.urlopen(request, timeout=10) as resp:
-        if resp.status != 200:
-            raise RuntimeError(f"admin {method} {path}: {resp.status}")
-        text = resp.read()
-    return json.loads(text) if text else {}
 
 
 def inventory(fake):
@@ -752,21 +717,12 @@ def main():
         print(__doc__, file=sys.stderr)
         sys.exit(2)
     fake = sys.argv[1].rstrip("/")
-    started = time.monotonic()
+    run = Run("fake-gce")
     admin(fake, "reset")
     admin(fake, "timing", {"boot_ms": 300, "stop_ms": 300})
     state = {}
 
-    def scenario(name, body):
-        print(f"--- {name}")
-        begun = time.monotonic()
-        try:
-            return body()
-        except Exception:  # noqa: BLE001 - any crash is a failed check, reported with its traceback
-            check(False, f"{name} raised:\n{traceback.format_exc()}")
-            return None
-        finally:
-            print(f"--- {name}: {time.monotonic() - begun:.1f} s")
+    scenario = run.scenario
 
     scenario("instances.insert / zoneOperations.wait / instances.get", lambda: insert_and_get(fake))
     scenario("insert and get errors", lambda: insert_errors(fake))
@@ -778,13 +734,7 @@ def main():
     scenario("faults and auth", lambda: faults(fake))
     scenario("images and IAM", lambda: images_and_iam(fake))
     admin(fake, "reset")
-    elapsed = time.monotonic() - started
-    if FAILURES:
-        print(f"fake-gce cross-check: {len(FAILURES)} of {CHECKS} checks FAILED ({elapsed:.1f} s)", file=sys.stderr)
-        for what in FAILURES:
-            print(f"  FAIL {what}", file=sys.stderr)
-        sys.exit(1)
-    print(f"fake-gce cross-check: {CHECKS} checks passed ({elapsed:.1f} s)")
+    run.finish()
 
 
 if __name__ == "__main__":
