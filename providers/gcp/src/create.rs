@@ -114,7 +114,7 @@ impl GcpDriver {
                 // answered NOT_FOUND (the request carries the providerID), the
                 // instance it made may be gone (a spot VM deleted at launch):
                 // then the next requestId generation launches another.
-                if has_provider_id(&req.machine.provider_id) && !self.exists(&api, &target).await? {
+                if has_provider_id(&req.machine.provider_id) && get_instance(&api, &target).await?.is_none() {
                     tracing::info!(provider_id = %target.provider_id(), "the instance of the replayed insert is gone: launching another");
                     after = Some(op.name.clone().unwrap_or_else(|| format!("generation-{generation}")));
                     continue;
@@ -141,11 +141,6 @@ impl GcpDriver {
             "instances.insert: every requestId generation of this machine replays an earlier insert; retry later",
             RETRY_SOON,
         ))
-    }
-
-    /// Whether Compute shows the instance.
-    async fn exists(&self, api: &Api<'_>, target: &InstanceRef) -> Result<bool, DriverError> {
-        Ok(get_instance(api, target).await?.is_some())
     }
 
     /// Handles "already exists": adopts the instance when it carries this machine's uid label.
