@@ -164,20 +164,20 @@ fn list_page(ctx: &Ctx, project: &str, zone: &str, params: &Params) -> Result<Va
     let state = ctx.store.lock_at(now);
     let mut items: Vec<Value> = Vec::new();
     let mut next_page_token = None;
+    // The filter is tested on the record before the instance is rendered (a
+    // clone): a batch of 200 names over a fleet of 10,000 renders 200, not 10,000.
     let matching = state
         .instances
         .iter()
         .filter(|((p, z, name), _)| p == project && z == zone && after.as_ref().is_none_or(|a| name > a))
         .filter(|(_, record)| now >= record.visible_at)
-        .filter_map(|(_, record)| record.render(now))
-        .filter(|instance| {
-            filter.matches(&Subject {
-                name: &instance.name,
-                status: &instance.status,
-                id: &instance.id,
-                labels: &instance.labels,
+        .filter(|(_, record)| {
+            let instance = &record.resource;
+            record.lifecycle.status(now).is_some_and(|status| {
+                filter.matches(&Subject { name: &instance.name, status, id: &instance.id, labels: &instance.labels })
             })
-        });
+        })
+        .filter_map(|(_, record)| record.render(now));
     for instance in matching {
         if items.len() == max {
             next_page_token =
