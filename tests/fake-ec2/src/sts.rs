@@ -10,12 +10,14 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use axum::http::StatusCode;
 use axum::response::Response;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+
+use fake_cloud_support::JwtRefusal;
 
 use crate::caller::{AssumedRole, Caller};
 use crate::clock::iso8601;
@@ -304,30 +306,21 @@ fn check_token(token: &str) -> Result<TokenClaims, StsError> {
             "The ID Token provided is not a valid JWT. (You may see this error if you sent an Access Token)",
         )
     };
-    let parts: Vec<&str> = token.split('.').collect();
-    let [_, payload, _] = parts.as_slice() else {
-        return Err(invalid());
-    };
-    let claims: serde_json::Value = URL_SAFE_NO_PAD
-        .decode(payload.trim_end_matches('='))
-        .ok()
-        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-        .ok_or_else(invalid)?;
-    if let Some(exp) = claims.get("exp").and_then(serde_json::Value::as_u64) {
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
-        if exp <= now {
-            return Err(StsError::new(
-                StatusCode::BAD_REQUEST,
-                "ExpiredTokenException",
-                format!("Token expired: current date/time {now} must be before the expiration date/time {exp}"),
-            ));
-        }
+    match fake_cloud_support::unexpired_claims(token) {
+        Ok(claims) => Ok(TokenClaims::from_json(&claims)),
+        Err(JwtRefusal::Malformed) => Err(invalid()),
+        Err(JwtRefusal::Expired { exp, now }) => Err(StsError::new(
+            StatusCode::BAD_REQUEST,
+            "ExpiredTokenException",
+            format!("Token expired: current date/time {now} must be before the expiration date/time {exp}"),
+        )),
     }
-    Ok(TokenClaims::from_json(&claims))
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::UNIX_EPOCH;
+
     use super::*;
 
     fn jwt(claims: serde_json::Value) -> String {

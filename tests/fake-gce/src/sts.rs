@@ -30,6 +30,8 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use fake_cloud_support::JwtRefusal;
+
 use crate::error::GceError;
 
 /// RFC 8693 grant type of a token exchange.
@@ -217,24 +219,12 @@ fn pool_of(audience: &str) -> Option<&str> {
 /// The `sub` of a JWT-shaped subject token whose `exp`, when present, has not passed.
 fn check_subject_token(token: &str) -> Result<String, StsError> {
     let unparsable = || StsError::new("invalid_grant", "Unable to parse the ID Token.");
-    let parts: Vec<&str> = token.trim().split('.').collect();
-    let [_, payload, _] = parts.as_slice() else {
-        return Err(unparsable());
-    };
-    let claims: serde_json::Value = URL_SAFE_NO_PAD
-        .decode(payload.trim_end_matches('='))
-        .ok()
-        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-        .ok_or_else(unparsable)?;
-    if let Some(exp) = claims.get("exp").and_then(serde_json::Value::as_i64) {
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs() as i64;
-        if exp <= now {
-            return Err(StsError::new(
-                "invalid_grant",
-                format!("ID Token expired at {exp}; the current time is {now}."),
-            ));
+    let claims = fake_cloud_support::unexpired_claims(token).map_err(|refusal| match refusal {
+        JwtRefusal::Malformed => unparsable(),
+        JwtRefusal::Expired { exp, now } => {
+            StsError::new("invalid_grant", format!("ID Token expired at {exp}; the current time is {now}."))
         }
-    }
+    })?;
     let subject = claims.get("sub").and_then(serde_json::Value::as_str).filter(|s| !s.is_empty());
     subject.map(str::to_string).ok_or_else(|| StsError::new("invalid_grant", "The ID Token has no subject (sub)."))
 }
