@@ -203,7 +203,6 @@ def run_args(**overrides):
                 "SubnetId": SUBNET,
                 "Groups": [SECURITY_GROUP],
                 "Ipv6AddressCount": 1,
-                "Ipv6PrefixCount": 1,
                 "DeleteOnTermination": True,
                 "Description": "primary",
             }
@@ -314,11 +313,25 @@ def run_instances(fake):
         address = ipaddress.ip_address(eni["Ipv6Addresses"][0]["Ipv6Address"])
         check(address.version == 6, f"IPv6 address parses: {address}")
         subnet64 = ipaddress.ip_network(f"{address}/64", strict=False)
-    equal(len(eni["Ipv6Prefixes"]), 1, "Ipv6PrefixCount=1 → one Ipv6Prefixes entry")
-    if eni["Ipv6Prefixes"]:
-        prefix = ipaddress.ip_network(eni["Ipv6Prefixes"][0]["Ipv6Prefix"], strict=True)
+    equal(eni.get("Ipv6Prefixes", []), [], "no Ipv6PrefixCount → no Ipv6Prefixes")
+    # IPv6 prefixes at launch come on an interface without IPv6 addresses; both on one is refused.
+    with_prefix = dict(run_args()["NetworkInterfaces"][0], Ipv6PrefixCount=1)
+    del with_prefix["Ipv6AddressCount"]
+    untagged = [{"ResourceType": "instance", "Tags": [{"Key": "purpose", "Value": "ipv6-prefix"}]}]
+    launched = client.run_instances(**run_args(NetworkInterfaces=[with_prefix], TagSpecifications=untagged))
+    launched = launched["Instances"][0]
+    prefixes = launched["NetworkInterfaces"][0]["Ipv6Prefixes"]
+    equal(len(prefixes), 1, "Ipv6PrefixCount=1 → one Ipv6Prefixes entry")
+    if prefixes:
+        prefix = ipaddress.ip_network(prefixes[0]["Ipv6Prefix"], strict=True)
         check(prefix.prefixlen == 80, f"IPv6 prefix is a strict /80: {prefix}")
-        check(subnet64 is not None and prefix.subnet_of(subnet64), f"/80 inside the interface's /64 {subnet64}")
+        check(subnet64 is not None and prefix.subnet_of(subnet64), f"/80 inside the subnet's /64 {subnet64}")
+    expect_error(
+        lambda: client.run_instances(**run_args(NetworkInterfaces=[dict(with_prefix, Ipv6AddressCount=1)])),
+        400,
+        "InvalidParameterValue",
+        "Ipv6AddressCount and Ipv6PrefixCount on one interface",
+    )
 
     again = client.run_instances(ClientToken=token, **run_args())
     equal(again["ReservationId"], out["ReservationId"], "same ClientToken → same reservation")
@@ -603,7 +616,7 @@ def network_interfaces(fake, instance_id, eni_id):
         re.fullmatch(r"([0-9a-f]{2}:){5}[0-9a-f]{2}", eni["MacAddress"]) is not None, f"MacAddress {eni['MacAddress']}"
     )
     equal(len(eni["Ipv6Addresses"]), 1, "Ipv6Addresses")
-    equal(len(eni["Ipv6Prefixes"]), 1, "Ipv6Prefixes")
+    equal(eni.get("Ipv6Prefixes", []), [], "Ipv6Prefixes (none at launch)")
     by_instance = client.describe_network_interfaces(
         Filters=[{"Name": "attachment.instance-id", "Values": [instance_id]}]
     )
@@ -648,7 +661,7 @@ def network_interfaces(fake, instance_id, eni_id):
     )
     eni = client.describe_network_interfaces(NetworkInterfaceIds=[eni_id])["NetworkInterfaces"][0]
     equal(len(eni["Ipv6Addresses"]), 3, "3 IPv6 addresses after the assignment")
-    equal(len(eni["Ipv6Prefixes"]), 2, "2 IPv6 prefixes after the assignment")
+    equal(len(eni["Ipv6Prefixes"]), 1, "1 IPv6 prefix after the assignment")
     check(
         set(out["AssignedIpv6Addresses"]) <= {a["Ipv6Address"] for a in eni["Ipv6Addresses"]},
         "assigned addresses show up on the interface",

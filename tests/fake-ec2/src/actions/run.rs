@@ -166,6 +166,14 @@ fn interface_requests(params: &Params) -> Result<Vec<InterfaceRequest>, Ec2Error
         if !(0..=16).contains(&ipv6_prefix_count) {
             return Err(Ec2Error::invalid_value("Ipv6PrefixCount", &ipv6_prefix_count.to_string()));
         }
+        if ipv6_address_count > 0 && ipv6_prefix_count > 0 {
+            // EC2 launches an interface with IPv6 addresses or IPv6 prefixes, never both
+            // (its answer, word for word; the prefixes come later through AssignIpv6Addresses).
+            return Err(Ec2Error::client(
+                "InvalidParameterValue",
+                "You can and can only specify one of ipv6-addresses or ipv6-addresses-count  ipv6-prefix and ipv6-prefix-count.",
+            ));
+        }
         requests.push(InterfaceRequest {
             subnet_id: member.get("SubnetId").unwrap_or(DEFAULT_SUBNET).to_owned(),
             device_index,
