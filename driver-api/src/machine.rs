@@ -17,9 +17,10 @@ pub struct Machine {
     pub uid: String,
     /// metadata.labels.
     pub labels: BTreeMap<String, String>,
-    /// spec.providerID, when known.
+    /// spec.providerID, when known: never blank, no surrounding whitespace
+    /// (the server trims it and maps a blank one to `None`, so drivers use it as is).
     pub provider_id: Option<String>,
-    /// The node name, when known.
+    /// The node name, when known (trimmed and never blank, like `provider_id`).
     pub node_name: Option<String>,
     /// status.lastKnownState as returned earlier by the driver.
     pub last_known_state: String,

@@ -124,8 +124,16 @@ pub(crate) fn address(a: api::Address) -> pb::Address {
     pb::Address { r#type: t as i32, address: a.address }
 }
 
+/// `s` without surrounding whitespace; `None` when nothing is left.
 fn non_empty(s: String) -> Option<String> {
-    if s.trim().is_empty() { None } else { Some(s) }
+    let trimmed = s.trim();
+    if trimmed.is_empty() {
+        None
+    } else if trimmed.len() == s.len() {
+        Some(s)
+    } else {
+        Some(trimmed.to_string())
+    }
 }
 
 #[cfg(test)]
@@ -145,6 +153,11 @@ mod tests {
         )
         .unwrap();
         assert_eq!(ok.provider_id.as_deref(), Some("aws:///r/i-1"));
+        let padded = pb::Machine { name: "m".into(), provider_id: " gce://p/z/m \n".into(), ..Default::default() };
+        let trimmed = machine(Some(padded), MachineNeeds::Name).unwrap();
+        assert_eq!(trimmed.provider_id.as_deref(), Some("gce://p/z/m"), "trimmed once, here");
+        let blank = pb::Machine { name: "m".into(), provider_id: "  ".into(), ..Default::default() };
+        assert_eq!(machine(Some(blank), MachineNeeds::Name).unwrap().provider_id, None);
     }
 
     #[test]

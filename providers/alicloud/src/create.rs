@@ -94,7 +94,7 @@ impl AlicloudDriver {
 /// The instance a create's providerID names, when it is in the class's region
 /// (a providerID of another region or in another form names nothing to relaunch).
 fn ended_instance(provider_id: &Option<String>, region: &str) -> Option<String> {
-    let pid = provider_id.as_deref().map(str::trim).filter(|p| !p.is_empty())?;
+    let pid = provider_id.as_deref()?;
     parse_provider_id(pid).ok().filter(|(r, _)| r == region).map(|(_, id)| id)
 }
 

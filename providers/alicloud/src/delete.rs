@@ -21,7 +21,7 @@ impl AlicloudDriver {
     /// DeleteMachine (see the module docs).
     pub(crate) async fn delete(&self, ctx: &CallContext, req: MachineRef) -> Result<DeletedMachine, DriverError> {
         let key = AccessKey::from_secret(&req.secret, "secret")?;
-        let pid = req.machine.provider_id.as_deref().map(str::trim).filter(|p| !p.is_empty());
+        let pid = req.machine.provider_id.as_deref();
         let gone = || DeletedMachine { last_known_state: String::new(), already_gone: true };
         let targets: Vec<(String, String)> = match pid {
             Some(pid) => vec![parse_provider_id(pid)?],

@@ -14,7 +14,7 @@ impl AlicloudDriver {
     /// for a create of a moment ago or a young machine; NOT_FOUND otherwise.
     pub(crate) async fn status(&self, ctx: &CallContext, req: MachineRef) -> Result<MachineStatus, DriverError> {
         let key = AccessKey::from_secret(&req.secret, "secret")?;
-        let pid = req.machine.provider_id.as_deref().map(str::trim).filter(|p| !p.is_empty());
+        let pid = req.machine.provider_id.as_deref();
         let (region, id, found) = match pid {
             // The providerID says everything: the class is not needed (nor checked).
             Some(pid) => {

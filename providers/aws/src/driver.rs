@@ -61,7 +61,7 @@ impl AwsDriver {
 
     /// Region and instance id of a machine: from its providerID when set, else the spec's region.
     pub(crate) fn locate(spec: &AwsProviderSpec, machine: &Machine) -> Result<(String, Option<String>)> {
-        match machine.provider_id.as_deref().filter(|p| !p.is_empty()) {
+        match machine.provider_id.as_deref() {
             Some(p) => provider_id::decode(p).map(|(r, id)| (r, Some(id))),
             None => Ok((spec.region.clone(), None)),
         }

@@ -42,7 +42,7 @@ impl AwsDriver {
         let from_record = (!req.machine.uid.is_empty()).then(|| self.recent.get(&req.machine.uid)).flatten();
         let launch = from_record.or(from_state)?;
         // A providerID naming another instance is not this launch.
-        match req.machine.provider_id.as_deref().filter(|p| !p.is_empty()).map(provider_id::decode) {
+        match req.machine.provider_id.as_deref().map(provider_id::decode) {
             Some(Ok((_, id))) if id != launch.instance_id => None,
             _ => Some(launch),
         }

@@ -48,11 +48,6 @@ async fn get_instance(api: &Api<'_>, target: &InstanceRef) -> Result<Option<Inst
     }
 }
 
-/// True when a request carries a providerID.
-fn has_provider_id(provider_id: &Option<String>) -> bool {
-    provider_id.as_deref().is_some_and(|p| !p.trim().is_empty())
-}
-
 /// Time kept free before the RPC deadline when waiting for an operation.
 const DEADLINE_MARGIN: Duration = Duration::from_secs(1);
 
@@ -114,7 +109,7 @@ impl GcpDriver {
                 // answered NOT_FOUND (the request carries the providerID), the
                 // instance it made may be gone (a spot VM deleted at launch):
                 // then the next requestId generation launches another.
-                if has_provider_id(&req.machine.provider_id) && get_instance(&api, &target).await?.is_none() {
+                if req.machine.provider_id.is_some() && get_instance(&api, &target).await?.is_none() {
                     tracing::info!(provider_id = %target.provider_id(), "the instance of the replayed insert is gone: launching another");
                     after = Some(op.name.clone().unwrap_or_else(|| format!("generation-{generation}")));
                     continue;

@@ -64,8 +64,8 @@ impl GcpDriver {
     /// The instance a machine RPC addresses: from the providerID when set, else
     /// the machine name in the spec's zone and the secret's project.
     pub(crate) fn locate(&self, req: &MachineRef, key: &GcpCredentials) -> Result<InstanceRef, DriverError> {
-        if let Some(pid) = req.machine.provider_id.as_deref().filter(|p| !p.trim().is_empty()) {
-            return InstanceRef::parse_provider_id(pid.trim());
+        if let Some(pid) = req.machine.provider_id.as_deref() {
+            return InstanceRef::parse_provider_id(pid);
         }
         if req.machine.name.is_empty() {
             return Err(DriverError::invalid_argument(

@@ -220,13 +220,13 @@ impl OpenStackDriver {
     }
 }
 
-/// True for a refusal that a retry with the same class cannot turn into a
-/// server (retryable kinds leave the ports for the retry).
 /// True when `provider_id` names server `id`.
 fn names_server(provider_id: Option<&str>, id: &str) -> bool {
-    provider_id.and_then(|p| parse_provider_id(p.trim()).ok()).is_some_and(|(_, named)| named == id)
+    provider_id.and_then(|p| parse_provider_id(p).ok()).is_some_and(|(_, named)| named == id)
 }
 
+/// True for a refusal that a retry with the same class cannot turn into a
+/// server (retryable kinds leave the ports for the retry).
 fn is_for_good(e: &DriverError) -> bool {
     !matches!(
         e.kind(),

@@ -24,7 +24,7 @@ impl OpenStackDriver {
     /// DeleteMachine (see the module docs).
     pub(crate) async fn delete(&self, ctx: &CallContext, req: MachineRef) -> Result<DeletedMachine, DriverError> {
         let creds = OsCredentials::from_secret(&req.secret, "secret")?;
-        let pid = req.machine.provider_id.as_deref().map(str::trim).filter(|p| !p.is_empty());
+        let pid = req.machine.provider_id.as_deref();
         let mut name = req.machine.name.clone();
         let (api, ids) = match pid {
             Some(pid) => {

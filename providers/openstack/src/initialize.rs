@@ -28,7 +28,7 @@ impl OpenStackDriver {
     ) -> Result<InitializedMachine, DriverError> {
         let spec = OpenStackSpec::parse(&req.class.provider_spec)?;
         // Known complete (this process's create made the ports with every pod CIDR): no call.
-        if let Some(pid) = req.machine.provider_id.as_deref().map(str::trim).filter(|p| !p.is_empty()) {
+        if let Some(pid) = req.machine.provider_id.as_deref() {
             let (region, id) = parse_provider_id(pid)?;
             if self.pairs_complete.get(&id).is_some() {
                 let name = self.recent.get(&id).map(|c| c.name).unwrap_or_else(|| req.machine.name.clone());
@@ -41,7 +41,7 @@ impl OpenStackDriver {
         }
         // By id: Neutron shows the server's ports even while Nova does not list a new server yet.
         let creds = crate::credentials::OsCredentials::from_secret(&req.secret, "secret")?;
-        let (api, id, name) = match req.machine.provider_id.as_deref().map(str::trim).filter(|p| !p.is_empty()) {
+        let (api, id, name) = match req.machine.provider_id.as_deref() {
             Some(pid) => {
                 let (region, id) = parse_provider_id(pid)?;
                 (self.pool.api(&creds, &region, ctx)?, id, req.machine.name.clone())

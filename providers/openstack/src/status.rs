@@ -36,7 +36,7 @@ impl OpenStackDriver {
     /// The machine's server: by providerID (coalesced), else by name and uid.
     pub(crate) async fn locate<'a>(&self, ctx: &'a CallContext, req: &MachineRef) -> Result<Located<'a>, DriverError> {
         let creds = OsCredentials::from_secret(&req.secret, "secret")?;
-        match req.machine.provider_id.as_deref().map(str::trim).filter(|p| !p.is_empty()) {
+        match req.machine.provider_id.as_deref() {
             // The providerID says everything: the class is not needed (nor checked).
             Some(pid) => {
                 let (region, id) = parse_provider_id(pid)?;
