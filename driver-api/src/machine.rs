@@ -67,7 +67,7 @@ impl Machine {
     /// show, when the machine is young: its VM is on its way (also after a
     /// driver restart, when no memory of the create is left). `None` otherwise.
     pub fn young_not_visible_yet(&self, node_name: &str) -> Option<MachineStatus> {
-        let provider_id = self.provider_id.as_deref().filter(|p| !p.is_empty())?;
+        let provider_id = self.provider_id.as_deref()?;
         self.is_young().then(|| MachineStatus::not_visible_yet(provider_id.to_string(), node_name.to_string()))
     }
 }
