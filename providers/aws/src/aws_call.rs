@@ -2,6 +2,7 @@
 //! account's rate limiter, classifying SDK failures into [`AwsFailure`].
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use aws_sdk_ec2::config::http::HttpResponse;
 use aws_sdk_ec2::error::{ProvideErrorMetadata, SdkError};
@@ -47,5 +48,17 @@ where
     F: Future<Output = Result<T, SdkError<E, HttpResponse>>>,
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
 {
-    call(ctx, &clients.limiter, "ec2", operation, request).await
+    noting_refusal(call(ctx, &clients.limiter, "ec2", operation, request).await, &clients.credentials_refused)
+}
+
+/// `answer`, after raising `refused` when AWS refused the credentials: a role
+/// session's clients so marked are replaced by a new AssumeRoleWithWebIdentity
+/// on the next call ([`crate::clients`]), rather than used until they expire.
+pub(crate) fn noting_refusal<T>(answer: Answer<T>, refused: &AtomicBool) -> Answer<T> {
+    if let Err(CallFailure::Cloud(_, f)) = &answer
+        && f.is_credentials_refusal()
+    {
+        refused.store(true, Ordering::Relaxed);
+    }
+    answer
 }

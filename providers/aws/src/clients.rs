@@ -9,9 +9,13 @@
 //! request, and exchanged again shortly before the keys expire. Concurrent
 //! RPCs that find the session expiring wait for one exchange. A renewal that
 //! fails for a passing reason (STS throttled or down) while the keys still
-//! work keeps them in use and is tried again 10 s later.
+//! work keeps them in use and is tried again 10 s later. Keys EC2 refused
+//! (revoked, or the role's trust changed) are exchanged again on the next call
+//! instead of being used until they expire; refused static keys are the
+//! secret's own and stay until the secret changes.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 use aws_credential_types::Credentials;
@@ -49,6 +53,8 @@ pub(crate) struct AwsClients {
     pub(crate) limiter: Arc<RateLimiter>,
     /// Point lookups by instance id, coalesced into batched DescribeInstances calls.
     pub(crate) instances_by_id: Coalescer<String, aws_sdk_ec2::types::Instance>,
+    /// Raised when EC2 refused these clients' credentials ([`crate::aws_call::noting_refusal`]).
+    pub(crate) credentials_refused: Arc<AtomicBool>,
 }
 
 type ClientKey = (String, String, String);
@@ -141,6 +147,7 @@ impl ClientCache {
         let mut current = session.current.lock().await;
         if let Some(keys) = current.as_ref()
             && SystemTime::now() < keys.renew_at
+            && !keys.clients.credentials_refused.load(Ordering::Relaxed)
         {
             return Ok(Arc::clone(&keys.clients));
         }
@@ -239,9 +246,10 @@ impl ClientCache {
         }
         let ec2 = aws_sdk_ec2::Client::from_conf(ec2.build());
         let limiter = self.limiter(identity, region);
+        let credentials_refused = Arc::new(AtomicBool::new(false));
         let instances_by_id = Coalescer::new(
             "ec2 DescribeInstances",
-            crate::lookup::batch_fetch(ec2.clone(), limiter.clone()),
+            crate::lookup::batch_fetch(ec2.clone(), limiter.clone(), credentials_refused.clone()),
             crate::lookup::BATCH_SIZE,
             crate::lookup::BATCHES_IN_FLIGHT,
         );
@@ -251,6 +259,7 @@ impl ClientCache {
             sts: aws_sdk_sts::Client::from_conf(sts.build()),
             limiter,
             instances_by_id,
+            credentials_refused,
         }
     }
 }

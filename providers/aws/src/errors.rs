@@ -209,6 +209,11 @@ impl AwsFailure {
         }
     }
 
+    /// AWS refused the request's credentials (expired, revoked or unknown keys).
+    pub(crate) fn is_credentials_refusal(&self) -> bool {
+        self.code().is_some_and(|c| UNAUTHENTICATED.contains(&c))
+    }
+
     /// The ClientToken was used before with other parameters.
     pub(crate) fn is_idempotency_mismatch(&self) -> bool {
         self.code() == Some("IdempotentParameterMismatch")

@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 use aws_sdk_ec2::types::{Filter, Instance};
 use machine_driver_api::{BatchFn, CallContext, DriverError, ErrorKind, Machine, RateLimiter, Result};
@@ -30,10 +31,15 @@ pub(crate) async fn by_id(ctx: &CallContext, c: &AwsClients, instance_id: &str) 
 /// `instance-id` over up to [`BATCH_SIZE`] ids. The filter form (unlike
 /// `InstanceIds`) answers ids EC2 does not know by leaving them out instead of
 /// failing the whole call with `InvalidInstanceID.NotFound`.
-pub(crate) fn batch_fetch(ec2: aws_sdk_ec2::Client, limiter: Arc<RateLimiter>) -> BatchFn<String, Instance> {
+pub(crate) fn batch_fetch(
+    ec2: aws_sdk_ec2::Client,
+    limiter: Arc<RateLimiter>,
+    credentials_refused: Arc<AtomicBool>,
+) -> BatchFn<String, Instance> {
     Arc::new(move |ids: Vec<String>, ctx: CallContext| {
         let ec2 = ec2.clone();
         let limiter = limiter.clone();
+        let refused = credentials_refused.clone();
         Box::pin(async move {
             let filter = Filter::builder().name("instance-id").set_values(Some(ids)).build();
             let mut found = HashMap::new();
@@ -44,7 +50,8 @@ pub(crate) fn batch_fetch(ec2: aws_sdk_ec2::Client, limiter: Arc<RateLimiter>) -
                     .filters(filter.clone())
                     .max_results(PAGE_SIZE)
                     .set_next_token(token.take());
-                let page = aws_call::call(&ctx, &limiter, "ec2", "DescribeInstances", || req.clone().send()).await?;
+                let page = aws_call::call(&ctx, &limiter, "ec2", "DescribeInstances", || req.clone().send()).await;
+                let page = aws_call::noting_refusal(page, &refused)?;
                 for i in page.reservations().iter().flat_map(|r| r.instances()) {
                     if let Some(id) = i.instance_id() {
                         found.insert(id.to_string(), i.clone());

@@ -143,7 +143,8 @@ impl AwsDriver {
         let out = aws_call::call(ctx, &consumer.limiter, "sts", "GetCallerIdentity", || {
             consumer.sts.get_caller_identity().send()
         })
-        .await?;
+        .await;
+        let out = aws_call::noting_refusal(out, &consumer.credentials_refused)?;
         out.account()
             .filter(|a| !a.is_empty())
             .map(str::to_string)

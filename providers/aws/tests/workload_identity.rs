@@ -109,6 +109,15 @@ async fn the_token_is_exchanged_once_renewed_before_expiry_and_reread_from_its_f
     }
     assert_eq!(sessions_issued(&admin).await, 2, "one renewal for the concurrent calls, before the keys expired");
 
+    // The role's sessions are revoked: EC2 refuses the keys once, and the
+    // next call exchanges the token again instead of using them until they expire.
+    admin.post("sts", serde_json::json!({"sessionSeconds": 2, "revokeSessions": true})).await.unwrap();
+    let err = driver.get_machine_status(&ctx(), reference()).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unauthenticated, "revoked keys are refused: {err:?}");
+    let status = driver.get_machine_status(&ctx(), reference()).await.unwrap();
+    assert_eq!(status.provider_id, created.provider_id, "new keys after the refusal");
+    assert_eq!(sessions_issued(&admin).await, 3, "one exchange after the refusal");
+
     driver.delete_machine(&ctx(), reference()).await.unwrap();
 
     // A token file that is not there: UNAUTHENTICATED naming the path.

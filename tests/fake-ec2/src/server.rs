@@ -44,7 +44,8 @@ async fn sts_settings(State(app): State<App>) -> Json<StsSettings> {
     Json(app.store.sessions.settings())
 }
 
-/// `POST /_admin/sts` with `{"sessionSeconds": 4}`: every new role session lasts that long.
+/// `POST /_admin/sts` with `{"sessionSeconds": 4}`: every new role session lasts that long;
+/// with `"revokeSessions": true` the sessions handed out so far are revoked.
 async fn configure_sts(State(app): State<App>, Json(settings): Json<StsSettings>) -> Json<StsSettings> {
     app.store.sessions.configure(&settings);
     Json(app.store.sessions.settings())

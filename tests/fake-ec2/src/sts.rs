@@ -103,6 +103,10 @@ pub(crate) struct StsSettings {
     /// Sessions issued so far (answered by GET; ignored in POST).
     #[serde(default)]
     pub(crate) sessions_issued: u64,
+    /// POST only: revoke every session handed out so far (their keys are then
+    /// refused with `AuthFailure`, as after the role's sessions are revoked).
+    #[serde(default, skip_serializing)]
+    pub(crate) revoke_sessions: bool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -113,6 +117,9 @@ impl Sessions {
     /// Applies `POST /_admin/sts`.
     pub(crate) fn configure(&self, settings: &StsSettings) {
         *lock(&self.session_override) = settings.session_seconds.filter(|s| *s > 0).map(Duration::from_secs);
+        if settings.revoke_sessions {
+            lock(&self.sessions).clear();
+        }
     }
 
     /// Answers `GET /_admin/sts`.
@@ -120,6 +127,7 @@ impl Sessions {
         StsSettings {
             session_seconds: lock(&self.session_override).map(|d| d.as_secs()),
             sessions_issued: *lock(&self.issued),
+            revoke_sessions: false,
         }
     }
 
