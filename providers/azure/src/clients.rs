@@ -18,7 +18,7 @@ use serde::Deserialize;
 use crate::config::CloudEndpoints;
 use crate::credentials::{AadToken, AzureCredentials};
 use crate::errors::{ArmFailure, TransportProblem};
-use crate::transport::{RecordingTransport, retry_after, with_meta};
+use crate::transport::{RecordingTransport, quota_resets_after, retry_after, with_meta};
 
 /// What an ARM request answers: the output, or the failure (which converts
 /// into a `DriverError` with `?`).
@@ -225,7 +225,34 @@ impl Api<'_> {
             ));
         }
         self.fresh_token().await?;
-        let answer = self.caller().send(service, operation, || self.send_raw(url.clone()), |f| f).await;
+        let answer =
+            self.caller().send(service, operation, || self.send_raw(Method::Get, url.clone(), None), |f| f).await;
+        self.after(&answer);
+        answer
+    }
+
+    /// POSTs the JSON `body` to `url` on ARM's endpoint (Resource Graph's
+    /// query) through the same caller as [`Api::get_raw`]: token, limiter,
+    /// counted and timed, one resend after a throttle (a 429 carries
+    /// `Retry-After` or Resource Graph's `x-ms-user-quota-resets-after`).
+    pub(crate) async fn post_raw(
+        &self,
+        service: &'static str,
+        operation: &'static str,
+        url: &Url,
+        body: &[u8],
+    ) -> Answer<RawAnswer> {
+        if url.origin() != self.clients.arm.origin() {
+            return Err(CallFailure::Cloud(
+                machine_driver_api::CloudCall { provider: "azure", service, operation },
+                ArmFailure::transport(TransportProblem::Decode, "a request URL on another host than ARM's"),
+            ));
+        }
+        self.fresh_token().await?;
+        let answer = self
+            .caller()
+            .send(service, operation, || self.send_raw(Method::Post, url.clone(), Some(body.to_vec())), |f| f)
+            .await;
         self.after(&answer);
         answer
     }
@@ -238,14 +265,18 @@ impl Api<'_> {
         url
     }
 
-    async fn send_raw(&self, url: Url) -> Result<RawAnswer, ArmFailure> {
+    async fn send_raw(&self, method: Method, url: Url, body: Option<Vec<u8>>) -> Result<RawAnswer, ArmFailure> {
         use azure_core::auth::TokenCredential as _;
         let token =
             self.clients.token.get_token(&[]).await.map_err(|_| {
                 ArmFailure::transport(TransportProblem::Credentials, "no access token for the credentials")
             })?;
-        let mut req = Request::new(url, Method::Get);
+        let mut req = Request::new(url, method);
         req.insert_header("authorization", format!("Bearer {}", token.token.secret()));
+        if let Some(body) = body {
+            req.insert_header("content-type", "application/json");
+            req.set_body(body);
+        }
         let response = self
             .clients
             .http
@@ -264,7 +295,7 @@ impl Api<'_> {
         }
         let parsed: ErrorBody = serde_json::from_slice(&body).unwrap_or_default();
         let mut failure = ArmFailure::http(status, parsed.error.code, parsed.error.message);
-        failure.retry_after = retry_after(&headers);
+        failure.retry_after = retry_after(&headers).or_else(|| quota_resets_after(&headers));
         Err(failure)
     }
 

@@ -136,7 +136,7 @@ impl AzureDriver {
             )),
             Provisioning::InProgress | Provisioning::Succeeded => {
                 self.recent.record(target.clone(), ());
-                Ok(created(target, self.addresses_of(api, creds, target, existing).await))
+                Ok(created(target, self.nic_addresses(api, creds, target, existing).await))
             }
         }
     }

@@ -2,9 +2,11 @@
 //! RPC lives in its own module (`create`, `status`, `delete`, `list`,
 //! `share_image`, `volumes`).
 
+use std::sync::Arc;
+
 use machine_driver_api::{
-    Address, CallContext, Capabilities, CloudOptions, CreateMachine, CreatedMachine, DeletedMachine, Driver,
-    DriverError, DriverInfo, ImageShares, KeyedCache, ListMachines, MachineRef, MachineStatus, Provider, RecentCreates,
+    CallContext, Capabilities, CloudOptions, CreateMachine, CreatedMachine, DeletedMachine, Driver, DriverError,
+    DriverInfo, ImageShares, KeyedCache, ListMachines, MachineRef, MachineStatus, Provider, RecentCreates,
     RevokedImageShare, SecretKeys, ShareImage, SharedImage,
 };
 
@@ -31,7 +33,7 @@ pub struct AzureDriver {
     /// Coalesced NIC reads for addresses ([`crate::lookup::NicLookups`]).
     pub(crate) nic_lookups: NicLookups,
     /// The private IP of each VM's primary NIC ([`crate::addresses`]).
-    pub(crate) addresses: KeyedCache<VmRef, Vec<Address>>,
+    pub(crate) addresses: Arc<crate::addresses::RememberedAddresses>,
 }
 
 impl AzureDriver {
@@ -46,7 +48,7 @@ impl AzureDriver {
             deleted: RecentCreates::default(),
             lookups: VmLookups::default(),
             nic_lookups: NicLookups::default(),
-            addresses: KeyedCache::new(crate::addresses::MAX_REMEMBERED),
+            addresses: Arc::new(KeyedCache::new(crate::addresses::MAX_REMEMBERED)),
         }
     }
 

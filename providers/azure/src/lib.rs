@@ -10,10 +10,12 @@ mod credentials;
 mod delete;
 mod driver;
 mod errors;
+mod graph;
 mod list;
 mod lookup;
 mod lro;
 mod naming;
+mod paged;
 mod share_image;
 mod spec;
 mod status;
@@ -23,4 +25,5 @@ mod volumes;
 
 pub use config::AzureConfig;
 pub use driver::AzureDriver;
+pub use lookup::LIST_REUSE;
 pub use vm::MAX_USER_DATA_BYTES;

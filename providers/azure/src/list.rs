@@ -12,29 +12,18 @@
 
 use std::collections::BTreeMap;
 
-use machine_driver_api::{CallContext, CallFailure, DriverError, ListMachines};
+use machine_driver_api::{CallContext, DriverError, ListMachines};
 use serde::Deserialize;
 
 use crate::credentials::AzureCredentials;
 use crate::driver::AzureDriver;
+use crate::lookup::RESOURCES_API_VERSION;
 use crate::naming::{VmRef, data_disk_suffix, owner_vm};
+use crate::paged::list_all;
 use crate::spec::AzureProviderSpec;
 
-/// API version of the generic resource list.
-const RESOURCES_API_VERSION: &str = "2021-04-01";
 /// The types a machine is made of.
 const RESOURCE_TYPES_FILTER: &str = "resourceType eq 'Microsoft.Compute/virtualMachines' or resourceType eq 'Microsoft.Network/networkInterfaces' or resourceType eq 'Microsoft.Compute/disks'";
-/// Most pages one list follows.
-const MAX_PAGES: usize = 1000;
-
-#[derive(Deserialize)]
-struct ResourcePage {
-    #[serde(default)]
-    value: Vec<GenericResource>,
-    #[serde(default, rename = "nextLink")]
-    next_link: Option<String>,
-}
-
 #[derive(Deserialize)]
 struct GenericResource {
     #[serde(default)]
@@ -65,37 +54,20 @@ impl AzureDriver {
             RESOURCES_API_VERSION,
         );
         url.query_pairs_mut().append_pair("$filter", RESOURCE_TYPES_FILTER);
+        let resources: Vec<GenericResource> = list_all(&api, "resources", "resources.listByResourceGroup", url).await?;
         let mut machines = BTreeMap::new();
-        for _ in 0..MAX_PAGES {
-            let page = match api.get_raw("resources", "resources.listByResourceGroup", &url).await {
-                Ok(p) => p,
-                Err(CallFailure::Cloud(_, f)) if f.is_not_found() => return Ok(Vec::new()),
-                Err(e) => return Err(e.into()),
+        for r in resources {
+            let tagged = |key: &str| r.tags.keys().any(|k| k.eq_ignore_ascii_case(key));
+            let ours = tagged(cluster_tag) && tagged(role_tag);
+            let Some(vm) = owner_vm(&r.resource_type, &r.name, &suffixes).filter(|_| ours) else { continue };
+            let target = VmRef {
+                subscription: creds.subscription_id.clone(),
+                resource_group: spec.resource_group.clone(),
+                location: spec.location.clone(),
+                name: vm.clone(),
             };
-            let page: ResourcePage = serde_json::from_slice(&page.body).map_err(|_| {
-                DriverError::internal("resources.listByResourceGroup answered a body that is not a resource list")
-            })?;
-            for r in page.value {
-                let tagged = |key: &str| r.tags.keys().any(|k| k.eq_ignore_ascii_case(key));
-                let ours = tagged(cluster_tag) && tagged(role_tag);
-                let Some(vm) = owner_vm(&r.resource_type, &r.name, &suffixes).filter(|_| ours) else { continue };
-                let target = VmRef {
-                    subscription: creds.subscription_id.clone(),
-                    resource_group: spec.resource_group.clone(),
-                    location: spec.location.clone(),
-                    name: vm.clone(),
-                };
-                machines.insert(target.provider_id(), vm);
-            }
-            match page.next_link.filter(|l| !l.is_empty()) {
-                Some(next) => {
-                    url = azure_core::Url::parse(&next).map_err(|_| {
-                        DriverError::internal("resources.listByResourceGroup answered a nextLink that is not a URL")
-                    })?;
-                }
-                None => return Ok(machines.into_iter().collect()),
-            }
+            machines.insert(target.provider_id(), vm);
         }
-        Err(DriverError::internal(format!("resources.listByResourceGroup: more than {MAX_PAGES} pages")))
+        Ok(machines.into_iter().collect())
     }
 }

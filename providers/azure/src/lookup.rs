@@ -1,39 +1,76 @@
 //! Reading one VM for GetMachineStatus, with concurrent reads of one
-//! subscription and resource group coalesced into one VM list; the same for
-//! the NIC a VM's address is read from.
+//! subscription and resource group coalesced into one list; the same for the
+//! NIC or the Resource Graph row a VM's address is read from.
 //!
-//! A lone read goes out at once as one `virtualMachines.get`; reads arriving
-//! while a call is in flight queue up in a [`Coalescer`] (one per
-//! credentials, subscription and resource group) and go out together as one
-//! `virtualMachines.list` of the resource group, every page: one call (per
-//! page) answers every poll of a worker pool, however many machines it has.
-//! NICs alike (`networkInterfaces.get`, or `networkInterfaces.list` of the
-//! group): a VM's NIC is made by its PUT, so a fleet's first polls after its
-//! creates (or after a restart) learn every address from one list.
+//! A lone read goes out at once as one `virtualMachines.get` (the full VM);
+//! reads arriving while a call is in flight queue up in a [`Coalescer`] (one
+//! per credentials, subscription and resource group) and go out together as
+//! one ARM generic resource list of the group filtered to VMs, with
+//! `$expand=provisioningState` and `$top=1000`, every page: ARM's own record
+//! (authoritative for existence, unlike Resource Graph), 1000 VMs a page, so
+//! 10 calls answer 10,000 polls. (Compute's `virtualMachines.list` pages 50
+//! full VMs: 200 calls.) The lookup's value is therefore a [`FoundVm`]: the
+//! full VM, or a listed one with its name and provisioning state.
+//!
+//! Addresses ([`crate::addresses`]): a full VM names its primary NIC, read
+//! with `networkInterfaces.get` (or `networkInterfaces.list` of the group for
+//! several at once, [`NicLookups`]); a listed VM names none, so the batch
+//! itself, when some VM it found (not being deleted, not failed) has no
+//! remembered address, reads them with one Resource Graph query of the group
+//! ([`crate::graph`]) and hands each poll its VM's IP with the VM: one graph
+//! query per batch, none when every address is remembered. The query reads
+//! every NIC of the group, so the addresses of all the VMs ARM listed are
+//! remembered from it, and the next batches (polls beyond the server's
+//! concurrency limit come in waves) need none. (A coalescer of
+//! its own would send the first poll that wants an address alone, and the
+//! rest as a second query: two graph queries per batch, each reading every
+//! NIC of the group, against a quota of 15 queries per 5 seconds.) A VM the
+//! graph does not show yet (it lags ARM) gets no address from this batch;
+//! graph absence never makes a VM absent: only ARM's list does.
+//!
+//! The server serves a bounded number of calls at once, so 10,000 polls reach
+//! the driver in waves, each a batch of its own; every batch listing the
+//! whole group again would cost 10 pages a wave. So one batch of VM reads is
+//! in flight per group, and a list of the group answers the batches (and
+//! lone reads) that go out within [`LIST_REUSE`] of its start when it shows
+//! every VM they ask for (a VM it does not show, for example one created
+//! since, is read afresh: a list, or a `virtualMachines.get` alone): a
+//! poll's answer is at most that much older than the poll. 10,000
+//! concurrent polls (release bench): one list of 10 pages, two graph
+//! queries of 10 (the graph lags the last creates), a few lone reads.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
-use machine_driver_api::{BatchFn, CallContext, CallFailure, Coalescer, DriverError, KeyedCache};
+use machine_driver_api::{Address, AddressType, BatchFn, CallContext, CallFailure, Coalescer, DriverError, KeyedCache};
 
+use crate::addresses::{RememberedAddresses, address_key};
 use crate::clients::{Api, SharedApi};
 use crate::credentials::AzureCredentials;
 use crate::naming::VmRef;
-use crate::vm::{NetworkInterface, VirtualMachine};
+use crate::paged::list_all;
+use crate::vm::{self, NetworkInterface, Provisioning, VirtualMachine};
 
 /// Most names one coalesced batch reads: one list of the group answers any
 /// number of them (the answer map holds only the names asked for), so a batch
 /// takes every poll waiting: a second batch would list the group again.
 const MAX_BATCH_NAMES: usize = 10_000;
-/// Coalesced batches in flight at once per resource group.
-const BATCHES_IN_FLIGHT: usize = 2;
+/// Coalesced batches of VM reads in flight at once per resource group: one,
+/// as each lists the whole group (the batches queued behind it are answered
+/// by its list, [`LIST_REUSE`]).
+const VM_BATCHES_IN_FLIGHT: usize = 1;
+/// Coalesced batches of NIC reads in flight at once per resource group.
+const NIC_BATCHES_IN_FLIGHT: usize = 2;
+/// How long after its start a list of the group's VMs answers further
+/// batches (when it shows every VM they ask for).
+pub const LIST_REUSE: Duration = Duration::from_secs(2);
 /// Most coalescers (one per credentials, subscription and resource group).
 const MAX_COALESCERS: usize = 256;
-/// Most pages one list follows: a guard against a nextLink loop, far beyond
-/// any resource group (ARM's page size is its own choice: 50 VMs for Compute).
-const MAX_PAGES: usize = 5000;
-/// API version of the VM list (the SDK's).
-const COMPUTE_API_VERSION: &str = "2024-07-01";
+/// API version of the generic resource list (as ListMachines).
+pub(crate) const RESOURCES_API_VERSION: &str = "2021-04-01";
+/// Page size of the generic resource list of VMs (ARM's most).
+const RESOURCES_TOP: &str = "1000";
 /// API version of the NIC list (the SDK's).
 const NETWORK_API_VERSION: &str = "2024-03-01";
 
@@ -45,17 +82,74 @@ type GroupKey = ([u8; 32], String, String, String);
 #[derive(Debug)]
 pub(crate) struct GroupLookups<V> {
     by_group: KeyedCache<GroupKey, Coalescer<String, V>>,
+    /// Batches in flight at once per group.
+    in_flight: usize,
 }
 
-impl<V> Default for GroupLookups<V> {
-    fn default() -> Self {
-        Self { by_group: KeyedCache::new(MAX_COALESCERS) }
+impl<V> GroupLookups<V> {
+    fn with_batches_in_flight(in_flight: usize) -> Self {
+        Self { by_group: KeyedCache::new(MAX_COALESCERS), in_flight }
     }
 }
 
-/// Coalesced VM reads ([`GroupLookups::vm`]).
-pub(crate) type VmLookups = GroupLookups<VirtualMachine>;
-/// Coalesced NIC reads ([`GroupLookups::nic`]).
+impl Default for GroupLookups<FoundVm> {
+    fn default() -> Self {
+        Self::with_batches_in_flight(VM_BATCHES_IN_FLIGHT)
+    }
+}
+
+impl Default for GroupLookups<NetworkInterface> {
+    fn default() -> Self {
+        Self::with_batches_in_flight(NIC_BATCHES_IN_FLIGHT)
+    }
+}
+
+/// A VM as a status read found it.
+#[derive(Debug, Clone)]
+pub(crate) enum FoundVm {
+    /// Read alone with `virtualMachines.get`: the whole VM (its NIC named).
+    Full(Box<VirtualMachine>),
+    /// Read in a batch from ARM's generic resource list.
+    Listed(ListedVm),
+}
+
+/// A VM of ARM's generic resource list (`GenericResourceExpanded` with
+/// `$expand=provisioningState`).
+#[derive(Debug, Clone, serde::Deserialize)]
+pub(crate) struct ListedVm {
+    /// The VM's name.
+    #[serde(default)]
+    pub(crate) name: String,
+    /// ARM's provisioning state (top-level when expanded).
+    #[serde(rename = "provisioningState", default)]
+    pub(crate) provisioning_state: Option<String>,
+    /// Its primary private IP, when the batch read it from Resource Graph
+    /// (not part of ARM's answer).
+    #[serde(skip)]
+    pub(crate) private_ip: Option<String>,
+}
+
+impl FoundVm {
+    /// The provisioning state, mapped the same way for both forms.
+    pub(crate) fn provisioning(&self) -> Provisioning {
+        match self {
+            Self::Full(vm) => vm::provisioning(vm),
+            Self::Listed(listed) => vm::provisioning_of(listed.provisioning_state.as_deref().unwrap_or("")),
+        }
+    }
+
+    /// The full VM, when it was read alone.
+    pub(crate) fn full(&self) -> Option<&VirtualMachine> {
+        match self {
+            Self::Full(vm) => Some(vm),
+            Self::Listed(_) => None,
+        }
+    }
+}
+
+/// Coalesced VM reads ([`GroupLookups::get`]).
+pub(crate) type VmLookups = GroupLookups<FoundVm>;
+/// Coalesced NIC reads.
 pub(crate) type NicLookups = GroupLookups<NetworkInterface>;
 
 impl<V: Clone + Send + Sync + 'static> GroupLookups<V> {
@@ -68,32 +162,48 @@ impl<V: Clone + Send + Sync + 'static> GroupLookups<V> {
         target: &VmRef,
         name: &str,
         what: &'static str,
-        fetch: fn(SharedApi, String, String) -> BatchFn<String, V>,
+        fetch: impl FnOnce(SharedApi, String, String) -> BatchFn<String, V>,
     ) -> Result<Option<V>, DriverError> {
+        let coalescer = self.coalescer(api, creds, target, what, fetch);
+        coalescer.get_within(api.context(), name.to_string()).await
+    }
+
+    /// The coalescer of `target`'s resource group, made with `fetch` the first time.
+    fn coalescer(
+        &self,
+        api: &Api<'_>,
+        creds: &AzureCredentials,
+        target: &VmRef,
+        what: &'static str,
+        fetch: impl FnOnce(SharedApi, String, String) -> BatchFn<String, V>,
+    ) -> Arc<Coalescer<String, V>> {
         let key = (
             creds.fingerprint,
             api.cloud().to_string(),
             target.subscription.clone(),
             target.resource_group.to_ascii_lowercase(),
         );
-        let coalescer = self.by_group.get_or_insert_with(&key, || {
+        self.by_group.get_or_insert_with(&key, || {
             let fetch = fetch(api.shared(), target.subscription.clone(), target.resource_group.clone());
-            Coalescer::new(what, fetch, MAX_BATCH_NAMES, BATCHES_IN_FLIGHT)
-        });
-        coalescer.get_within(api.context(), name.to_string()).await
+            Coalescer::new(what, fetch, MAX_BATCH_NAMES, self.in_flight)
+        })
     }
 }
 
-impl GroupLookups<VirtualMachine> {
-    /// The VM `target` names, `None` when ARM does not show it.
+impl GroupLookups<FoundVm> {
+    /// The VM `target` names, `None` when ARM does not show it. A batch reads
+    /// from Resource Graph the addresses `remembered` lacks.
     pub(crate) async fn get(
         &self,
         api: &Api<'_>,
         creds: &AzureCredentials,
         target: &VmRef,
-    ) -> Result<Option<VirtualMachine>, DriverError> {
-        let what = "compute virtualMachines.get/virtualMachines.list";
-        self.get_named(api, creds, target, &target.name, what, vm_batch_fetch).await
+        remembered: &Arc<RememberedAddresses>,
+    ) -> Result<Option<FoundVm>, DriverError> {
+        let what = "compute virtualMachines.get/resources.listByResourceGroup";
+        let remembered = Arc::clone(remembered);
+        let fetch = move |shared, sub, rg| vm_batch_fetch(shared, sub, rg, remembered);
+        self.get_named(api, creds, target, &target.name, what, fetch).await
     }
 }
 
@@ -123,21 +233,95 @@ fn named<V>(all: Vec<V>, names: &[String], name_of: impl Fn(&V) -> Option<&str>)
         .collect()
 }
 
-/// One name: `virtualMachines.get` (404 = absent); more: the group's VM list, every page.
-fn vm_batch_fetch(shared: SharedApi, subscription: String, resource_group: String) -> BatchFn<String, VirtualMachine> {
+/// A list of a group's VMs, by lowercase name, and when it was started.
+#[derive(Debug)]
+struct GroupList {
+    started: Instant,
+    vms: HashMap<String, ListedVm>,
+}
+
+impl GroupList {
+    /// The VMs of `names` (under the names as asked) the list shows.
+    fn named(&self, names: &[String]) -> HashMap<String, ListedVm> {
+        names.iter().filter_map(|n| Some((n.clone(), self.vms.get(&n.to_ascii_lowercase())?.clone()))).collect()
+    }
+
+    /// [`GroupList::named`] when the list is younger than [`LIST_REUSE`] and shows every name.
+    fn answering(&self, names: &[String]) -> Option<HashMap<String, ListedVm>> {
+        let found = self.named(names);
+        (self.started.elapsed() <= LIST_REUSE && found.len() == names.len()).then_some(found)
+    }
+}
+
+/// The last list of the group when it answers (see [`LIST_REUSE`]);
+/// otherwise one name: `virtualMachines.get` (404 = absent); more: the
+/// group's generic resource list of VMs, every page; plus one Resource Graph
+/// query when a VM found (not being deleted, not failed) has no address in
+/// `remembered`.
+fn vm_batch_fetch(
+    shared: SharedApi,
+    subscription: String,
+    resource_group: String,
+    remembered: Arc<RememberedAddresses>,
+) -> BatchFn<String, FoundVm> {
+    let last_list: Arc<Mutex<Option<Arc<GroupList>>>> = Arc::default();
     Arc::new(move |names: Vec<String>, ctx: CallContext| {
         let shared = shared.clone();
         let subscription = subscription.clone();
         let resource_group = resource_group.clone();
+        let remembered = Arc::clone(&remembered);
+        let last_list = Arc::clone(&last_list);
         Box::pin(async move {
             let api = shared.bind(&ctx);
-            if let [name] = names.as_slice() {
-                let target = VmRef { subscription, resource_group, location: String::new(), name: name.clone() };
-                let found = crate::create::get_vm(&api, &target, false).await?;
-                return Ok(found.into_iter().map(|vm| (name.clone(), vm)).collect());
+            let recent = last_list.lock().unwrap_or_else(PoisonError::into_inner).clone();
+            let (list, mut found) = match recent.and_then(|l| l.answering(&names).map(|found| (l, found))) {
+                Some(reused) => reused,
+                None if names.len() == 1 => {
+                    let name = &names[0];
+                    let target = VmRef { subscription, resource_group, location: String::new(), name: name.clone() };
+                    let found = crate::create::get_vm(&api, &target, false).await?;
+                    return Ok(found.into_iter().map(|vm| (name.clone(), FoundVm::Full(Box::new(vm)))).collect());
+                }
+                None => {
+                    let started = Instant::now();
+                    let vms = list_vms(&api, &subscription, &resource_group).await?;
+                    let vms = vms.into_iter().map(|vm| (vm.name.to_ascii_lowercase(), vm)).collect();
+                    let list = Arc::new(GroupList { started, vms });
+                    *last_list.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::clone(&list));
+                    let found = list.named(&names);
+                    (list, found)
+                }
+            };
+            let all = list.vms.values();
+            let needs_address = |vm: &ListedVm| {
+                let state = vm::provisioning_of(vm.provisioning_state.as_deref().unwrap_or(""));
+                !matches!(state, Provisioning::Deleting | Provisioning::Failed)
+            };
+            let wanting = found.iter().any(|(name, vm)| {
+                needs_address(vm) && remembered.get(&address_key(&subscription, &resource_group, name)).is_none()
+            });
+            if wanting {
+                match crate::graph::private_ips(&api, &subscription, &resource_group).await {
+                    Ok(ips) => {
+                        // The query read every NIC of the group: remember the address of every VM
+                        // ARM listed (existence from ARM, never from the graph), so that the polls of
+                        // the next batches need no query.
+                        for vm in all.filter(|vm| needs_address(vm)) {
+                            if let Some(ip) = ips.get(&vm.name.to_ascii_lowercase()) {
+                                let address = vec![Address::new(AddressType::InternalIp, ip.clone())];
+                                remembered
+                                    .insert(address_key(&subscription, &resource_group, &vm.name), Arc::new(address));
+                            }
+                        }
+                        for (name, vm) in &mut found {
+                            vm.private_ip = ips.get(&name.to_ascii_lowercase()).cloned();
+                        }
+                    }
+                    // The VMs are answered without addresses; a later poll asks again.
+                    Err(e) => tracing::debug!(error = %e, "reading addresses from Resource Graph failed"),
+                }
             }
-            let all = list_vms(&api, &subscription, &resource_group).await?;
-            Ok(named(all, &names, |vm| vm.resource.name.as_deref()))
+            Ok(found.into_iter().map(|(name, vm)| (name, FoundVm::Listed(vm))).collect())
         })
     })
 }
@@ -177,60 +361,19 @@ fn nic_batch_fetch(
     })
 }
 
-/// One page of an ARM list.
-#[derive(serde::Deserialize)]
-#[serde(bound(deserialize = "T: serde::de::DeserializeOwned"))]
-struct Page<T> {
-    #[serde(default = "Vec::new")]
-    value: Vec<T>,
-    #[serde(rename = "nextLink", default)]
-    next_link: Option<String>,
-}
-
-/// Every item of an ARM list at `url` (every page, `nextLink` followed);
-/// none when the resource group does not exist. `what` names the list in
-/// errors and in the call counters.
-async fn list_all<T: serde::de::DeserializeOwned>(
-    api: &Api<'_>,
-    service: &'static str,
-    operation: &'static str,
-    mut url: azure_core::Url,
-) -> Result<Vec<T>, DriverError> {
-    let mut items = Vec::new();
-    for _ in 0..MAX_PAGES {
-        let page = match api.get_raw(service, operation, &url).await {
-            Ok(p) => p,
-            Err(CallFailure::Cloud(_, f)) if f.is_not_found() => return Ok(items),
-            Err(e) => return Err(e.into()),
-        };
-        let page: Page<T> = serde_json::from_slice(&page.body)
-            .map_err(|_| DriverError::internal(format!("{service} {operation} answered a body that is not a list")))?;
-        items.extend(page.value);
-        match page.next_link.filter(|l| !l.is_empty()) {
-            Some(next) => {
-                url = azure_core::Url::parse(&next).map_err(|_| {
-                    DriverError::internal(format!("{service} {operation} answered a nextLink that is not a URL"))
-                })?;
-            }
-            None => return Ok(items),
-        }
-    }
-    Err(DriverError::internal(format!("{service} {operation}: more than {MAX_PAGES} pages")))
-}
-
-/// Every VM of a resource group (every page); none when the group does not exist.
-pub(crate) async fn list_vms(
-    api: &Api<'_>,
-    subscription: &str,
-    resource_group: &str,
-) -> Result<Vec<VirtualMachine>, DriverError> {
-    let url = api.arm_url(
-        &format!(
-            "/subscriptions/{subscription}/resourceGroups/{resource_group}/providers/Microsoft.Compute/virtualMachines"
-        ),
-        COMPUTE_API_VERSION,
+/// Every VM of a resource group with its provisioning state: ARM's generic
+/// resource list filtered to VMs, 1000 a page, every page; none when the
+/// group does not exist.
+async fn list_vms(api: &Api<'_>, subscription: &str, resource_group: &str) -> Result<Vec<ListedVm>, DriverError> {
+    let mut url = api.arm_url(
+        &format!("/subscriptions/{subscription}/resourceGroups/{resource_group}/resources"),
+        RESOURCES_API_VERSION,
     );
-    list_all(api, "compute", "virtualMachines.list", url).await
+    url.query_pairs_mut()
+        .append_pair("$filter", "resourceType eq 'Microsoft.Compute/virtualMachines'")
+        .append_pair("$expand", "provisioningState")
+        .append_pair("$top", RESOURCES_TOP);
+    list_all(api, "resources", "resources.listByResourceGroup", url).await
 }
 
 /// Every NIC of a resource group (every page); none when the group does not exist.
@@ -263,12 +406,12 @@ mod tests {
     }
 
     #[test]
-    fn pages_read_their_items_and_next_link() {
-        let page: Page<serde_json::Value> =
-            serde_json::from_str(r#"{"value": [{"name": "a"}], "nextLink": "https://x/next"}"#).expect("page");
-        assert_eq!(page.value.len(), 1);
-        assert_eq!(page.next_link.as_deref(), Some("https://x/next"));
-        let last: Page<serde_json::Value> = serde_json::from_str(r#"{}"#).expect("empty page");
-        assert!(last.value.is_empty() && last.next_link.is_none());
+    fn listed_vms_map_their_provisioning_state_as_full_ones() {
+        let listed: ListedVm =
+            serde_json::from_value(serde_json::json!({"name": "vm-1", "type": "Microsoft.Compute/virtualMachines", "provisioningState": "Failed"}))
+                .unwrap();
+        assert_eq!(FoundVm::Listed(listed).provisioning(), Provisioning::Failed);
+        let bare: ListedVm = serde_json::from_value(serde_json::json!({"name": "vm-2"})).unwrap();
+        assert_eq!(FoundVm::Listed(bare).provisioning(), Provisioning::InProgress);
     }
 }

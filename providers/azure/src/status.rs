@@ -1,11 +1,16 @@
 //! GetMachineStatus on Azure: one read, shared with concurrent polls
-//! ([`crate::lookup`]).
+//! ([`crate::lookup`]): a lone poll reads the full VM, polls arriving together
+//! read ARM's generic resource list of the group (name and provisioning
+//! state); both map the provisioning state the same way, and a `Failed` VM
+//! is read again with its instance view for the failure. The addresses come
+//! from [`crate::addresses`].
 
 use machine_driver_api::{CallContext, DriverError, MachineRef, MachineStatus};
 
 use crate::credentials::AzureCredentials;
 use crate::driver::AzureDriver;
-use crate::vm::{self, Provisioning};
+use crate::lookup::FoundVm;
+use crate::vm::Provisioning;
 
 impl AzureDriver {
     /// GetMachineStatus: the VM's state; a `Failed` VM answers its failure
@@ -16,31 +21,42 @@ impl AzureDriver {
         let creds = AzureCredentials::from_secret(&req.secret, "secret")?;
         let (target, spec) = self.locate(&req, &creds)?;
         let api = self.pool.api(&creds, spec.cloud(), ctx)?;
-        if let Some(found) = self.lookups.get(&api, &creds, &target).await? {
-            self.recent.forget(&target);
-            let state = vm::provisioning(&found);
-            if state == Provisioning::Failed {
-                // The list does not carry the instance view with the failure's code: read it.
-                let viewed = crate::create::get_vm(&api, &target, true).await?.unwrap_or(found);
-                return Err(crate::create::failed_vm_error(&viewed));
+        let found = match self.lookups.get(&api, &creds, &target, &self.addresses).await? {
+            // A list (up to LIST_REUSE old) may predate this process's delete of the VM: read it alone.
+            Some(listed) if listed.full().is_none() && self.deleted.contains(&target) => {
+                crate::create::get_vm(&api, &target, false).await?.map(|vm| FoundVm::Full(Box::new(vm)))
             }
-            let vm_state = match state {
-                Provisioning::Succeeded => "running",
-                Provisioning::InProgress => "creating",
-                Provisioning::Deleting => "deleting",
-                Provisioning::Failed => "failed",
-            };
-            return Ok(MachineStatus {
-                provider_id: target.provider_id(),
-                node_name: target.name.clone(),
-                // A VM on its way out needs no address (and its NIC goes with it).
-                addresses: match state {
-                    Provisioning::Deleting => Vec::new(),
-                    _ => self.addresses_of(&api, &creds, &target, &found).await,
-                },
-                pending_steps: Vec::new(),
-                vm_state: vm_state.to_string(),
-            });
+            found => found,
+        };
+        if let Some(found) = found {
+            self.recent.forget(&target);
+            let state = found.provisioning();
+            if state == Provisioning::Failed {
+                // Neither the GET nor the list carries the instance view with the failure's code: read it.
+                let viewed = crate::create::get_vm(&api, &target, true).await?;
+                if let Some(vm) = viewed.as_ref().or(found.full()) {
+                    return Err(crate::create::failed_vm_error(vm));
+                }
+                // Gone since the list: answered as absent below.
+            } else {
+                let vm_state = match state {
+                    Provisioning::Succeeded => "running",
+                    Provisioning::InProgress => "creating",
+                    Provisioning::Deleting => "deleting",
+                    Provisioning::Failed => "failed",
+                };
+                return Ok(MachineStatus {
+                    provider_id: target.provider_id(),
+                    node_name: target.name.clone(),
+                    // A VM on its way out needs no address (and its NIC goes with it).
+                    addresses: match state {
+                        Provisioning::Deleting => Vec::new(),
+                        _ => self.addresses_of(&api, &creds, &target, &found).await,
+                    },
+                    pending_steps: Vec::new(),
+                    vm_state: vm_state.to_string(),
+                });
+            }
         }
         if self.recent.contains(&target) {
             return Ok(MachineStatus::not_visible_yet(target.provider_id(), target.name.clone()));

@@ -45,6 +45,17 @@ pub(crate) fn retry_after(headers: &Headers) -> Option<Duration> {
     Some(Duration::from_secs(secs.min(600)))
 }
 
+/// Resource Graph's `x-ms-user-quota-resets-after` (`hh:mm:ss`): when the
+/// caller's query quota is back, rounded up to a second, at most 10 minutes.
+pub(crate) fn quota_resets_after(headers: &Headers) -> Option<Duration> {
+    let raw = headers.get_optional_str(&HeaderName::from_static("x-ms-user-quota-resets-after"))?;
+    let mut secs = 0f64;
+    for part in raw.trim().split(':') {
+        secs = secs * 60.0 + part.trim().parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0)?;
+    }
+    Some(Duration::from_secs((secs.ceil() as u64).clamp(1, 600)))
+}
+
 /// Runs one request with a fresh metadata slot; returns the error together
 /// with the metadata of the answer it came from.
 pub(crate) async fn with_meta<T, F>(request: F) -> Result<T, (azure_core::Error, ResponseMeta)>
@@ -97,6 +108,18 @@ mod tests {
         assert_eq!(retry_after(&h), Some(Duration::from_secs(600)));
         h.insert("retry-after", "Wed, 21 Oct 2015 07:28:00 GMT");
         assert_eq!(retry_after(&h), None);
+    }
+
+    #[test]
+    fn quota_resets_after_reads_hours_minutes_seconds() {
+        let mut h = Headers::new();
+        assert_eq!(quota_resets_after(&h), None);
+        h.insert("x-ms-user-quota-resets-after", "00:00:03");
+        assert_eq!(quota_resets_after(&h), Some(Duration::from_secs(3)));
+        h.insert("x-ms-user-quota-resets-after", "00:01:02.5");
+        assert_eq!(quota_resets_after(&h), Some(Duration::from_secs(63)));
+        h.insert("x-ms-user-quota-resets-after", "soon");
+        assert_eq!(quota_resets_after(&h), None);
     }
 
     #[tokio::test]

@@ -252,7 +252,12 @@ pub(crate) enum Provisioning {
 
 /// The provisioning state of `vm`.
 pub(crate) fn provisioning(vm: &VirtualMachine) -> Provisioning {
-    let state = vm.properties.as_ref().and_then(|p| p.provisioning_state.as_deref()).unwrap_or("");
+    provisioning_of(vm.properties.as_ref().and_then(|p| p.provisioning_state.as_deref()).unwrap_or(""))
+}
+
+/// ARM's provisioning state word (a VM's `properties.provisioningState`, or
+/// the generic resource list's top-level `provisioningState`) as read.
+pub(crate) fn provisioning_of(state: &str) -> Provisioning {
     match state.to_ascii_lowercase().as_str() {
         "succeeded" => Provisioning::Succeeded,
         "failed" | "canceled" => Provisioning::Failed,

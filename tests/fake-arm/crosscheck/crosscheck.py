@@ -32,6 +32,8 @@ from azure.mgmt.compute import ComputeManagementClient
 from azure.mgmt.compute import models as compute_models
 from azure.mgmt.network import NetworkManagementClient
 from azure.mgmt.resource.resources import ResourceManagementClient
+from azure.mgmt.resourcegraph import ResourceGraphClient
+from azure.mgmt.resourcegraph.models import QueryRequest, QueryRequestOptions
 
 TENANT_ID = "72f988bf-86f1-41af-91ab-2d7cd011db47"
 SUBSCRIPTION_ID = "00000000-0000-4000-8000-000000000001"
@@ -279,6 +281,93 @@ def check_nic_configurations_and_create_only(compute, network):
         expect_error(lambda: network.network_interfaces.get(RG, nic), 404, "ResourceNotFound", f"{nic} cascaded")
 
 
+def graph_nic_query(rg):
+    """The driver's one Resource Graph query (providers/azure/src/graph.rs), for resource group `rg`."""
+    literal = "'" + rg.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return (
+        "Resources | where type =~ 'microsoft.network/networkinterfaces' and resourceGroup =~ " + literal
+        + " | where isnotempty(properties.virtualMachine.id)"
+        + " | mv-expand ipconfig = properties.ipConfigurations"
+        + " | where tobool(ipconfig.properties.primary)"
+        + " | project vmId = tostring(properties.virtualMachine.id), nic = name, primary = tobool(properties.primary),"
+        + " privateIp = tostring(ipconfig.properties.privateIPAddress)"
+    )
+
+
+def check_expand_and_resource_graph(fake, cred, resources, names):
+    """The generic list's $expand=provisioningState and $top, and Resource Graph's answer, through the SDKs."""
+    # $expand=provisioningState: GenericResourceExpanded.provisioning_state; $top=1 pages one at a time.
+    admin(fake, "calls/reset")
+    expanded = list(
+        resources.resources.list_by_resource_group(
+            RG, filter="resourceType eq 'Microsoft.Compute/virtualMachines'", expand="provisioningState", top=1
+        )
+    )
+    got = sorted((r.name, r.provisioning_state) for r in expanded if r.name in names)
+    check(got == [(n, "Succeeded") for n in names], f"expanded provisioning states: {got}")
+    pages = requests.get(f"{fake}/_admin/calls", timeout=10).json()["calls"].get("resources.listByResourceGroup")
+    check(pages == len(expanded), f"$top=1 pages one item a call: {pages} calls for {len(expanded)} items")
+    nics = [r for r in resources.resources.list_by_resource_group(RG, expand="provisioningState")
+            if r.type == "Microsoft.Network/networkInterfaces"]
+    check(nics and all(r.provisioning_state == "Succeeded" for r in nics), "NICs expand as Succeeded")
+    plain = list(resources.resources.list_by_resource_group(RG, filter="resourceType eq 'Microsoft.Compute/virtualMachines'"))
+    check(all(r.provisioning_state is None for r in plain), "no provisioningState unless expanded")
+    expect_error(
+        lambda: list(resources.resources.list_by_resource_group(RG, top=0)), 400, "InvalidTopInQueryString", "$top=0"
+    )
+
+    # Resource Graph: the driver's query, two pages through skip_token.
+    admin(fake, "azure/graph-lag", {"millis": 0})
+    graph = ResourceGraphClient(cred, **client_kwargs(fake))
+    query = graph_nic_query(RG)
+    admin(fake, "calls/reset")
+    first = graph.resources(
+        QueryRequest(subscriptions=[SUBSCRIPTION_ID], query=query,
+                     options=QueryRequestOptions(top=2, result_format="objectArray"))
+    )
+    check(first.count == 2 and first.total_records >= 3, f"graph first page: {first.count}/{first.total_records}")
+    check(str(first.result_truncated).lower() == "false", f"resultTruncated {first.result_truncated}")
+    check(first.skip_token, "graph first page has a skip token")
+    rows = list(first.data)
+    token = first.skip_token
+    while token:
+        page = graph.resources(
+            QueryRequest(subscriptions=[SUBSCRIPTION_ID], query=query,
+                         options=QueryRequestOptions(top=2, skip_token=token, result_format="objectArray"))
+        )
+        check(page.count == len(page.data), "count is the rows of the page")
+        rows.extend(page.data)
+        token = page.skip_token
+    check(len(rows) == first.total_records, f"every row once across pages: {len(rows)} of {first.total_records}")
+    by_vm = {r["vmId"].rsplit("/", 1)[-1]: r for r in rows}
+    for name in names:
+        row = by_vm.get(name)
+        check(row is not None, f"graph row of {name}: {rows}")
+        check(row["nic"] == f"{name}-nic" and row["primary"] is True, f"graph row {row}")
+        check(row["privateIp"].startswith("10.250."), f"graph ip {row}")
+    calls = requests.get(f"{fake}/_admin/calls", timeout=10).json()["calls"]
+    check(calls.get("resourceGraph.resources") >= 2, f"graph calls counted: {calls}")
+    # Subscriptions the caller may not read are skipped; another query is refused.
+    hidden = graph.resources(QueryRequest(subscriptions=[OWNER_SUBSCRIPTION_ID], query=query))
+    check(hidden.total_records == 0 and hidden.count == 0, f"hidden subscription skipped: {hidden.total_records}")
+    err = expect_error(
+        lambda: graph.resources(QueryRequest(subscriptions=[SUBSCRIPTION_ID], query="Resources | project name")),
+        400, "BadRequest", "another query",
+    )
+    details = (err.response.json().get("error") or {}).get("details") or []
+    check(details and details[0].get("code") == "InvalidQuery", f"InvalidQuery detail: {details}")
+    # The per-user quota: 429 with the quota headers.
+    admin(fake, "azure/graph-quota", {"queries": 1, "windowMillis": 60000})
+    graph.resources(QueryRequest(subscriptions=[SUBSCRIPTION_ID], query=query))
+    err = expect_error(
+        lambda: graph.resources(QueryRequest(subscriptions=[SUBSCRIPTION_ID], query=query)), 429, "RateLimiting", "quota"
+    )
+    headers = err.response.headers
+    check(headers.get("x-ms-user-quota-remaining") == "0", f"quota remaining {dict(headers)}")
+    check(headers.get("x-ms-user-quota-resets-after", "").startswith("00:0"), f"quota resets {dict(headers)}")
+    admin(fake, "azure/graph-quota", {"queries": 15, "windowMillis": 5000})
+
+
 def expect_error(call, status, code, what):
     try:
         call()
@@ -374,6 +463,8 @@ def main():
     ]
     check(by_type and all(r["type"] in ("Microsoft.Network/networkInterfaces", "Microsoft.Compute/virtualMachines") for r in by_type), f"type filter: {by_type}")
     check(any(r.get("tags") for r in by_type), "a type-filtered list carries the tags")
+
+    check_expand_and_resource_graph(fake, cred, resources, names)
 
     # Missing VM: 404 ResourceNotFound through the SDK's error mapping.
     err = expect_error(lambda: compute.virtual_machines.get(RG, "absent"), 404, "ResourceNotFound", "missing vm")

@@ -7,6 +7,11 @@
 //! - `POST /_admin/azure/page-size {"size": n}`: page size of list calls (default 10).
 //! - `POST /_admin/azure/nic-reservation {"ms": n}`: NIC reservation window (default 180 000);
 //!   applies to reservations already in force too.
+//! - `POST /_admin/azure/graph-lag {"millis": n}`: how far Resource Graph lags ARM
+//!   (default 2000): a NIC shows in the graph `n` ms after it is made and stays
+//!   `n` ms after it is gone.
+//! - `POST /_admin/azure/graph-quota {"queries": n, "windowMillis": w}`: Resource
+//!   Graph's per-user quota (default 15 queries per 5000 ms); windows restart.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -43,6 +48,18 @@ struct PageSize {
 }
 
 #[derive(Debug, Deserialize)]
+struct GraphLag {
+    millis: u64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct GraphQuota {
+    queries: u32,
+    window_millis: u64,
+}
+
+#[derive(Debug, Deserialize)]
 struct Reservation {
     ms: u64,
 }
@@ -55,6 +72,8 @@ pub(crate) fn routes(store: Arc<Store>) -> Router {
         .route("/_admin/azure/vm-failures", post(add_vm_failures).delete(clear_vm_failures))
         .route("/_admin/azure/page-size", post(page_size))
         .route("/_admin/azure/nic-reservation", post(nic_reservation))
+        .route("/_admin/azure/graph-lag", post(graph_lag))
+        .route("/_admin/azure/graph-quota", post(graph_quota))
         .with_state(store)
 }
 
@@ -94,4 +113,20 @@ async fn page_size(State(store): State<Arc<Store>>, Json(spec): Json<PageSize>) 
 async fn nic_reservation(State(store): State<Arc<Store>>, Json(spec): Json<Reservation>) -> Json<serde_json::Value> {
     store.lock_at(Instant::now()).nic_reservation = Duration::from_millis(spec.ms);
     Json(json!({}))
+}
+
+async fn graph_lag(State(store): State<Arc<Store>>, Json(spec): Json<GraphLag>) -> Json<serde_json::Value> {
+    store.lock_at(Instant::now()).graph_lag = Duration::from_millis(spec.millis);
+    Json(json!({}))
+}
+
+async fn graph_quota(State(store): State<Arc<Store>>, Json(spec): Json<GraphQuota>) -> Response {
+    if spec.window_millis == 0 {
+        return (StatusCode::BAD_REQUEST, Json(json!({"error": "windowMillis must be at least 1"}))).into_response();
+    }
+    let mut state = store.lock_at(Instant::now());
+    state.graph_quota = spec.queries;
+    state.graph_window = Duration::from_millis(spec.window_millis);
+    state.graph_usage.clear();
+    Json(json!({})).into_response()
 }

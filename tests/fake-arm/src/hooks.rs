@@ -65,6 +65,7 @@ pub(crate) const OPERATIONS: &[(&str, OpClass)] = &[
     ("gallerySharingProfile.update", OpClass::Write),
     ("sharedGalleryImageVersions.get", OpClass::Read),
     ("virtualMachineImages.get", OpClass::Read),
+    ("resourceGraph.resources", OpClass::Read),
 ];
 
 impl CloudHooks for ArmHooks {

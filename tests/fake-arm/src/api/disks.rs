@@ -129,11 +129,11 @@ pub(crate) fn list(ctx: &Ctx, req: &Req, sub: &str, rg: &str) -> Result<Response
     let st = ctx.store.lock_at(Instant::now());
     st.resource_group(sub, rg).ok_or_else(|| ArmError::resource_group_not_found(rg))?;
     let (s, r) = (sub.to_ascii_lowercase(), rg.to_ascii_lowercase());
-    let items: Vec<(String, Value)> = st
+    let items: Vec<(String, _)> = st
         .disks
         .iter()
         .filter(|((ks, kr, _), _)| *ks == s && *kr == r)
-        .map(|((_, _, name), disk)| (name.clone(), render::disk(disk)))
+        .map(|((_, _, name), disk)| (name.clone(), disk))
         .collect();
     let body = paging::page(
         items,
@@ -142,6 +142,7 @@ pub(crate) fn list(ctx: &Ctx, req: &Req, sub: &str, rg: &str) -> Result<Response
         &format!("{}{}", req.base, req.path),
         &[],
         &req.api_version,
+        render::disk,
     );
     Ok(respond(StatusCode::OK, Some(body), &[]))
 }

@@ -103,6 +103,7 @@ pub(crate) fn put(ctx: &Ctx, req: &Req, sub: &str, rg: &str, name: &str) -> Resu
                 reserved: None,
                 deleting_until: None,
                 generation: 1,
+                created_at: now,
             },
         );
         StatusCode::CREATED
@@ -129,11 +130,11 @@ pub(crate) fn list(ctx: &Ctx, req: &Req, sub: &str, rg: &str) -> Result<Response
     let st = ctx.store.lock_at(now);
     st.resource_group(sub, rg).ok_or_else(|| ArmError::resource_group_not_found(rg))?;
     let (s, r) = (sub.to_ascii_lowercase(), rg.to_ascii_lowercase());
-    let items: Vec<(String, Value)> = st
+    let items: Vec<(String, _)> = st
         .nics
         .iter()
         .filter(|((ks, kr, _), _)| *ks == s && *kr == r)
-        .map(|((_, _, name), nic)| (name.clone(), render::nic(nic, now)))
+        .map(|((_, _, name), nic)| (name.clone(), nic))
         .collect();
     let body = paging::page(
         items,
@@ -142,6 +143,7 @@ pub(crate) fn list(ctx: &Ctx, req: &Req, sub: &str, rg: &str) -> Result<Response
         &format!("{}{}", req.base, req.path),
         &[],
         &req.api_version,
+        |nic| render::nic(nic, now),
     );
     Ok(respond(StatusCode::OK, Some(body), &[]))
 }

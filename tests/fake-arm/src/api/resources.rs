@@ -111,47 +111,110 @@ impl TagFilter {
     }
 }
 
-/// `GET /subscriptions/S/resourceGroups/RG/resources[?$filter=...&$top=n]`: VMs, NICs and disks.
+/// Largest `$top` ARM honours on a generic resource list: more is served as this.
+pub(crate) const MAX_TOP: usize = 1000;
+
+/// One resource of a generic list, rendered only when its page is asked for.
+struct Listed<'a> {
+    id: &'a str,
+    name: &'a str,
+    kind: &'static str,
+    location: &'a str,
+    tags: Option<&'a Value>,
+    provisioning_state: &'static str,
+}
+
+/// The page size a `$top` asks for: 1..=[`MAX_TOP`] (more is capped), else 400.
+pub(crate) fn parse_top(top: &str) -> Result<usize, ArmError> {
+    match top.trim().parse::<i64>() {
+        Ok(n) if n > 0 => Ok(usize::try_from(n).unwrap_or(MAX_TOP).min(MAX_TOP)),
+        _ => Err(ArmError::new(
+            StatusCode::BAD_REQUEST,
+            "InvalidTopInQueryString",
+            format!(
+                "The value '{top}' specified for the '$top' query parameter is invalid. It must be a positive integer."
+            ),
+        )),
+    }
+}
+
+/// `GET /subscriptions/S/resourceGroups/RG/resources[?$filter=...&$top=n&$expand=provisioningState]`:
+/// VMs, NICs and disks. With `$expand=provisioningState` each item carries
+/// `provisioningState` at its top level (ARM's `GenericResourceExpanded`): a
+/// VM's as its GET shows it, `Succeeded` for NICs and disks.
 pub(crate) fn list(ctx: &Ctx, req: &Req, sub: &str, rg: &str) -> Result<Response, ArmError> {
     let filter = req.param("$filter").filter(|f| !f.trim().is_empty()).map(parse_any_filter).transpose()?;
+    let top = req.param("$top").map(parse_top).transpose()?;
+    let expand = req.param("$expand").map(str::trim).filter(|e| !e.is_empty());
+    let with_state =
+        expand.is_some_and(|e| e.split(',').any(|part| part.trim().eq_ignore_ascii_case("provisioningState")));
     let now = Instant::now();
     let st = ctx.store.lock_at(now);
     st.resource_group(sub, rg).ok_or_else(|| ArmError::resource_group_not_found(rg))?;
     let (s, r) = (sub.to_ascii_lowercase(), rg.to_ascii_lowercase());
     let in_rg = |k: &(String, String, String)| k.0 == s && k.1 == r;
-    let mut items: Vec<(String, Value)> = Vec::new();
-    let mut push = |id: &str, name: &str, kind: &str, location: &str, tags: Option<&Value>| {
-        let (selected, with_tags) = match &filter {
-            None => (true, true),
-            Some(Filter::Tag(f)) => (f.matches(tags), false),
-            Some(Filter::Types(types)) => (types.iter().any(|t| t.eq_ignore_ascii_case(kind)), true),
-        };
-        if selected {
-            let mut item = json!({"id": id, "name": name, "type": kind, "location": location});
-            if let Some(tags) = tags.filter(|_| with_tags) {
-                item["tags"] = tags.clone();
-            }
-            items.push((id.to_ascii_lowercase(), item));
-        }
+    let mut all: Vec<Listed<'_>> = Vec::new();
+    // A list filtered by type reads only those types.
+    let wants = |kind: &str| match &filter {
+        Some(Filter::Types(types)) => types.iter().any(|t| t.eq_ignore_ascii_case(kind)),
+        _ => true,
     };
-    for (k, vm) in st.vms.iter().filter(|(k, vm)| in_rg(k) && now >= vm.visible_at) {
-        let _ = k;
-        push(&vm.id, &vm.name, "Microsoft.Compute/virtualMachines", &vm.location, field(&vm.model, "tags"));
+    let (vms, nics, disks) = (
+        wants("Microsoft.Compute/virtualMachines"),
+        wants("Microsoft.Network/networkInterfaces"),
+        wants("Microsoft.Compute/disks"),
+    );
+    for (_, vm) in st.vms.iter().filter(|(k, vm)| vms && in_rg(k) && now >= vm.visible_at) {
+        all.push(Listed {
+            id: &vm.id,
+            name: &vm.name,
+            kind: "Microsoft.Compute/virtualMachines",
+            location: &vm.location,
+            tags: field(&vm.model, "tags"),
+            provisioning_state: vm.phase.word(),
+        });
     }
-    for (_, nic) in st.nics.iter().filter(|(k, _)| in_rg(k)) {
-        push(&nic.id, &nic.name, "Microsoft.Network/networkInterfaces", &nic.location, field(&nic.model, "tags"));
+    for (_, nic) in st.nics.iter().filter(|(k, _)| nics && in_rg(k)) {
+        all.push(Listed {
+            id: &nic.id,
+            name: &nic.name,
+            kind: "Microsoft.Network/networkInterfaces",
+            location: &nic.location,
+            tags: field(&nic.model, "tags"),
+            provisioning_state: "Succeeded",
+        });
     }
-    for (_, disk) in st.disks.iter().filter(|(k, _)| in_rg(k)) {
-        push(&disk.id, &disk.name, "Microsoft.Compute/disks", &disk.location, disk.tags.as_ref());
+    for (_, disk) in st.disks.iter().filter(|(k, _)| disks && in_rg(k)) {
+        all.push(Listed {
+            id: &disk.id,
+            name: &disk.name,
+            kind: "Microsoft.Compute/disks",
+            location: &disk.location,
+            tags: disk.tags.as_ref(),
+            provisioning_state: "Succeeded",
+        });
     }
-    items.sort_by(|a, b| a.0.cmp(&b.0));
-    let size = req.param("$top").and_then(|t| t.parse::<usize>().ok()).filter(|t| *t > 0).unwrap_or(st.page_size);
+    let items: Vec<(String, Listed<'_>)> = all
+        .into_iter()
+        .filter(|item| match &filter {
+            None => true,
+            Some(Filter::Tag(f)) => f.matches(item.tags),
+            Some(Filter::Types(types)) => types.iter().any(|t| t.eq_ignore_ascii_case(item.kind)),
+        })
+        .map(|item| (item.id.to_ascii_lowercase(), item))
+        .collect();
+    // Filtered by tag, ARM answers without the tags (Azure/azure-cli#3180).
+    let with_tags = !matches!(filter, Some(Filter::Tag(_)));
+    let size = top.unwrap_or(st.page_size);
     let mut extra: Vec<(&str, &str)> = Vec::new();
     if let Some(f) = req.param("$filter") {
         extra.push(("$filter", f));
     }
     if let Some(t) = req.param("$top") {
         extra.push(("$top", t));
+    }
+    if let Some(e) = expand {
+        extra.push(("$expand", e));
     }
     let body = paging::page(
         items,
@@ -160,6 +223,16 @@ pub(crate) fn list(ctx: &Ctx, req: &Req, sub: &str, rg: &str) -> Result<Response
         &format!("{}{}", req.base, req.path),
         &extra,
         &req.api_version,
+        |item| {
+            let mut out = json!({"id": item.id, "name": item.name, "type": item.kind, "location": item.location});
+            if let Some(tags) = item.tags.filter(|_| with_tags) {
+                out["tags"] = tags.clone();
+            }
+            if with_state {
+                out["provisioningState"] = json!(item.provisioning_state);
+            }
+            out
+        },
     );
     Ok(respond(StatusCode::OK, Some(body), &[]))
 }
@@ -207,5 +280,15 @@ mod tests {
         );
         assert!(parse_any_filter("resourceType eq 'a' and tagName eq 'b'").is_err());
         assert!(parse_filter("tagName eq 'a' or tagValue eq 'b'").is_err());
+    }
+
+    #[test]
+    fn top_is_capped_at_1000_and_must_be_positive() {
+        assert_eq!(parse_top("5").expect("ok"), 5);
+        assert_eq!(parse_top("5000").expect("capped"), MAX_TOP);
+        for bad in ["0", "-1", "x", ""] {
+            let err = parse_top(bad).expect_err("bad $top");
+            assert_eq!((err.status, err.code.as_str()), (StatusCode::BAD_REQUEST, "InvalidTopInQueryString"));
+        }
     }
 }

@@ -20,6 +20,8 @@ pub(crate) enum Kind {
 /// A parsed ARM path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Route {
+    /// `/providers/Microsoft.ResourceGraph/resources` (Azure Resource Graph; no subscription in the path).
+    Graph,
     /// `/subscriptions/S/resourceGroups/RG`.
     ResourceGroup { sub: String, rg: String },
     /// `/subscriptions/S/resourceGroups/RG/resources`.
@@ -63,6 +65,9 @@ pub(crate) fn parse(path: &str, api_version: &str) -> Result<Route, ArmError> {
     };
     let own = |v: &str| v.to_owned();
     match s.as_slice() {
+        [pv, ns, res] if is(pv, "providers") && is(ns, "Microsoft.ResourceGraph") && is(res, "resources") => {
+            Ok(Route::Graph)
+        }
         [sg, sub, rgs, rg] if is(sg, "subscriptions") && is(rgs, "resourcegroups") => {
             Ok(Route::ResourceGroup { sub: own(sub), rg: own(rg) })
         }
@@ -178,6 +183,7 @@ impl Route {
     /// The subscription in the path.
     pub(crate) fn subscription(&self) -> &str {
         match self {
+            Self::Graph => "",
             Self::ResourceGroup { sub, .. }
             | Self::Resources { sub, .. }
             | Self::Collection { sub, .. }
@@ -197,6 +203,7 @@ impl Route {
     pub(crate) fn operation(&self, method: &Method) -> Option<&'static str> {
         let m = method.as_str();
         Some(match (self, m) {
+            (Self::Graph, "POST") => "resourceGraph.resources",
             (Self::ResourceGroup { .. }, "GET") => "resourceGroups.get",
             (Self::ResourceGroup { .. }, "HEAD") => "resourceGroups.checkExistence",
             (Self::Resources { .. }, "GET") => "resources.listByResourceGroup",
@@ -248,6 +255,7 @@ pub(crate) fn action_of(operation: &str) -> &'static str {
         "galleryImageVersions.get" => "Microsoft.Compute/galleries/images/versions/read",
         "gallerySharingProfile.update" => "Microsoft.Compute/galleries/share/action",
         "sharedGalleryImageVersions.get" => "Microsoft.Compute/locations/sharedGalleries/images/versions/read",
+        "resourceGraph.resources" => "Microsoft.ResourceGraph/resources/read",
         "virtualMachineImages.get" => "Microsoft.Compute/locations/publishers/artifacttypes/offers/skus/versions/read",
         _ => "Microsoft.Resources/subscriptions/read",
     }

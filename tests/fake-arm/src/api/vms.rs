@@ -631,6 +631,7 @@ fn realize_nics(st: &mut State, sub: &str, rg: &str, plans: &[NicPlan]) {
                 reserved: None,
                 deleting_until: None,
                 generation: 1,
+                created_at: Instant::now(),
             },
         );
     }
@@ -948,11 +949,11 @@ pub(crate) fn list(ctx: &Ctx, req: &Req, sub: &str, rg: &str) -> Result<Response
     let st = ctx.store.lock_at(now);
     st.resource_group(sub, rg).ok_or_else(|| ArmError::resource_group_not_found(rg))?;
     let (s, r) = (sub.to_ascii_lowercase(), rg.to_ascii_lowercase());
-    let items: Vec<(String, Value)> = st
+    let items: Vec<(String, _)> = st
         .vms
         .iter()
         .filter(|((ks, kr, _), vm)| *ks == s && *kr == r && now >= vm.visible_at)
-        .map(|((_, _, name), vm)| (name.clone(), render::vm(vm, false)))
+        .map(|((_, _, name), vm)| (name.clone(), vm))
         .collect();
     let body = paging::page(
         items,
@@ -961,6 +962,7 @@ pub(crate) fn list(ctx: &Ctx, req: &Req, sub: &str, rg: &str) -> Result<Response
         &format!("{}{}", req.base, req.path),
         &[],
         &req.api_version,
+        |vm| render::vm(vm, false),
     );
     Ok(respond(StatusCode::OK, Some(body), &[]))
 }

@@ -227,7 +227,27 @@ pub(crate) struct NicRecord {
     pub(crate) deleting_until: Option<Instant>,
     /// Changes with every write (for the `etag`).
     pub(crate) generation: u64,
+    /// When it was made: Resource Graph shows it [`State::graph_lag`] later.
+    pub(crate) created_at: Instant,
 }
+
+/// What Resource Graph still shows of a NIC after it is gone, until
+/// [`State::graph_lag`] after its deletion.
+#[derive(Debug, Clone)]
+pub(crate) struct GoneNic {
+    /// When it went.
+    pub(crate) gone_at: Instant,
+    /// The NIC as it was.
+    pub(crate) nic: NicRecord,
+}
+
+/// Default Resource Graph lag behind ARM (a NIC shows this long after it is
+/// made, and stays this long after it is gone).
+pub(crate) const DEFAULT_GRAPH_LAG: Duration = Duration::from_millis(2000);
+/// Resource Graph's default per-user quota: queries per window.
+pub(crate) const DEFAULT_GRAPH_QUOTA: u32 = 15;
+/// Resource Graph's default quota window.
+pub(crate) const DEFAULT_GRAPH_WINDOW: Duration = Duration::from_secs(5);
 
 /// Where a disk is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -396,6 +416,16 @@ pub(crate) struct State {
     pub(crate) operations: HashMap<String, OpRecord>,
     /// Deleted VMs for the inventory, with when they went.
     pub(crate) deleted_vms: Vec<(Instant, InventoryInstance)>,
+    /// Deleted NICs Resource Graph still shows.
+    pub(crate) gone_nics: Vec<GoneNic>,
+    /// How far Resource Graph lags behind ARM.
+    pub(crate) graph_lag: Duration,
+    /// Resource Graph queries allowed per user and window.
+    pub(crate) graph_quota: u32,
+    /// Resource Graph's quota window.
+    pub(crate) graph_window: Duration,
+    /// Per client id: when its current quota window started and the queries in it.
+    pub(crate) graph_usage: HashMap<String, (Instant, u32)>,
 }
 
 impl State {
@@ -416,6 +446,11 @@ impl State {
             galleries: BTreeMap::new(),
             operations: HashMap::new(),
             deleted_vms: Vec::new(),
+            gone_nics: Vec::new(),
+            graph_lag: DEFAULT_GRAPH_LAG,
+            graph_quota: DEFAULT_GRAPH_QUOTA,
+            graph_window: DEFAULT_GRAPH_WINDOW,
+            graph_usage: HashMap::new(),
         };
         seed::seed(&mut state);
         state
@@ -497,7 +532,20 @@ impl State {
                 self.deleted_vms.push((now, render::vm_inventory(&vm, "deleted", false)));
             }
         }
-        self.nics.retain(|_, nic| nic.deleting_until.is_none_or(|until| now < until));
+        let deleted: Vec<Key> = self
+            .nics
+            .iter()
+            .filter(|(_, nic)| nic.deleting_until.is_some_and(|until| now >= until))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in deleted {
+            if let Some(nic) = self.nics.remove(&key) {
+                let at = nic.deleting_until.unwrap_or(now);
+                self.gone_nics.push(GoneNic { gone_at: at, nic });
+            }
+        }
+        let lag = self.graph_lag;
+        self.gone_nics.retain(|g| now.saturating_duration_since(g.gone_at) < lag);
         let window = self.nic_reservation;
         for nic in self.nics.values_mut() {
             if nic.reserved.as_ref().is_some_and(|r| now >= r.since + window) {
@@ -522,7 +570,9 @@ impl State {
                 continue;
             }
             if nic.cascades() {
-                self.nics.remove(&nic.key);
+                if let Some(gone) = self.nics.remove(&nic.key) {
+                    self.gone_nics.push(GoneNic { gone_at: at, nic: gone });
+                }
             } else {
                 self.reserve_nic(&nic.key, &vm.id, at);
             }
