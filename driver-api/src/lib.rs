@@ -12,6 +12,7 @@ mod machine;
 mod provider;
 mod rate_limit;
 mod recent;
+mod recent_list;
 mod secret;
 mod secret_keys;
 mod spec;
@@ -30,6 +31,7 @@ pub use machine::{Address, AddressType, Machine, MachineClass, NodeTemplate, Nod
 pub use provider::{CloudOptions, Provider};
 pub use rate_limit::{RateLimiter, UNLIMITED_THROTTLE_PAUSE};
 pub use recent::{AWAIT_VISIBILITY, RecentCreates, VISIBILITY_GRACE};
+pub use recent_list::{ListAnswer, Listed, RecentList};
 pub use secret::SecretData;
 pub use secret_keys::SecretKeys;
 pub use spec::{parse_provider_spec, set_strict_provider_spec};

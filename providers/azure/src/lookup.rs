@@ -40,10 +40,12 @@
 //! queries of 10 (the graph lags the last creates), a few lone reads.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use machine_driver_api::{Address, AddressType, BatchFn, CallContext, CallFailure, Coalescer, DriverError, KeyedCache};
+use machine_driver_api::{
+    Address, AddressType, BatchFn, CallContext, CallFailure, Coalescer, DriverError, KeyedCache, RecentList,
+};
 
 use crate::addresses::{RememberedAddresses, address_key};
 use crate::clients::{Api, SharedApi};
@@ -233,26 +235,6 @@ fn named<V>(all: Vec<V>, names: &[String], name_of: impl Fn(&V) -> Option<&str>)
         .collect()
 }
 
-/// A list of a group's VMs, by lowercase name, and when it was started.
-#[derive(Debug)]
-struct GroupList {
-    started: Instant,
-    vms: HashMap<String, ListedVm>,
-}
-
-impl GroupList {
-    /// The VMs of `names` (under the names as asked) the list shows.
-    fn named(&self, names: &[String]) -> HashMap<String, ListedVm> {
-        names.iter().filter_map(|n| Some((n.clone(), self.vms.get(&n.to_ascii_lowercase())?.clone()))).collect()
-    }
-
-    /// [`GroupList::named`] when the list is younger than [`LIST_REUSE`] and shows every name.
-    fn answering(&self, names: &[String]) -> Option<HashMap<String, ListedVm>> {
-        let found = self.named(names);
-        (self.started.elapsed() <= LIST_REUSE && found.len() == names.len()).then_some(found)
-    }
-}
-
 /// The last list of the group when it answers (see [`LIST_REUSE`]);
 /// otherwise one name: `virtualMachines.get` (404 = absent); more: the
 /// group's generic resource list of VMs, every page; plus one Resource Graph
@@ -264,7 +246,8 @@ fn vm_batch_fetch(
     resource_group: String,
     remembered: Arc<RememberedAddresses>,
 ) -> BatchFn<String, FoundVm> {
-    let last_list: Arc<Mutex<Option<Arc<GroupList>>>> = Arc::default();
+    // ARM names compare case-insensitively.
+    let last_list = Arc::new(RecentList::new(LIST_REUSE, str::to_ascii_lowercase));
     Arc::new(move |names: Vec<String>, ctx: CallContext| {
         let shared = shared.clone();
         let subscription = subscription.clone();
@@ -273,8 +256,7 @@ fn vm_batch_fetch(
         let last_list = Arc::clone(&last_list);
         Box::pin(async move {
             let api = shared.bind(&ctx);
-            let recent = last_list.lock().unwrap_or_else(PoisonError::into_inner).clone();
-            let (list, mut found) = match recent.and_then(|l| l.answering(&names).map(|found| (l, found))) {
+            let (list, mut found) = match last_list.answering(&names) {
                 Some(reused) => reused,
                 None if names.len() == 1 => {
                     let name = &names[0];
@@ -285,14 +267,10 @@ fn vm_batch_fetch(
                 None => {
                     let started = Instant::now();
                     let vms = list_vms(&api, &subscription, &resource_group).await?;
-                    let vms = vms.into_iter().map(|vm| (vm.name.to_ascii_lowercase(), vm)).collect();
-                    let list = Arc::new(GroupList { started, vms });
-                    *last_list.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::clone(&list));
-                    let found = list.named(&names);
-                    (list, found)
+                    last_list.keep(started, vms.into_iter().map(|vm| (vm.name.clone(), vm)), &names)
                 }
             };
-            let all = list.vms.values();
+            let all = list.values();
             let needs_address = |vm: &ListedVm| {
                 let state = vm::provisioning_of(vm.provisioning_state.as_deref().unwrap_or(""));
                 !matches!(state, Provisioning::Deleting | Provisioning::Failed)
