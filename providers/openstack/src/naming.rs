@@ -34,6 +34,12 @@ pub(crate) fn exact_names_filter<'a>(names: impl IntoIterator<Item = &'a str>) -
     format!("^({})$", alternatives.join("|"))
 }
 
+/// Nova's `name` filter matching every name that starts with `prefix` (a
+/// regular expression searched in the name, so anchored at its start).
+pub(crate) fn prefix_filter(prefix: &str) -> String {
+    format!("^{}", escape(prefix))
+}
+
 /// `name` with every regex metacharacter escaped.
 fn escape(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
@@ -64,5 +70,6 @@ mod tests {
     fn name_filters_are_anchored_and_escaped() {
         assert_eq!(exact_names_filter(["m-1"]), "^(m-1)$");
         assert_eq!(exact_names_filter(["a.b", "c"]), "^(a\\.b|c)$");
+        assert_eq!(prefix_filter("shoot--p.1-"), "^shoot--p\\.1-");
     }
 }

@@ -1,7 +1,9 @@
 //! GetMachineStatus on OpenStack (the Go provider answers UNIMPLEMENTED, so
 //! MCM calls its 20-minute CreateMachine on every pass): one server read,
-//! shared with concurrent polls ([`crate::lookup`]), by the machine's name
-//! when there is no providerID.
+//! shared with concurrent polls ([`crate::lookup`]: a batched list, or a
+//! recent prefix list of up to 2 s ago), by the machine's name when there is
+//! no providerID. A server this process deleted in the last minutes is read
+//! alone when a list answered for it (the list may predate the delete).
 //!
 //! BUILD is OK, `vm_state` `pending` (the node has not joined yet); ERROR
 //! answers Nova's fault ("No valid host was found" is RESOURCE_EXHAUSTED), so
@@ -16,7 +18,7 @@ use crate::clients::Api;
 use crate::create::addresses;
 use crate::credentials::OsCredentials;
 use crate::driver::OpenStackDriver;
-use crate::lookup::{at_most_one, find_machine};
+use crate::lookup::{at_most_one, find_machine, get_server};
 use crate::naming::{MACHINE_UID_KEY, parse_provider_id, provider_id};
 use crate::os::model::Server;
 use crate::ports::{self, ADDRESS_PAIRS_STEP};
@@ -41,7 +43,11 @@ impl OpenStackDriver {
             Some(pid) => {
                 let (region, id) = parse_provider_id(pid)?;
                 let api = self.pool.api(&creds, &region, ctx)?;
-                let server = self.lookups.get(&api, creds.fingerprint, &id, &req.machine.name).await?;
+                let server = match self.lookups.get(&api, creds.fingerprint, &id, &req.machine.name).await? {
+                    // A list (up to LIST_REUSE old) may predate this process's delete of the server: read it alone.
+                    Some(found) if found.listed && self.deleted.contains(&id) => get_server(&api, &id).await?,
+                    found => found.map(|f| f.server),
+                };
                 Ok(Located { api, id: Some(id), server })
             }
             None => {
