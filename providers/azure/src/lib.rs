@@ -25,5 +25,5 @@ mod volumes;
 
 pub use config::AzureConfig;
 pub use driver::AzureDriver;
-pub use lookup::LIST_REUSE;
+pub use lookup::{GRAPH_REQUERY, LIST_REUSE};
 pub use vm::MAX_USER_DATA_BYTES;

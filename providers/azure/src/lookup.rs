@@ -64,6 +64,13 @@ const MAX_BATCH_NAMES: usize = 10_000;
 const VM_BATCHES_IN_FLIGHT: usize = 1;
 /// Coalesced batches of NIC reads in flight at once per resource group.
 const NIC_BATCHES_IN_FLIGHT: usize = 2;
+/// Least time between two Resource Graph queries of one group. The service
+/// allows 15 requests per user and 5 seconds, and one query of a 10,000-NIC
+/// group is 10 of them (a page each); a NIC a query did not show yet is
+/// behind the graph's lag, which a query right after would not cure either.
+/// A poll that wants an address meanwhile answers without it, and a later
+/// poll learns it.
+pub const GRAPH_REQUERY: Duration = Duration::from_secs(5);
 /// How long after its start a list of the group's VMs answers further
 /// batches (when it shows every VM they ask for).
 pub const LIST_REUSE: Duration = Duration::from_secs(2);
@@ -235,6 +242,26 @@ fn named<V>(all: Vec<V>, names: &[String], name_of: impl Fn(&V) -> Option<&str>)
         .collect()
 }
 
+/// When the group's last Resource Graph query went out: the next waits
+/// [`GRAPH_REQUERY`].
+#[derive(Debug, Default)]
+struct GraphPace {
+    last: std::sync::Mutex<Option<Instant>>,
+}
+
+impl GraphPace {
+    /// True (and the query counted as sent now) when the last one went out
+    /// [`GRAPH_REQUERY`] ago or more.
+    fn may_query(&self) -> bool {
+        let mut last = self.last.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if last.is_some_and(|at| at.elapsed() < GRAPH_REQUERY) {
+            return false;
+        }
+        *last = Some(Instant::now());
+        true
+    }
+}
+
 /// The last list of the group when it answers (see [`LIST_REUSE`]);
 /// otherwise one name: `virtualMachines.get` (404 = absent); more: the
 /// group's generic resource list of VMs, every page; plus one Resource Graph
@@ -248,14 +275,22 @@ fn vm_batch_fetch(
 ) -> BatchFn<String, FoundVm> {
     // ARM names compare case-insensitively.
     let last_list = Arc::new(RecentList::new(LIST_REUSE, str::to_ascii_lowercase));
+    let graph_pace = Arc::new(GraphPace::default());
     Arc::new(move |names: Vec<String>, ctx: CallContext| {
         let shared = shared.clone();
         let subscription = subscription.clone();
         let resource_group = resource_group.clone();
         let remembered = Arc::clone(&remembered);
         let last_list = Arc::clone(&last_list);
+        let graph_pace = Arc::clone(&graph_pace);
         Box::pin(async move {
             let api = shared.bind(&ctx);
+            let unremembered =
+                |name: &str| remembered.get(&address_key(&subscription, &resource_group, name)).is_none();
+            // A fresh list for polls some of which lack an address: the graph query goes
+            // alongside (it reads every NIC of the group whatever the list shows), so the
+            // batch takes the longer of the two, not both.
+            let mut ips = None;
             let (list, mut found) = match last_list.answering(&names) {
                 Some(reused) => reused,
                 None if names.len() == 1 => {
@@ -266,7 +301,14 @@ fn vm_batch_fetch(
                 }
                 None => {
                     let started = Instant::now();
-                    let vms = list_vms(&api, &subscription, &resource_group).await?;
+                    let vms = if names.iter().any(|n| unremembered(n)) && graph_pace.may_query() {
+                        let graph = crate::graph::private_ips(&api, &subscription, &resource_group);
+                        let (vms, read) = tokio::join!(list_vms(&api, &subscription, &resource_group), graph);
+                        ips = Some(read);
+                        vms?
+                    } else {
+                        list_vms(&api, &subscription, &resource_group).await?
+                    };
                     last_list.keep(started, vms.into_iter().map(|vm| (vm.name.clone(), vm)), &names)
                 }
             };
@@ -275,11 +317,12 @@ fn vm_batch_fetch(
                 let state = vm::provisioning_of(vm.provisioning_state.as_deref().unwrap_or(""));
                 !matches!(state, Provisioning::Deleting | Provisioning::Failed)
             };
-            let wanting = found.iter().any(|(name, vm)| {
-                needs_address(vm) && remembered.get(&address_key(&subscription, &resource_group, name)).is_none()
-            });
-            if wanting {
-                match crate::graph::private_ips(&api, &subscription, &resource_group).await {
+            let wanting = found.iter().any(|(name, vm)| needs_address(vm) && unremembered(name));
+            if ips.is_none() && wanting && graph_pace.may_query() {
+                ips = Some(crate::graph::private_ips(&api, &subscription, &resource_group).await);
+            }
+            if let Some(read) = ips {
+                match read {
                     Ok(ips) => {
                         // The query read every NIC of the group: remember the address of every VM
                         // ARM listed (existence from ARM, never from the graph), so that the polls of
