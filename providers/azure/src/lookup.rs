@@ -35,9 +35,11 @@
 //! lone reads) that go out within [`LIST_REUSE`] of its start when it shows
 //! every VM they ask for (a VM it does not show, for example one created
 //! since, is read afresh: a list, or a `virtualMachines.get` alone): a
-//! poll's answer is at most that much older than the poll. 10,000
-//! concurrent polls (release bench): one list of 10 pages, two graph
-//! queries of 10 (the graph lags the last creates), a few lone reads.
+//! poll's answer is at most that much older than the poll. A fresh list for
+//! polls lacking addresses sends the graph query alongside, and one group's
+//! graph queries are [`GRAPH_REQUERY`] apart (the service's quota). 10,000
+//! concurrent polls (release bench): one list of 10 pages, one graph query
+//! of 10, two lone reads.
 
 use std::collections::HashMap;
 use std::sync::Arc;
