@@ -145,9 +145,10 @@ impl ClientCache {
         let key = (identity.role_arn.clone(), file, region.to_string());
         let session = self.sessions.get_or_insert_with(&key, RoleSession::default);
         let mut current = session.current.lock().await;
+        let refused = current.as_ref().is_some_and(|keys| keys.clients.credentials_refused.load(Ordering::Relaxed));
         if let Some(keys) = current.as_ref()
             && SystemTime::now() < keys.renew_at
-            && !keys.clients.credentials_refused.load(Ordering::Relaxed)
+            && !refused
         {
             return Ok(Arc::clone(&keys.clients));
         }
@@ -159,7 +160,8 @@ impl ClientCache {
             }
             // STS throttled, failed or slow while the keys still work: keep
             // using them, and try again a little later (once for all callers).
-            Err(e) if matches!(e.kind(), ErrorKind::Unavailable | ErrorKind::DeadlineExceeded) => {
+            // Keys EC2 refused do not work: the caller gets STS's failure.
+            Err(e) if !refused && matches!(e.kind(), ErrorKind::Unavailable | ErrorKind::DeadlineExceeded) => {
                 let now = SystemTime::now();
                 match current.as_mut().filter(|keys| now < keys.expires) {
                     Some(keys) => {

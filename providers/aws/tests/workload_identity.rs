@@ -109,11 +109,19 @@ async fn the_token_is_exchanged_once_renewed_before_expiry_and_reread_from_its_f
     }
     assert_eq!(sessions_issued(&admin).await, 2, "one renewal for the concurrent calls, before the keys expired");
 
-    // The role's sessions are revoked: EC2 refuses the keys once, and the
+    // EC2 no longer knows the session's keys: it refuses them once, and the
     // next call exchanges the token again instead of using them until they expire.
-    admin.post("sts", serde_json::json!({"sessionSeconds": 2, "revokeSessions": true})).await.unwrap();
+    admin.post("sts", serde_json::json!({"sessionSeconds": 2, "forgetSessions": true})).await.unwrap();
     let err = driver.get_machine_status(&ctx(), reference()).await.unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::Unauthenticated, "revoked keys are refused: {err:?}");
+    assert_eq!(err.kind(), ErrorKind::Unauthenticated, "unknown keys are refused: {err:?}");
+    // STS down now: the call gets its failure, not the refused keys again.
+    admin
+        .add_fault(Fault { operation: "AssumeRoleWithWebIdentity", kind: "unavailable", times: None, phase: "before" })
+        .await
+        .unwrap();
+    let err = driver.get_machine_status(&ctx(), reference()).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "STS's failure, not EC2's refusal: {err:?}");
+    admin.clear_faults().await.unwrap();
     let status = driver.get_machine_status(&ctx(), reference()).await.unwrap();
     assert_eq!(status.provider_id, created.provider_id, "new keys after the refusal");
     assert_eq!(sessions_issued(&admin).await, 3, "one exchange after the refusal");

@@ -71,13 +71,11 @@ struct GraphPage {
     skip_token: Option<String>,
 }
 
-/// One row of [`nic_query`].
+/// One row of [`nic_query`] (its `nic` column, the NIC's name, is not needed).
 #[derive(Deserialize)]
 struct GraphRow {
     #[serde(rename = "vmId", default)]
     vm_id: Option<String>,
-    #[serde(default)]
-    nic: Option<String>,
     #[serde(default)]
     primary: Option<bool>,
     #[serde(rename = "privateIp", default)]
@@ -85,25 +83,29 @@ struct GraphRow {
 }
 
 /// Per VM name (lowercase) the private IP of its primary NIC (the NIC marked
-/// primary, else the first by name), as far as the graph shows it now.
+/// primary, else the only one), as far as the graph shows it now. A VM two
+/// NICs claim alike gets none: the graph lags, and a VM made again under its
+/// name (a failed one replaced, its old NIC still reserved) may still show
+/// the old generation's NIC; the address comes from a later read instead.
 fn addresses_of_rows(rows: Vec<GraphRow>) -> HashMap<String, String> {
-    // (primary, NIC name, IP) per VM: a primary NIC wins, then the smallest name.
-    let mut best: HashMap<String, (bool, String, String)> = HashMap::new();
+    // (primary, IP, ambiguous) per VM.
+    let mut best: HashMap<String, (bool, String, bool)> = HashMap::new();
     for row in rows {
         let Some(vm) = row.vm_id.as_deref().and_then(|id| id.rsplit('/').next()).filter(|n| !n.is_empty()) else {
             continue;
         };
         let Some(ip) = row.private_ip.filter(|ip| !ip.is_empty()) else { continue };
-        let candidate = (row.primary.unwrap_or(false), row.nic.unwrap_or_default().to_ascii_lowercase(), ip);
-        let better = |old: &(bool, String, String)| (candidate.0, &old.1) > (old.0, &candidate.1);
-        match best.get(&vm.to_ascii_lowercase()) {
-            Some(old) if !better(old) => {}
-            _ => {
-                best.insert(vm.to_ascii_lowercase(), candidate);
+        let primary = row.primary.unwrap_or(false);
+        match best.get_mut(&vm.to_ascii_lowercase()) {
+            None => {
+                best.insert(vm.to_ascii_lowercase(), (primary, ip, false));
             }
+            Some(old) if primary && !old.0 => *old = (true, ip, false),
+            Some(old) if primary == old.0 && ip != old.1 => old.2 = true,
+            Some(_) => {}
         }
     }
-    best.into_iter().map(|(vm, (_, _, ip))| (vm, ip)).collect()
+    best.into_iter().filter(|(_, (_, _, ambiguous))| !ambiguous).map(|(vm, (_, ip, _))| (vm, ip)).collect()
 }
 
 /// The primary private IPs of the VMs of `resource_group` Resource Graph
@@ -159,13 +161,18 @@ mod tests {
             {"vmId": "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/vm-2", "nic": "z", "primary": false, "privateIp": "10.0.0.7"},
             {"vmId": "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/vm-2", "nic": "c", "primary": false, "privateIp": "10.0.0.6"},
             {"vmId": "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/vm-3", "nic": "n", "primary": true, "privateIp": ""},
-            {"vmId": "", "nic": "orphan", "primary": true, "privateIp": "10.0.0.5"}
+            {"vmId": "", "nic": "orphan", "primary": true, "privateIp": "10.0.0.5"},
+            {"vmId": "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/vm-4", "nic": "vm-4-nic", "primary": true, "privateIp": "10.0.0.8"},
+            {"vmId": "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/vm-4", "nic": "vm-4-nic-1", "primary": true, "privateIp": "10.0.0.10"},
+            {"vmId": "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/vm-5", "nic": "only", "primary": false, "privateIp": "10.0.0.11"}
         ]))
         .unwrap();
         let got = addresses_of_rows(rows);
         assert_eq!(got.len(), 2, "{got:?}");
-        assert_eq!(got["vm-1"], "10.0.0.4");
-        assert_eq!(got["vm-2"], "10.0.0.6");
+        assert_eq!(got["vm-1"], "10.0.0.4", "the primary NIC wins over another");
+        assert_eq!(got["vm-5"], "10.0.0.11", "a lone NIC, even not marked primary");
+        assert!(!got.contains_key("vm-2"), "two NICs, none primary: which is the VM's is unclear");
+        assert!(!got.contains_key("vm-4"), "two primary NICs (the graph still shows a generation before): none");
     }
 
     #[test]

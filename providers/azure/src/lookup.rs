@@ -244,6 +244,23 @@ fn named<V>(all: Vec<V>, names: &[String], name_of: impl Fn(&V) -> Option<&str>)
         .collect()
 }
 
+/// The addresses Resource Graph shows for the group, within [`GRAPH_DEADLINE`]
+/// (the polls of the batch wait for it; they answer without addresses
+/// rather than late).
+async fn graph_read(
+    api: &Api<'_>,
+    subscription: &str,
+    resource_group: &str,
+) -> Result<HashMap<String, String>, DriverError> {
+    let read = crate::graph::private_ips(api, subscription, resource_group);
+    tokio::time::timeout(GRAPH_DEADLINE, read).await.unwrap_or_else(|_| {
+        Err(DriverError::deadline_exceeded("resourcegraph resources did not answer within its deadline"))
+    })
+}
+
+/// How long a batch waits for its Resource Graph query.
+const GRAPH_DEADLINE: Duration = Duration::from_secs(5);
+
 /// When the group's last Resource Graph query went out: the next waits
 /// [`GRAPH_REQUERY`].
 #[derive(Debug, Default)]
@@ -304,7 +321,7 @@ fn vm_batch_fetch(
                 None => {
                     let started = Instant::now();
                     let vms = if names.iter().any(|n| unremembered(n)) && graph_pace.may_query() {
-                        let graph = crate::graph::private_ips(&api, &subscription, &resource_group);
+                        let graph = graph_read(&api, &subscription, &resource_group);
                         let (vms, read) = tokio::join!(list_vms(&api, &subscription, &resource_group), graph);
                         ips = Some(read);
                         vms?
@@ -321,7 +338,7 @@ fn vm_batch_fetch(
             };
             let wanting = found.iter().any(|(name, vm)| needs_address(vm) && unremembered(name));
             if ips.is_none() && wanting && graph_pace.may_query() {
-                ips = Some(crate::graph::private_ips(&api, &subscription, &resource_group).await);
+                ips = Some(graph_read(&api, &subscription, &resource_group).await);
             }
             if let Some(read) = ips {
                 match read {
@@ -329,7 +346,14 @@ fn vm_batch_fetch(
                         // The query read every NIC of the group: remember the address of every VM
                         // ARM listed (existence from ARM, never from the graph), so that the polls of
                         // the next batches need no query.
-                        for vm in all.filter(|vm| needs_address(vm)) {
+                        // Only a VM ARM lists as Succeeded is remembered: a VM made again under
+                        // its name is Creating while the lagging graph may still show the NIC
+                        // of the generation before.
+                        let settled = |vm: &&ListedVm| {
+                            vm::provisioning_of(vm.provisioning_state.as_deref().unwrap_or(""))
+                                == Provisioning::Succeeded
+                        };
+                        for vm in all.filter(settled) {
                             if let Some(ip) = ips.get(&vm.name.to_ascii_lowercase()) {
                                 let address = vec![Address::new(AddressType::InternalIp, ip.clone())];
                                 remembered

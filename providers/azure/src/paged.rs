@@ -32,10 +32,12 @@ pub(crate) async fn list_all<T: serde::de::DeserializeOwned>(
     mut url: azure_core::Url,
 ) -> Result<Vec<T>, DriverError> {
     let mut items = Vec::new();
-    for _ in 0..MAX_PAGES {
+    for page_number in 0..MAX_PAGES {
         let page = match api.get_raw(service, operation, &url).await {
             Ok(p) => p,
-            Err(CallFailure::Cloud(_, f)) if f.is_not_found() => return Ok(items),
+            // The group does not exist: nothing in it. A later page that is not
+            // found leaves the list incomplete: an error, never a shorter list.
+            Err(CallFailure::Cloud(_, f)) if f.is_not_found() && page_number == 0 => return Ok(items),
             Err(e) => return Err(e.into()),
         };
         let page: Page<T> = serde_json::from_slice(&page.body)

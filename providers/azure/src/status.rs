@@ -7,10 +7,12 @@
 
 use machine_driver_api::{CallContext, DriverError, MachineRef, MachineStatus};
 
+use crate::clients::Api;
 use crate::credentials::AzureCredentials;
 use crate::driver::AzureDriver;
 use crate::lookup::FoundVm;
-use crate::vm::Provisioning;
+use crate::naming::VmRef;
+use crate::vm::{self, Provisioning};
 
 impl AzureDriver {
     /// GetMachineStatus: the VM's state; a `Failed` VM answers its failure
@@ -33,29 +35,18 @@ impl AzureDriver {
             let state = found.provisioning();
             if state == Provisioning::Failed {
                 // Neither the GET nor the list carries the instance view with the failure's code: read it.
-                let viewed = crate::create::get_vm(&api, &target, true).await?;
-                if let Some(vm) = viewed.as_ref().or(found.full()) {
-                    return Err(crate::create::failed_vm_error(vm));
+                match crate::create::get_vm(&api, &target, true).await? {
+                    Some(vm) if vm::provisioning(&vm) == Provisioning::Failed => {
+                        return Err(crate::create::failed_vm_error(&vm));
+                    }
+                    // No longer failed (a list up to LIST_REUSE old, or ARM's record behind
+                    // Compute's): answered from the fresh read.
+                    Some(vm) => return Ok(self.answer(&api, &creds, &target, &FoundVm::Full(Box::new(vm))).await),
+                    // Gone since: answered as absent below.
+                    None => {}
                 }
-                // Gone since the list: answered as absent below.
             } else {
-                let vm_state = match state {
-                    Provisioning::Succeeded => "running",
-                    Provisioning::InProgress => "creating",
-                    Provisioning::Deleting => "deleting",
-                    Provisioning::Failed => "failed",
-                };
-                return Ok(MachineStatus {
-                    provider_id: target.provider_id(),
-                    node_name: target.name.clone(),
-                    // A VM on its way out needs no address (and its NIC goes with it).
-                    addresses: match state {
-                        Provisioning::Deleting => Vec::new(),
-                        _ => self.addresses_of(&api, &creds, &target, &found).await,
-                    },
-                    pending_steps: Vec::new(),
-                    vm_state: vm_state.to_string(),
-                });
+                return Ok(self.answer(&api, &creds, &target, &found).await);
             }
         }
         if self.recent.contains(&target) {
@@ -65,5 +56,27 @@ impl AzureDriver {
             .filter(|_| !self.deleted.contains(&target))
             .and_then(|m| m.young_not_visible_yet(&target.name))
             .ok_or_else(|| DriverError::not_found(format!("VM {}", target.provider_id())))
+    }
+
+    /// The status of a VM found not failed: its state and (unless it is being deleted) its addresses.
+    async fn answer(&self, api: &Api<'_>, creds: &AzureCredentials, target: &VmRef, found: &FoundVm) -> MachineStatus {
+        let state = found.provisioning();
+        let vm_state = match state {
+            Provisioning::Succeeded => "running",
+            Provisioning::InProgress => "creating",
+            Provisioning::Deleting => "deleting",
+            Provisioning::Failed => "failed",
+        };
+        MachineStatus {
+            provider_id: target.provider_id(),
+            node_name: target.name.clone(),
+            // A VM on its way out needs no address (and its NIC goes with it).
+            addresses: match state {
+                Provisioning::Deleting => Vec::new(),
+                _ => self.addresses_of(api, creds, target, found).await,
+            },
+            pending_steps: Vec::new(),
+            vm_state: vm_state.to_string(),
+        }
     }
 }

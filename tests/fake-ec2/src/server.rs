@@ -45,7 +45,7 @@ async fn sts_settings(State(app): State<App>) -> Json<StsSettings> {
 }
 
 /// `POST /_admin/sts` with `{"sessionSeconds": 4}`: every new role session lasts that long;
-/// with `"revokeSessions": true` the sessions handed out so far are revoked.
+/// with `"forgetSessions": true` the sessions handed out so far are forgotten (their keys refused).
 async fn configure_sts(State(app): State<App>, Json(settings): Json<StsSettings>) -> Json<StsSettings> {
     app.store.sessions.configure(&settings);
     Json(app.store.sessions.settings())

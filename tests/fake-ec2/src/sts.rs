@@ -103,10 +103,12 @@ pub(crate) struct StsSettings {
     /// Sessions issued so far (answered by GET; ignored in POST).
     #[serde(default)]
     pub(crate) sessions_issued: u64,
-    /// POST only: revoke every session handed out so far (their keys are then
-    /// refused with `AuthFailure`, as after the role's sessions are revoked).
+    /// POST only: forget every session handed out so far: their keys are then
+    /// unknown and refused with `AuthFailure`, as EC2 refuses keys it does not
+    /// know. (IAM's "revoke active sessions" is another thing: a deny policy,
+    /// `UnauthorizedOperation`; the fake does not model it.)
     #[serde(default, skip_serializing)]
-    pub(crate) revoke_sessions: bool,
+    pub(crate) forget_sessions: bool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -117,7 +119,7 @@ impl Sessions {
     /// Applies `POST /_admin/sts`.
     pub(crate) fn configure(&self, settings: &StsSettings) {
         *lock(&self.session_override) = settings.session_seconds.filter(|s| *s > 0).map(Duration::from_secs);
-        if settings.revoke_sessions {
+        if settings.forget_sessions {
             lock(&self.sessions).clear();
         }
     }
@@ -127,7 +129,7 @@ impl Sessions {
         StsSettings {
             session_seconds: lock(&self.session_override).map(|d| d.as_secs()),
             sessions_issued: *lock(&self.issued),
-            revoke_sessions: false,
+            forget_sessions: false,
         }
     }
 
