@@ -54,9 +54,9 @@ fn key_of(target: &VmRef) -> AddressKey {
 
 impl AzureDriver {
     /// The addresses of `target`'s VM as a status read `found` it:
-    /// remembered; else for a full VM read from its primary NIC, for a listed
-    /// one what the batch read from Resource Graph (nothing when the graph
-    /// does not show it yet: not remembered, a later poll asks again).
+    /// remembered; else for a full VM read from its primary NIC. A listed
+    /// one has what its batch remembered from Resource Graph (nothing when
+    /// the graph does not show it yet: a later poll asks again).
     pub(crate) async fn addresses_of(
         &self,
         api: &Api<'_>,
@@ -66,15 +66,7 @@ impl AzureDriver {
     ) -> Vec<Address> {
         match found {
             FoundVm::Full(vm) => self.nic_addresses(api, creds, target, vm).await,
-            FoundVm::Listed(listed) => {
-                if let Some(known) = self.addresses.get(&key_of(target)) {
-                    return known.to_vec();
-                }
-                let Some(ip) = listed.private_ip.clone() else { return Vec::new() };
-                let addresses = vec![Address::new(AddressType::InternalIp, ip)];
-                self.remember_addresses(target, &addresses);
-                addresses
-            }
+            FoundVm::Listed(_) => self.addresses.get(&key_of(target)).map(|known| known.to_vec()).unwrap_or_default(),
         }
     }
 

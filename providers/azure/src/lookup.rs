@@ -15,10 +15,10 @@
 //! Addresses ([`crate::addresses`]): a full VM names its primary NIC, read
 //! with `networkInterfaces.get` (or `networkInterfaces.list` of the group for
 //! several at once, [`NicLookups`]); a listed VM names none, so the batch
-//! itself, when some VM it found (not being deleted, not failed) has no
-//! remembered address, reads them with one Resource Graph query of the group
-//! ([`crate::graph`]) and hands each poll its VM's IP with the VM: one graph
-//! query per batch, none when every address is remembered. The query reads
+//! itself, when some VM it found (Succeeded) has no remembered address,
+//! reads them with one Resource Graph query of the group ([`crate::graph`])
+//! and remembers them, where each poll then finds its VM's: one graph query
+//! per batch, none when every address is remembered. The query reads
 //! every NIC of the group, so the addresses of all the VMs ARM listed are
 //! remembered from it, and the next batches (polls beyond the server's
 //! concurrency limit come in waves) need none. (A coalescer of
@@ -134,10 +134,13 @@ pub(crate) struct ListedVm {
     /// ARM's provisioning state (top-level when expanded).
     #[serde(rename = "provisioningState", default)]
     pub(crate) provisioning_state: Option<String>,
-    /// Its primary private IP, when the batch read it from Resource Graph
-    /// (not part of ARM's answer).
-    #[serde(skip)]
-    pub(crate) private_ip: Option<String>,
+}
+
+impl ListedVm {
+    /// The provisioning state, mapped as a full VM's is.
+    fn provisioning(&self) -> Provisioning {
+        vm::provisioning_of(self.provisioning_state.as_deref().unwrap_or(""))
+    }
 }
 
 impl FoundVm {
@@ -145,7 +148,7 @@ impl FoundVm {
     pub(crate) fn provisioning(&self) -> Provisioning {
         match self {
             Self::Full(vm) => vm::provisioning(vm),
-            Self::Listed(listed) => vm::provisioning_of(listed.provisioning_state.as_deref().unwrap_or("")),
+            Self::Listed(listed) => listed.provisioning(),
         }
     }
 
@@ -284,8 +287,7 @@ impl GraphPace {
 /// The last list of the group when it answers (see [`LIST_REUSE`]);
 /// otherwise one name: `virtualMachines.get` (404 = absent); more: the
 /// group's generic resource list of VMs, every page; plus one Resource Graph
-/// query when a VM found (not being deleted, not failed) has no address in
-/// `remembered`.
+/// query when a VM found (Succeeded) has no address in `remembered`.
 fn vm_batch_fetch(
     shared: SharedApi,
     subscription: String,
@@ -310,7 +312,7 @@ fn vm_batch_fetch(
             // alongside (it reads every NIC of the group whatever the list shows), so the
             // batch takes the longer of the two, not both.
             let mut ips = None;
-            let (list, mut found) = match last_list.answering(&names) {
+            let (list, found) = match last_list.answering(&names) {
                 Some(reused) => reused,
                 None if names.len() == 1 => {
                     let name = &names[0];
@@ -331,12 +333,11 @@ fn vm_batch_fetch(
                     last_list.keep(started, vms.into_iter().map(|vm| (vm.name.clone(), vm)), &names)
                 }
             };
-            let all = list.values();
-            let needs_address = |vm: &ListedVm| {
-                let state = vm::provisioning_of(vm.provisioning_state.as_deref().unwrap_or(""));
-                !matches!(state, Provisioning::Deleting | Provisioning::Failed)
-            };
-            let wanting = found.iter().any(|(name, vm)| needs_address(vm) && unremembered(name));
+            // Only a VM ARM lists as Succeeded takes an address from the graph: a VM made
+            // again under its name is Creating while the lagging graph may still show the
+            // NIC of the generation before.
+            let settled = |vm: &ListedVm| vm.provisioning() == Provisioning::Succeeded;
+            let wanting = found.iter().any(|(name, vm)| settled(vm) && unremembered(name));
             if ips.is_none() && wanting && graph_pace.may_query() {
                 ips = Some(graph_read(&api, &subscription, &resource_group).await);
             }
@@ -344,24 +345,14 @@ fn vm_batch_fetch(
                 match read {
                     Ok(ips) => {
                         // The query read every NIC of the group: remember the address of every VM
-                        // ARM listed (existence from ARM, never from the graph), so that the polls of
-                        // the next batches need no query.
-                        // Only a VM ARM lists as Succeeded is remembered: a VM made again under
-                        // its name is Creating while the lagging graph may still show the NIC
-                        // of the generation before.
-                        let settled = |vm: &&ListedVm| {
-                            vm::provisioning_of(vm.provisioning_state.as_deref().unwrap_or(""))
-                                == Provisioning::Succeeded
-                        };
-                        for vm in all.filter(settled) {
+                        // ARM listed (existence from ARM, never from the graph), so that this
+                        // batch's polls and those of the next batches find it remembered.
+                        for vm in list.values().filter(|vm| settled(vm)) {
                             if let Some(ip) = ips.get(&vm.name.to_ascii_lowercase()) {
                                 let address = vec![Address::new(AddressType::InternalIp, ip.clone())];
                                 remembered
                                     .insert(address_key(&subscription, &resource_group, &vm.name), Arc::new(address));
                             }
-                        }
-                        for (name, vm) in &mut found {
-                            vm.private_ip = ips.get(&name.to_ascii_lowercase()).cloned();
                         }
                     }
                     // The VMs are answered without addresses; a later poll asks again.
