@@ -9,6 +9,7 @@ mod driver;
 mod error;
 mod idempotency;
 mod machine;
+mod name_prefix;
 mod provider;
 mod rate_limit;
 mod recent;
@@ -28,6 +29,7 @@ pub use driver::{
 pub use error::{DriverError, ErrorKind, MAX_CLOUD_MESSAGE, Result, cloud_failure_message};
 pub use idempotency::idempotency_token;
 pub use machine::{Address, AddressType, Machine, MachineClass, NodeTemplate, NodeTemplateSpec, Taint};
+pub use name_prefix::{common_prefix, common_prefix_len};
 pub use provider::{CloudOptions, Provider};
 pub use rate_limit::{RateLimiter, UNLIMITED_THROTTLE_PAUSE};
 pub use recent::{AWAIT_VISIBILITY, RecentCreates, VISIBILITY_GRACE};

@@ -14,7 +14,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use google_cloud_compute_v1::model::Instance;
-use machine_driver_api::{BatchFn, CallContext, Coalescer, DriverError, ErrorKind, KeyedCache};
+use machine_driver_api::{
+    BatchFn, CallContext, Coalescer, DriverError, ErrorKind, KeyedCache, common_prefix, common_prefix_len,
+};
 
 use crate::clients::{Api, SharedApi};
 use crate::credentials::GcpCredentials;
@@ -242,20 +244,6 @@ pub(crate) fn filter_chunks(mut names: Vec<String>) -> Vec<Vec<String>> {
     chunks
 }
 
-/// Byte length of the longest common prefix of `a` and `b` (a character boundary of both).
-fn common_prefix_len(a: &str, b: &str) -> usize {
-    a.char_indices().zip(b.chars()).find(|((_, x), y)| x != y).map_or(a.len().min(b.len()), |((i, _), _)| i)
-}
-
-/// The longest common prefix of `names`.
-fn common_prefix(names: &[String]) -> &str {
-    let Some(first) = names.first() else {
-        return "";
-    };
-    let len = names.iter().map(|n| common_prefix_len(first, n)).min().unwrap_or(0);
-    &first[..len]
-}
-
 /// `name eq "PREFIX(?:s1|s2|...)"`: the regex filter selecting exactly `names`.
 ///
 /// The names are GCE names (`[a-z]([-a-z0-9]*[a-z0-9])?`, checked before a
@@ -263,7 +251,7 @@ fn common_prefix(names: &[String]) -> &str {
 /// pattern unescaped: a backslash could also be read by the filter's own
 /// string syntax, and Compute does not document how it treats one.
 pub(crate) fn name_filter(names: &[String]) -> String {
-    let prefix = common_prefix(names);
+    let prefix = common_prefix(names.iter().map(String::as_str));
     let rest: Vec<&str> = names.iter().map(|n| &n[prefix.len()..]).collect();
     format!("name eq \"{prefix}(?:{})\"", rest.join("|"))
 }
@@ -282,8 +270,6 @@ mod tests {
         assert_eq!(f, "name eq \"shoot-worker-(?:a1|b22|a2)\"");
         assert_eq!(name_filter(&names(&["vm-1", "vm-12"])), "name eq \"vm-1(?:|2)\"");
         assert_eq!(name_filter(&names(&["a", "b"])), "name eq \"(?:a|b)\"");
-        assert_eq!(common_prefix(&names(&["abc", "abd", "ab"])), "ab");
-        assert_eq!(common_prefix(&[]), "");
     }
 
     #[test]

@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
 use machine_driver_api::{
-    BatchFn, CallContext, CallFailure, Coalescer, DriverError, ErrorKind, KeyedCache, RecentList,
+    BatchFn, CallContext, CallFailure, Coalescer, DriverError, ErrorKind, KeyedCache, RecentList, common_prefix,
 };
 use serde::{Deserialize, Deserializer};
 
@@ -350,17 +350,6 @@ async fn read_named(
         .collect())
 }
 
-/// The longest prefix every one of `names` starts with (whole characters).
-fn common_prefix<'a>(mut names: impl Iterator<Item = &'a str>) -> &'a str {
-    let Some(first) = names.next() else { return "" };
-    let mut len = first.len();
-    for name in names {
-        let mismatch = first[..len].char_indices().zip(name.chars()).find(|((_, a), b)| a != b);
-        len = mismatch.map_or(len.min(name.len()), |((i, _), _)| i);
-    }
-    &first[..len]
-}
-
 /// `GET /servers/{id}`; `None` on 404.
 pub(crate) async fn get_server(api: &Api<'_>, id: &str) -> Result<Option<Server>, DriverError> {
     let path = format!("/servers/{id}");
@@ -440,18 +429,5 @@ mod tests {
         assert_eq!(addrs(&listed.to_server()), addrs(&full));
         let bare: ListedServer = serde_json::from_value(serde_json::json!({"id": "s-2", "name": "m-2"})).unwrap();
         assert!(bare.to_server().metadata.is_empty() && bare.to_server().addresses.is_empty());
-    }
-
-    #[test]
-    fn common_prefixes_are_whole_characters() {
-        assert_eq!(
-            common_prefix(["shoot--p--s-w-z1-a", "shoot--p--s-w-z1-b", "shoot--p--s-w-z2-c"].into_iter()),
-            "shoot--p--s-w-z"
-        );
-        assert_eq!(common_prefix(["abc", "ab"].into_iter()), "ab");
-        assert_eq!(common_prefix(["ab", "abc"].into_iter()), "ab");
-        assert_eq!(common_prefix(["x", "y"].into_iter()), "");
-        assert_eq!(common_prefix(["mä-1", "mä-2", "mö"].into_iter()), "m");
-        assert_eq!(common_prefix(std::iter::empty()), "");
     }
 }
