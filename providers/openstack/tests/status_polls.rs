@@ -19,10 +19,6 @@ use support::{FakeCloud, ctx};
 /// Gardener's names: a long shared prefix, then the machine's own part.
 const PREFIX: &str = "shoot--dev--conf-worker-z1-5d9a3";
 
-fn count(calls: &fake_cloud_support::CallCounts, op: &str) -> u64 {
-    calls.calls.get(op).copied().unwrap_or(0)
-}
-
 /// A fake with room for `n` servers that boot at once, and a driver on it.
 async fn cloud_for(n: usize) -> (FakeCloud, Arc<OpenStackDriver>) {
     let cloud = FakeCloud::start().await;
@@ -83,6 +79,18 @@ fn assert_running(machines: &[(String, String)], answers: &[Result<MachineStatus
     }
 }
 
+/// Polls `machines` at once on fresh call counters, checks every answer is
+/// its own machine's, running, and returns the calls the wave made.
+async fn polled_running(
+    cloud: &FakeCloud,
+    driver: &Arc<OpenStackDriver>,
+    machines: &[(String, String)],
+) -> fake_cloud_support::CallCounts {
+    cloud.admin.reset_calls().await.unwrap();
+    assert_running(machines, &wave(cloud, driver, machines).await);
+    cloud.calls().await
+}
+
 /// Makes `names` and pairs them with their providerIDs.
 async fn make(cloud: &FakeCloud, driver: &Arc<OpenStackDriver>, names: Vec<String>) -> Vec<(String, String)> {
     let pids = create_all(cloud, driver, &names).await;
@@ -96,14 +104,11 @@ async fn a_wave_of_polls_is_one_prefix_list_and_the_next_wave_within_two_seconds
     // A server of the project outside the prefix is neither listed nor answered.
     let _other = make(&cloud, &driver, vec!["other-cluster-machine".into()]).await;
 
-    cloud.admin.reset_calls().await.unwrap();
-    let answers = wave(&cloud, &driver, &machines).await;
-    assert_running(&machines, &answers);
-    let calls = cloud.calls().await;
+    let calls = polled_running(&cloud, &driver, &machines).await;
     // The first poll alone (a GET), the other 119 in one batch: one list of the prefix (one page).
-    assert_eq!(count(&calls, "servers.list"), 1, "{}", calls.breakdown());
-    assert!(count(&calls, "servers.get") <= 1, "{}", calls.breakdown());
-    assert_eq!(calls.total, count(&calls, "servers.list") + count(&calls, "servers.get"), "{}", calls.breakdown());
+    assert_eq!(calls.of("servers.list"), 1, "{}", calls.breakdown());
+    assert!(calls.of("servers.get") <= 1, "{}", calls.breakdown());
+    assert_eq!(calls.total, calls.of("servers.list") + calls.of("servers.get"), "{}", calls.breakdown());
 
     // The next wave within the window: every server is in the list, no call at all (lone polls neither).
     let listed_at = Instant::now();
@@ -117,12 +122,9 @@ async fn a_wave_of_polls_is_one_prefix_list_and_the_next_wave_within_two_seconds
 
     // After the window, a wave lists again.
     tokio::time::sleep(Duration::from_millis(2100)).await;
-    cloud.admin.reset_calls().await.unwrap();
-    let answers = wave(&cloud, &driver, &machines).await;
-    assert_running(&machines, &answers);
-    let calls = cloud.calls().await;
-    assert_eq!(count(&calls, "servers.list"), 1, "{}", calls.breakdown());
-    assert!(count(&calls, "servers.get") <= 1, "{}", calls.breakdown());
+    let calls = polled_running(&cloud, &driver, &machines).await;
+    assert_eq!(calls.of("servers.list"), 1, "{}", calls.breakdown());
+    assert!(calls.of("servers.get") <= 1, "{}", calls.breakdown());
 }
 
 #[tokio::test]
@@ -136,20 +138,15 @@ async fn machines_created_since_the_list_are_read_afresh() {
     // the 100 others come from the list.
     let listed_at = Instant::now();
     let new = make(&cloud, &driver, (100..103).map(|i| format!("{PREFIX}-{i:03}")).collect()).await;
-    cloud.admin.reset_calls().await.unwrap();
     let both: Vec<_> = machines.iter().chain(&new).cloned().collect();
-    let answers = wave(&cloud, &driver, &both).await;
-    assert_running(&both, &answers);
+    let calls = polled_running(&cloud, &driver, &both).await;
     assert!(listed_at.elapsed() < Duration::from_millis(1500), "the test was too slow to be within the window");
-    let calls = cloud.calls().await;
     assert_eq!(calls.breakdown(), "servers.list×1", "one list of the three new names");
 
     // One more machine, polled alone: one GET of it (the list does not show it).
     let listed_at = Instant::now();
     let lone = make(&cloud, &driver, vec![format!("{PREFIX}-999")]).await;
-    cloud.admin.reset_calls().await.unwrap();
-    assert_running(&lone, &wave(&cloud, &driver, &lone).await);
-    assert_eq!(cloud.calls().await.breakdown(), "servers.get×1");
+    assert_eq!(polled_running(&cloud, &driver, &lone).await.breakdown(), "servers.get×1");
     // The old ones are still answered from the list.
     machines.truncate(10);
     assert_running(&machines, &wave(&cloud, &driver, &machines).await);
@@ -182,8 +179,8 @@ async fn a_server_this_driver_deleted_after_the_list_is_not_answered_from_it() {
     }
     let calls = cloud.calls().await;
     // The deleted one by id; the others from the list (or, had the window passed, one list).
-    assert_eq!(count(&calls, "servers.get"), 1, "{}", calls.breakdown());
-    assert!(count(&calls, "servers.list") <= 1, "{}", calls.breakdown());
+    assert_eq!(calls.of("servers.get"), 1, "{}", calls.breakdown());
+    assert!(calls.of("servers.list") <= 1, "{}", calls.breakdown());
 }
 
 #[tokio::test]
@@ -193,18 +190,12 @@ async fn names_without_a_selective_common_prefix_are_read_in_lists_of_fifty_name
     let names = (0..101).map(|i| format!("m{}-{i:03}", ["a", "b", "c"][i % 3])).collect();
     let machines = make(&cloud, &driver, names).await;
 
-    cloud.admin.reset_calls().await.unwrap();
-    let answers = wave(&cloud, &driver, &machines).await;
-    assert_running(&machines, &answers);
-    let calls = cloud.calls().await;
+    let calls = polled_running(&cloud, &driver, &machines).await;
     // The first poll alone, the other 100 in lists of at most 50 names: at least two lists.
-    assert!((2..=3).contains(&count(&calls, "servers.list")), "{}", calls.breakdown());
-    assert!(count(&calls, "servers.get") <= 2, "{}", calls.breakdown());
+    assert!((2..=3).contains(&calls.of("servers.list")), "{}", calls.breakdown());
+    assert!(calls.of("servers.get") <= 2, "{}", calls.breakdown());
 
     // Exact-names lists are not kept: the next wave reads again.
-    cloud.admin.reset_calls().await.unwrap();
-    let answers = wave(&cloud, &driver, &machines).await;
-    assert_running(&machines, &answers);
-    let calls = cloud.calls().await;
-    assert!(count(&calls, "servers.list") >= 2, "{}", calls.breakdown());
+    let calls = polled_running(&cloud, &driver, &machines).await;
+    assert!(calls.of("servers.list") >= 2, "{}", calls.breakdown());
 }
