@@ -196,10 +196,10 @@ pub(crate) fn list(ctx: &Ctx, req: &Req, sub: &str, rg: &str) -> Result<Response
     }
     let items: Vec<(String, Listed<'_>)> = all
         .into_iter()
+        // A type filter already chose what was read (`wants` above).
         .filter(|item| match &filter {
-            None => true,
             Some(Filter::Tag(f)) => f.matches(item.tags),
-            Some(Filter::Types(types)) => types.iter().any(|t| t.eq_ignore_ascii_case(item.kind)),
+            None | Some(Filter::Types(_)) => true,
         })
         .map(|item| (item.id.to_ascii_lowercase(), item))
         .collect();
