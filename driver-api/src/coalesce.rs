@@ -17,6 +17,10 @@
 //! follows-from link to the span of every other lookup it answers (the
 //! server's trace exporter keeps enough links per span for a full batch), so
 //! the cloud call inside shows up under the RPCs it served.
+//!
+//! A queued lookup whose caller gave up before its batch went out is dropped
+//! from the queue instead of being fetched, so keys of abandoned calls never
+//! take batch room (or a cloud call) from live ones.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -140,6 +144,9 @@ where
         loop {
             let batch = {
                 let mut st = lock(&self.state);
+                // A lookup whose caller gave up (its deadline passed, its RPC was
+                // cancelled) is not fetched: its key would only cost batch room.
+                st.queue.retain(|(_, tx, _)| !tx.is_closed());
                 let worth_a_parallel_batch = st.in_flight == 0 || st.queue.len() >= self.max_batch;
                 if st.queue.is_empty() || st.in_flight >= self.max_in_flight || !worth_a_parallel_batch {
                     return;
@@ -288,5 +295,42 @@ mod tests {
         let err = c.get_within(&ctx, 1).await.unwrap_err();
         assert_eq!(err.kind(), crate::ErrorKind::DeadlineExceeded);
         assert_eq!(err.message(), "test read did not answer before the call's deadline");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn lookups_whose_callers_gave_up_are_not_fetched() {
+        let keys_fetched = Arc::new(Mutex::new(Vec::new()));
+        let release = Arc::new(tokio::sync::Notify::new());
+        let (seen, gate) = (keys_fetched.clone(), release.clone());
+        let fetch: BatchFn<u32, u32> = Arc::new(move |keys: Vec<u32>, _ctx| {
+            lock(&seen).push(keys.clone());
+            let gate = gate.clone();
+            Box::pin(async move {
+                if keys.contains(&1) {
+                    gate.notified().await;
+                }
+                Ok(keys.into_iter().map(|k| (k, k)).collect())
+            })
+        });
+        let c = Arc::new(Coalescer::new("test read", fetch, 10, 1));
+        let first = tokio::spawn({
+            let c = c.clone();
+            async move { c.get(1).await }
+        });
+        tokio::task::yield_now().await;
+        // Queued behind the batch in flight; these callers give up before it returns.
+        let short = CallContext::with_timeout("Test", Duration::from_millis(10));
+        for k in 2..=4 {
+            assert!(c.get_within(&short, k).await.is_err());
+        }
+        let live = tokio::spawn({
+            let c = c.clone();
+            async move { c.get(5).await }
+        });
+        tokio::task::yield_now().await;
+        release.notify_one();
+        assert_eq!(first.await.unwrap().unwrap(), Some(1));
+        assert_eq!(live.await.unwrap().unwrap(), Some(5));
+        assert_eq!(*lock(&keys_fetched), vec![vec![1], vec![5]], "abandoned keys 2-4 were fetched");
     }
 }

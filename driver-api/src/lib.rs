@@ -10,6 +10,8 @@ mod error;
 mod idempotency;
 mod machine;
 mod name_prefix;
+mod ownership;
+mod pages;
 mod provider;
 mod rate_limit;
 mod recent;
@@ -30,6 +32,8 @@ pub use error::{DriverError, ErrorKind, MAX_CLOUD_MESSAGE, Result, cloud_failure
 pub use idempotency::idempotency_token;
 pub use machine::{Address, AddressType, Machine, MachineClass, NodeTemplate, NodeTemplateSpec, Taint};
 pub use name_prefix::{common_prefix, common_prefix_len};
+pub use ownership::{ClusterMarkers, Foreign, MarkedVm, Ownership, foreign_name_taken, foreign_not_found};
+pub use pages::{MAX_PAGES, PageTokens};
 pub use provider::{CloudOptions, Provider};
 pub use rate_limit::{RateLimiter, UNLIMITED_THROTTLE_PAUSE};
 pub use recent::{AWAIT_VISIBILITY, RecentCreates, VISIBILITY_GRACE};
