@@ -223,7 +223,8 @@ mod tests {
         assert_eq!(m.judge(&mine, &machine("u-2")), Ownership::Foreign(Foreign::OtherMachine));
         let go_made = Vm { markers: both.to_vec(), uid: None };
         assert_eq!(m.judge(&go_made, &machine("u-1")), Ownership::Mine);
-        let other_cluster = Vm { markers: vec!["kubernetes.io/cluster/shoot--b", "kubernetes.io/role/node"], uid: None };
+        let other_cluster =
+            Vm { markers: vec!["kubernetes.io/cluster/shoot--b", "kubernetes.io/role/node"], uid: None };
         assert_eq!(m.judge(&other_cluster, &machine("u-1")), Ownership::Foreign(Foreign::OtherCluster));
         assert!(!m.lists(&other_cluster));
         let firewall_tag_only = Vm { markers: vec!["kubernetes.io/cluster/shoot--a"], uid: None };
@@ -237,7 +238,12 @@ mod tests {
     #[test]
     fn a_class_without_both_markers_or_with_two_cluster_keys_is_refused_naming_the_field() {
         let keys = |k: &[&'static str]| {
-            ClusterMarkers::from_keys(k.iter().copied(), "kubernetes.io/cluster/", "kubernetes.io/role/", "providerSpec.tags")
+            ClusterMarkers::from_keys(
+                k.iter().copied(),
+                "kubernetes.io/cluster/",
+                "kubernetes.io/role/",
+                "providerSpec.tags",
+            )
         };
         for bad in [
             &["kubernetes.io/role/node"][..],

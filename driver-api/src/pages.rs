@@ -52,7 +52,10 @@ impl PageTokens {
             return Err(DriverError::new(
                 ErrorKind::Unavailable,
                 "PAGE_TOKEN_REPEATED",
-                format!("{} returned a page token it had already returned (page {}): the read was stopped", self.what, self.pages),
+                format!(
+                    "{} returned a page token it had already returned (page {}): the read was stopped",
+                    self.what, self.pages
+                ),
             )
             .with_retry_after(Duration::from_secs(5)));
         }
