@@ -7,7 +7,7 @@
 
 use aws_sdk_ec2::types::Instance;
 use machine_driver_api::{
-    CallContext, CreateMachine, CreatedMachine, DriverError, ErrorKind, Result, idempotency_token,
+    CallContext, ClusterMarkers, CreateMachine, CreatedMachine, DriverError, ErrorKind, Result, idempotency_token,
 };
 
 use crate::clients::AwsClients;
@@ -18,8 +18,7 @@ use crate::launch::{self, LaunchParams};
 use crate::lookup;
 use crate::recent::Launch;
 use crate::spec::AwsProviderSpec;
-use crate::spec_validation::parse_and_validate;
-use crate::{aws_call, provider_id, steps};
+use crate::{aws_call, provider_id, steps, tags};
 
 /// Length of the RunInstances ClientToken (EC2 allows up to 64 ASCII characters).
 const CLIENT_TOKEN_LEN: usize = 64;
@@ -29,7 +28,8 @@ const MAX_LAUNCH_GENERATIONS: usize = 4;
 
 impl AwsDriver {
     pub(crate) async fn create(&self, ctx: &CallContext, req: CreateMachine) -> Result<CreatedMachine> {
-        let spec = parse_and_validate(&req.class.provider_spec)?;
+        let (spec, markers) = crate::ownership::class(&req.class.provider_spec)?;
+        crate::ownership::check_machine_name(&req.machine.name)?;
         let placement = crate::spec::placement_annotation(&req.machine)?;
         let c = self.clients(ctx, &req.secret, &spec.region).await?;
         let root =
@@ -57,7 +57,7 @@ impl AwsDriver {
                     true,
                 ),
                 Err(f) if f.cloud().is_some_and(AwsFailure::is_idempotency_mismatch) => {
-                    (self.launched_earlier(ctx, &c, &spec, &req).await?, false)
+                    (self.launched_earlier(ctx, &c, &markers, &req).await?, false)
                 }
                 Err(f) => return Err(f.into()),
             };
@@ -90,13 +90,18 @@ impl AwsDriver {
         let node_name = instance.private_dns_name().unwrap_or_default().to_string();
         self.launched.record(
             id.clone(),
-            Launched {
-                node_name: node_name.clone(),
-                work: if launched_now {
-                    steps::launch_work(&spec, &instance)
-                } else {
-                    steps::interface_work(&spec, &instance)
-                },
+            if launched_now {
+                Launched {
+                    node_name: node_name.clone(),
+                    work: steps::launch_work(&spec, &instance),
+                    tags: tags::as_ec2_tags(&tags::machine_tags(&spec, &req.machine.name, &req.machine.uid)),
+                }
+            } else {
+                Launched {
+                    node_name: node_name.clone(),
+                    work: steps::interface_work(&spec, &instance),
+                    tags: instance.tags().to_vec(),
+                }
             },
         );
         let launch = Launch::now(&id, &c.region, &node_name);
@@ -111,15 +116,17 @@ impl AwsDriver {
     }
 
     /// After IdempotentParameterMismatch (the class changed between retries):
-    /// the instance of the first attempt exists; find it by the machine's tags.
+    /// the instance of the first attempt exists; find it by the machine's tags
+    /// (only instances the kit judges this machine's: EC2 names are not
+    /// unique, so a foreign instance of the same name is not adopted).
     async fn launched_earlier(
         &self,
         ctx: &CallContext,
         c: &AwsClients,
-        spec: &AwsProviderSpec,
+        markers: &ClusterMarkers,
         req: &CreateMachine,
     ) -> Result<Instance> {
-        let mut found = lookup::by_machine_tags(ctx, c, spec, &req.machine).await?;
+        let mut found = lookup::by_machine_tags(ctx, c, markers, &req.machine).await?;
         match found.len() {
             1 => Ok(found.remove(0)),
             0 => Err(DriverError::unavailable(
@@ -135,11 +142,12 @@ impl AwsDriver {
         }
     }
 
-    /// The AMI's root device name (DescribeImages, cached per region and AMI).
+    /// The AMI's root device name (DescribeImages, cached per region and AMI,
+    /// at most [`crate::driver::MAX_ROOT_DEVICES`] entries).
     async fn root_device_name(&self, ctx: &CallContext, c: &AwsClients, spec: &AwsProviderSpec) -> Result<String> {
         let key = (c.region.clone(), spec.ami.clone());
-        if let Some(name) = self.root_devices.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
-            return Ok(name.clone());
+        if let Some(name) = self.root_devices.get(&key) {
+            return Ok(name.as_ref().clone());
         }
         let out =
             aws_call::ec2(ctx, c, "DescribeImages", || c.ec2.describe_images().image_ids(&spec.ami).send()).await?;
@@ -156,7 +164,7 @@ impl AwsDriver {
                 )
             })?
             .to_string();
-        self.root_devices.lock().unwrap_or_else(|p| p.into_inner()).insert(key, name.clone());
+        self.root_devices.insert(key, std::sync::Arc::new(name.clone()));
         Ok(name)
     }
 }

@@ -1,12 +1,11 @@
 //! [`AwsDriver`]: the `Driver` implementation, delegating each RPC to its module.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use machine_driver_api::{
     CallContext, Capabilities, CloudOptions, CreateMachine, CreatedMachine, DeletedMachine, Driver, DriverError,
-    DriverInfo, ImageShares, InitializedMachine, ListMachines, Machine, MachineRef, MachineStatus, Provider,
-    RecentCreates, Result, RevokedImageShare, SecretData, SecretKeys, ShareImage, SharedImage,
+    DriverInfo, ImageShares, InitializedMachine, KeyedCache, ListMachines, Machine, MachineRef, MachineStatus,
+    Provider, RecentCreates, Result, RevokedImageShare, SecretData, SecretKeys, ShareImage, SharedImage,
 };
 
 use crate::clients::{AwsClients, ClientCache};
@@ -17,6 +16,10 @@ use crate::recent::RecentLaunches;
 use crate::spec::AwsProviderSpec;
 use crate::{provider_id, volumes};
 
+/// Most cached AMI root device names: the key is request data (a class's
+/// region and AMI), so the cache is bounded (least recently used evicted).
+pub(crate) const MAX_ROOT_DEVICES: usize = 1024;
+
 /// The machine driver for AWS EC2.
 pub struct AwsDriver {
     pub(crate) clients: ClientCache,
@@ -25,7 +28,8 @@ pub struct AwsDriver {
     /// instance id: the InitializeMachine that follows needs no read.
     pub(crate) launched: RecentCreates<String, Launched>,
     /// AMI root device names by (region, AMI id); images never change them.
-    pub(crate) root_devices: Mutex<HashMap<(String, String), String>>,
+    /// Bounded: [`MAX_ROOT_DEVICES`].
+    pub(crate) root_devices: KeyedCache<(String, String), String>,
 }
 
 impl std::fmt::Debug for AwsDriver {
@@ -55,7 +59,7 @@ impl AwsDriver {
             clients: ClientCache::new(config),
             recent: RecentLaunches::default(),
             launched: RecentCreates::default(),
-            root_devices: Mutex::default(),
+            root_devices: KeyedCache::new(MAX_ROOT_DEVICES),
         })
     }
 

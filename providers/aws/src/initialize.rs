@@ -8,6 +8,8 @@
 //!   is computed from the interfaces RunInstances returned ([`Launched`]),
 //!   which is used once;
 //! - otherwise the status lookup (1-2 DescribeInstances);
+//! - either way the kit judges the instance (the launch record carries the
+//!   tags it was launched with) and a foreign one is NOT_FOUND, untouched;
 //! - then one ModifyNetworkInterfaceAttribute per interface whose source/dest
 //!   check must go off and one AssignIpv6Addresses per interface lacking
 //!   prefixes; no writes when nothing is missing (a repeat reads and converges).
@@ -16,36 +18,43 @@
 //!   assigned again right after the launch; a read sees what EC2 really has.
 
 use aws_sdk_ec2::types::AttributeBooleanValue;
+use aws_sdk_ec2::types::Tag;
 use machine_driver_api::{
-    CallContext, CallFailure, DriverError, InitializedMachine, MachineRef, Result, parse_provider_spec,
+    CallContext, CallFailure, DriverError, InitializedMachine, MachineRef, Ownership, Result, foreign_not_found,
 };
 
 use crate::clients::AwsClients;
 use crate::driver::AwsDriver;
 use crate::errors::{AwsFailure, RETRY_AFTER};
 use crate::lookup::{self, Lookup};
-use crate::spec::AwsProviderSpec;
+use crate::ownership::Tagged;
 use crate::steps::InterfaceWork;
 use crate::{aws_call, provider_id, steps};
 
 /// What RunInstances told about a launch, for the InitializeMachine that follows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Launched {
     /// The node name (private DNS name).
     pub(crate) node_name: String,
     /// The initialization work the launched interfaces need.
     pub(crate) work: Vec<InterfaceWork>,
+    /// The instance's tags (what it was launched with, or what EC2 showed):
+    /// the kit judges the record as it would judge the instance.
+    pub(crate) tags: Vec<Tag>,
 }
 
 impl AwsDriver {
     pub(crate) async fn initialize(&self, ctx: &CallContext, req: MachineRef) -> Result<InitializedMachine> {
-        let spec: AwsProviderSpec = parse_provider_spec(&req.class.provider_spec)?;
-        crate::spec_validation::validate(&spec)?;
+        let (spec, markers) = crate::ownership::class(&req.class.provider_spec)?;
+        crate::ownership::check_machine_name(&req.machine.name)?;
         let (region, instance_id) = Self::locate(&spec, &req.machine)?;
         let c = self.clients(ctx, &req.secret, &region).await?;
         let known_id = instance_id.clone().or_else(|| self.recent_launch(&req).map(|l| l.instance_id));
         // Taken, not read: a retry after a failed or lost write computes its work from a fresh read.
         if let Some((id, launched)) = known_id.and_then(|id| self.launched.take(&id).map(|l| (id, l))) {
+            if let Ownership::Foreign(why) = markers.judge(&Tagged(&launched.tags), &req.machine) {
+                return Err(foreign_not_found(format!("instance {id}"), why));
+            }
             let applied = apply(ctx, &c, &launched.work).await?;
             log_applied(&req, &applied);
             return Ok(InitializedMachine {
@@ -54,7 +63,7 @@ impl AwsDriver {
                 applied_steps: applied,
             });
         }
-        let instance = match lookup::machine_instance(ctx, &c, &spec, &req.machine, instance_id.as_deref()).await? {
+        let instance = match lookup::machine_instance(ctx, &c, &markers, &req.machine, instance_id.as_deref()).await? {
             Lookup::Live(i) => i,
             Lookup::Dead => return Err(DriverError::not_found(format!("instance of machine {}", req.machine.name))),
             Lookup::Missing => {

@@ -13,6 +13,7 @@ mod initialize;
 mod launch;
 mod list;
 mod lookup;
+mod ownership;
 mod provider_id;
 mod recent;
 mod share_image;

@@ -5,11 +5,14 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use aws_sdk_ec2::types::{Filter, Instance};
-use machine_driver_api::{BatchFn, CallContext, DriverError, ErrorKind, Machine, RateLimiter, Result};
+use machine_driver_api::{
+    BatchFn, CallContext, ClusterMarkers, DriverError, ErrorKind, Machine, Ownership, PageTokens, RateLimiter, Result,
+    foreign_not_found,
+};
 
 use crate::aws_call;
 use crate::clients::AwsClients;
-use crate::spec::AwsProviderSpec;
+use crate::ownership::Tagged;
 use crate::tags;
 
 /// Page size of filtered DescribeInstances calls (EC2's maximum).
@@ -44,6 +47,7 @@ pub(crate) fn batch_fetch(
             let filter = Filter::builder().name("instance-id").set_values(Some(ids)).build();
             let mut found = HashMap::new();
             let mut token: Option<String> = None;
+            let mut pages = PageTokens::new("ec2.DescribeInstances");
             loop {
                 let req = ec2
                     .describe_instances()
@@ -57,8 +61,8 @@ pub(crate) fn batch_fetch(
                         found.insert(id.to_string(), i.clone());
                     }
                 }
-                match page.next_token().filter(|t| !t.is_empty()) {
-                    Some(t) => token = Some(t.to_string()),
+                match pages.next(page.next_token())? {
+                    Some(t) => token = Some(t),
                     None => return Ok(found),
                 }
             }
@@ -66,10 +70,12 @@ pub(crate) fn batch_fetch(
     })
 }
 
-/// Every instance matching `filters`, following NextToken to the last page.
+/// Every instance matching `filters`, following NextToken to the last page
+/// (bounded, and stopped on a repeated token: [`PageTokens`]).
 pub(crate) async fn all_matching(ctx: &CallContext, c: &AwsClients, filters: Vec<Filter>) -> Result<Vec<Instance>> {
     let mut out = Vec::new();
     let mut token: Option<String> = None;
+    let mut pages = PageTokens::new("ec2.DescribeInstances");
     loop {
         let req = c
             .ec2
@@ -79,26 +85,38 @@ pub(crate) async fn all_matching(ctx: &CallContext, c: &AwsClients, filters: Vec
             .set_next_token(token.take());
         let page = aws_call::ec2(ctx, c, "DescribeInstances", || req.clone().send()).await?;
         out.extend(page.reservations().iter().flat_map(|r| r.instances()).cloned());
-        match page.next_token().filter(|t| !t.is_empty()) {
-            Some(t) => token = Some(t.to_string()),
+        match pages.next(page.next_token())? {
+            Some(t) => token = Some(t),
             None => return Ok(out),
         }
     }
 }
 
-/// The live instances of a machine found by its tags (Name within the
-/// cluster, narrowed to this machine's uid). Empty when the machine has no name.
+/// The live instances of a machine found by its tags (`Name`, cluster and
+/// role tag keys), narrowed to those the kit judges this machine's. Empty
+/// when the machine has no name.
 pub(crate) async fn by_machine_tags(
     ctx: &CallContext,
     c: &AwsClients,
-    spec: &AwsProviderSpec,
+    markers: &ClusterMarkers,
     machine: &Machine,
 ) -> Result<Vec<Instance>> {
     if machine.name.is_empty() {
         return Ok(Vec::new());
     }
-    let found = all_matching(ctx, c, tags::machine_filters(spec, &machine.name)).await?;
-    Ok(found.into_iter().filter(|i| tags::is_live(i) && tags::belongs_to_machine(i, &machine.uid)).collect())
+    let found = all_matching(ctx, c, tags::machine_filters(markers, &machine.name)).await?;
+    Ok(found
+        .into_iter()
+        .filter(tags::is_live)
+        .filter(|i| match markers.judge(&Tagged(i.tags()), machine) {
+            Ownership::Mine => true,
+            Ownership::Foreign(why) => {
+                tracing::debug!(machine = %machine.name, instance_id = i.instance_id().unwrap_or_default(), %why,
+                    "an instance of the machine's name is not this machine's; left alone");
+                false
+            }
+        })
+        .collect())
 }
 
 /// How a machine's instance was (not) found.
@@ -114,22 +132,29 @@ pub(crate) enum Lookup {
 
 /// Finds the one live instance of a machine: by providerID's instance id
 /// first (one call), then by tags. More than one live instance → OUT_OF_RANGE.
+/// A live instance of the providerID that the kit does not judge this
+/// machine's is NOT_FOUND (`foreign_not_found`); found by tags, it is skipped.
 pub(crate) async fn machine_instance(
     ctx: &CallContext,
     c: &AwsClients,
-    spec: &AwsProviderSpec,
+    markers: &ClusterMarkers,
     machine: &Machine,
     instance_id: Option<&str>,
 ) -> Result<Lookup> {
     let mut dead = false;
     if let Some(id) = instance_id {
         match by_id(ctx, c, id).await? {
-            Some(i) if tags::is_live(&i) => return Ok(Lookup::Live(Box::new(i))),
+            Some(i) if tags::is_live(&i) => {
+                return match markers.judge(&Tagged(i.tags()), machine) {
+                    Ownership::Mine => Ok(Lookup::Live(Box::new(i))),
+                    Ownership::Foreign(why) => Err(foreign_not_found(format!("instance {id}"), why)),
+                };
+            }
             Some(_) => dead = true,
             None => {}
         }
     }
-    let mut live = by_machine_tags(ctx, c, spec, machine).await?;
+    let mut live = by_machine_tags(ctx, c, markers, machine).await?;
     match live.len() {
         0 if dead => Ok(Lookup::Dead),
         0 => Ok(Lookup::Missing),

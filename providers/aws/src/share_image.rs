@@ -18,23 +18,17 @@ use machine_driver_api::{
     CallContext, DriverError, ErrorKind, ImageShares, Result, RevokedImageShare, ShareImage, SharedImage,
 };
 
-use crate::aws_call;
 use crate::clients::AwsClients;
 use crate::driver::AwsDriver;
 use crate::errors::AwsFailure;
+use crate::{aws_call, provider_id};
 
 impl AwsDriver {
     pub(crate) async fn share(&self, ctx: &CallContext, req: ShareImage) -> Result<SharedImage> {
-        let region =
-            req.region.clone().filter(|r| !r.is_empty()).ok_or_else(|| {
-                DriverError::invalid_argument("region", "is required for AWS images (AMIs are regional)")
-            })?;
-        if !req.image.starts_with("ami-") {
-            return Err(DriverError::invalid_argument("image", "expected an AMI id (ami-...)"));
-        }
+        let (region, given_account) = checked(&req)?;
         let consumer = self.clients(ctx, &req.consumer_secret, &region).await?;
         if describe_image(ctx, &consumer, &req.image).await?.is_some() {
-            let consumer_account = self.consumer_account(ctx, &consumer, req.consumer_account.as_deref()).await?;
+            let consumer_account = self.consumer_account(ctx, &consumer, given_account.as_deref()).await?;
             return Ok(SharedImage { image_id: req.image, granted_now: false, consumer_account });
         }
         let Some(owner_secret) = req.owner_secret.as_ref() else {
@@ -51,7 +45,7 @@ impl AwsDriver {
         let image = describe_image(ctx, &owner, &req.image)
             .await?
             .ok_or_else(|| DriverError::not_found(format!("image {} in the owner account", req.image)))?;
-        let consumer_account = self.consumer_account(ctx, &consumer, req.consumer_account.as_deref()).await?;
+        let consumer_account = self.consumer_account(ctx, &consumer, given_account.as_deref()).await?;
         let grant = LaunchPermissionModifications::builder()
             .add(LaunchPermission::builder().user_id(&consumer_account).build())
             .build();
@@ -69,13 +63,7 @@ impl AwsDriver {
     /// remove) per EBS snapshot. The consumer is the request's account or STS
     /// GetCallerIdentity with the consumer's credentials.
     pub(crate) async fn revoke(&self, ctx: &CallContext, req: ShareImage) -> Result<RevokedImageShare> {
-        let region =
-            req.region.clone().filter(|r| !r.is_empty()).ok_or_else(|| {
-                DriverError::invalid_argument("region", "is required for AWS images (AMIs are regional)")
-            })?;
-        if !req.image.starts_with("ami-") {
-            return Err(DriverError::invalid_argument("image", "expected an AMI id (ami-...)"));
-        }
+        let (region, given_account) = checked(&req)?;
         let owner_secret = req.owner_secret.as_ref().ok_or_else(|| {
             DriverError::new(
                 ErrorKind::FailedPrecondition,
@@ -84,8 +72,8 @@ impl AwsDriver {
             )
         })?;
         let owner = self.clients(ctx, owner_secret, &region).await?;
-        let consumer_account = match req.consumer_account.as_deref().filter(|a| !a.trim().is_empty()) {
-            Some(a) => a.trim().to_string(),
+        let consumer_account = match given_account {
+            Some(a) => a,
             None => {
                 let consumer = self.clients(ctx, &req.consumer_secret, &region).await?;
                 self.consumer_account(ctx, &consumer, None).await?
@@ -114,13 +102,7 @@ impl AwsDriver {
     /// ListImageShares: DescribeImageAttribute (launchPermission) with the
     /// owner's credentials: the account ids, public when the group `all` is there.
     pub(crate) async fn list_shares(&self, ctx: &CallContext, req: ShareImage) -> Result<ImageShares> {
-        let region =
-            req.region.clone().filter(|r| !r.is_empty()).ok_or_else(|| {
-                DriverError::invalid_argument("region", "is required for AWS images (AMIs are regional)")
-            })?;
-        if !req.image.starts_with("ami-") {
-            return Err(DriverError::invalid_argument("image", "expected an AMI id (ami-...)"));
-        }
+        let (region, _) = checked(&req)?;
         let owner_secret = req.owner_secret.as_ref().ok_or_else(|| {
             DriverError::new(
                 ErrorKind::FailedPrecondition,
@@ -150,6 +132,32 @@ impl AwsDriver {
             .map(str::to_string)
             .ok_or_else(|| DriverError::internal("sts GetCallerIdentity returned no account"))
     }
+}
+
+/// The region and the consumer account (when given) of an image request,
+/// checked against AWS's syntax before anything reaches EC2: INVALID_ARGUMENT
+/// naming `region`, `image` (an AMI id) or `consumer_account` (12 digits).
+fn checked(req: &ShareImage) -> Result<(String, Option<String>)> {
+    let region = req
+        .region
+        .clone()
+        .filter(|r| !r.is_empty())
+        .ok_or_else(|| DriverError::invalid_argument("region", "is required for AWS images (AMIs are regional)"))?;
+    provider_id::check_region("region", &region)?;
+    if !crate::spec_validation::is_ami_id(&req.image) {
+        return Err(DriverError::invalid_argument(
+            "image",
+            "expected an AMI id (ami- followed by 8 or 17 lowercase hex digits)",
+        ));
+    }
+    let account = req.consumer_account.as_deref().map(str::trim).filter(|a| !a.is_empty());
+    if let Some(a) = account.filter(|a| !provider_id::is_account_id(a)) {
+        return Err(DriverError::invalid_argument(
+            "consumer_account",
+            format!("expected a 12-digit AWS account id, got {} characters", a.chars().count()),
+        ));
+    }
+    Ok((region, account.map(str::to_string)))
 }
 
 /// The image's launch permissions (1 DescribeImageAttribute).

@@ -338,16 +338,6 @@ pub(crate) struct SpotOptions {
 }
 
 impl AwsProviderSpec {
-    /// The cluster tag key (`kubernetes.io/cluster/...`), when present.
-    pub(crate) fn cluster_tag_key(&self) -> Option<&str> {
-        self.tags.keys().map(String::as_str).find(|k| k.contains(CLUSTER_TAG_PREFIX))
-    }
-
-    /// The role tag key (`kubernetes.io/role/...`), when present.
-    pub(crate) fn role_tag_key(&self) -> Option<&str> {
-        self.tags.keys().map(String::as_str).find(|k| k.contains(ROLE_TAG_PREFIX) && !k.contains(CLUSTER_TAG_PREFIX))
-    }
-
     /// The device index interface `i` gets: its `deviceIndex`, else its position.
     pub(crate) fn device_index(&self, i: usize) -> i32 {
         self.network_interfaces.get(i).and_then(|n| n.device_index).unwrap_or(i32::try_from(i).unwrap_or(i32::MAX))

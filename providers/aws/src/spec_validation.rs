@@ -31,6 +31,7 @@ pub(crate) fn validate(spec: &AwsProviderSpec) -> Result<()> {
     if spec.region.trim().is_empty() {
         return Err(invalid("region", "is required"));
     }
+    crate::provider_id::check_region("providerSpec.region", &spec.region)?;
     if spec.machine_type.trim().is_empty() {
         return Err(invalid("machineType", "is required"));
     }
@@ -44,12 +45,9 @@ pub(crate) fn validate(spec: &AwsProviderSpec) -> Result<()> {
 }
 
 fn validate_tags(spec: &AwsProviderSpec) -> Result<()> {
-    if spec.cluster_tag_key().is_none() {
-        return Err(invalid("tags", "a tag of the form kubernetes.io/cluster/<name> is required"));
-    }
-    if spec.role_tag_key().is_none() {
-        return Err(invalid("tags", "a tag of the form kubernetes.io/role/<role> is required"));
-    }
+    // The cluster and role tags, exactly one of each: the markers that tell
+    // this cluster's instances from others' (crate::ownership).
+    crate::ownership::markers(spec)?;
     for key in spec.tags.keys() {
         if key.is_empty() || key.len() > 128 || key.starts_with("aws:") {
             return Err(invalid(format!("tags[{key}]"), "tag keys must be 1-128 characters and not start with aws:"));
@@ -230,7 +228,7 @@ fn validate_options(spec: &AwsProviderSpec) -> Result<()> {
 mod tests;
 
 /// EC2 image ids: `ami-` and 8 (old) or 17 (current) lowercase hex digits.
-fn is_ami_id(id: &str) -> bool {
+pub(crate) fn is_ami_id(id: &str) -> bool {
     id.strip_prefix("ami-").is_some_and(|hex| {
         (hex.len() == 8 || hex.len() == 17) && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
     })

@@ -32,8 +32,9 @@ fn accepts_a_go_provider_class() {
     let s = check(valid()).unwrap();
     assert_eq!(s.network_interfaces[0].ipv6_prefix_count, Some(1));
     assert_eq!(s.block_devices[0].ebs.kms_key_id.as_deref(), Some("k"));
-    assert_eq!(s.cluster_tag_key(), Some("kubernetes.io/cluster/shoot--a--b"));
-    assert_eq!(s.role_tag_key(), Some("kubernetes.io/role/node"));
+    let markers = crate::ownership::markers(&s).unwrap();
+    assert_eq!(markers.cluster(), "kubernetes.io/cluster/shoot--a--b");
+    assert_eq!(markers.role(), "kubernetes.io/role/node");
     assert!(s.needs_root_device_name());
 }
 
@@ -60,11 +61,18 @@ fn each_rule_names_its_field() {
     let cases: Vec<(Mutation, &str)> = vec![
         (|v| v["ami"] = json!(""), "providerSpec.ami"),
         (|v| v["region"] = json!(""), "providerSpec.region"),
+        (|v| v["region"] = json!("eu-west-1.evil.example/x"), "providerSpec.region"),
         (|v| v["machineType"] = json!(""), "providerSpec.machineType"),
         (|v| v["iam"] = json!({"name": "a", "arn": "b"}), "providerSpec.iam"),
         (|v| v["iam"] = json!({}), "providerSpec.iam"),
         (|v| v["tags"] = json!({"kubernetes.io/role/node": "1"}), "providerSpec.tags"),
         (|v| v["tags"] = json!({"kubernetes.io/cluster/x": "1"}), "providerSpec.tags"),
+        (
+            |v| {
+                v["tags"] = json!({"kubernetes.io/cluster/x": "1", "kubernetes.io/cluster/y": "1", "kubernetes.io/role/node": "1"})
+            },
+            "providerSpec.tags",
+        ),
         (|v| v["networkInterfaces"] = json!([]), "providerSpec.networkInterfaces"),
         (|v| v["networkInterfaces"][0]["subnetID"] = json!(""), "providerSpec.networkInterfaces[0].subnetID"),
         (

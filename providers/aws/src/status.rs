@@ -1,8 +1,9 @@
 //! GetMachineStatus: one DescribeInstances when the providerID's instance is
 //! live; one more (by tags) when it is not, or when there is no providerID.
+//! An instance the kit does not judge this machine's is NOT_FOUND
+//! ([`crate::ownership`]): MCM must never adopt it.
 
 use aws_sdk_ec2::types::Instance;
-use machine_driver_api::parse_provider_spec;
 use machine_driver_api::{CallContext, DriverError, MachineRef, MachineStatus, Result};
 
 use crate::driver::AwsDriver;
@@ -13,11 +14,11 @@ use crate::{provider_id, steps};
 
 impl AwsDriver {
     pub(crate) async fn status(&self, ctx: &CallContext, req: MachineRef) -> Result<MachineStatus> {
-        let spec: AwsProviderSpec = parse_provider_spec(&req.class.provider_spec)?;
-        crate::spec_validation::validate(&spec)?;
+        let (spec, markers) = crate::ownership::class(&req.class.provider_spec)?;
+        crate::ownership::check_machine_name(&req.machine.name)?;
         let (region, instance_id) = Self::locate(&spec, &req.machine)?;
         let c = self.clients(ctx, &req.secret, &region).await?;
-        match lookup::machine_instance(ctx, &c, &spec, &req.machine, instance_id.as_deref()).await? {
+        match lookup::machine_instance(ctx, &c, &markers, &req.machine, instance_id.as_deref()).await? {
             Lookup::Live(i) => Ok(machine_status(&spec, &region, &i)),
             Lookup::Dead => Err(DriverError::not_found(format!("instance of machine {}", req.machine.name))),
             Lookup::Missing => match self.recent_launch(&req) {

@@ -1,4 +1,7 @@
-//! `Filter.N.Name` / `Filter.N.Value.M` filters with EC2's `*` and `?` wildcards.
+//! `Filter.N.Name` / `Filter.N.Value.M` filters with EC2's `*` and `?`
+//! wildcards, and its backslash escapes (`\*`, `\?`, `\\` match the literal
+//! character: "a value of `\*amazon\?\\` searches for the literal string
+//! `*amazon?\`", EC2 API reference, Filter).
 
 use crate::errors::Ec2Error;
 use crate::model::Tags;
@@ -30,6 +33,9 @@ pub(crate) fn parse_filters(params: &Params) -> Result<Vec<Filter>, Ec2Error> {
 /// million of these, which allocating per call made the fake, not the
 /// driver, the bottleneck of the bench's 10,000-machine fleet.
 pub(crate) fn glob(pattern: &str, text: &str) -> bool {
+    if pattern.contains('\\') {
+        return escaped_glob(pattern, text);
+    }
     if !pattern.contains(['*', '?']) {
         return pattern == text;
     }
@@ -38,6 +44,48 @@ pub(crate) fn glob(pattern: &str, text: &str) -> bool {
     }
     let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
     wildcard(&p, &t)
+}
+
+/// One symbol of a pattern with escapes.
+#[derive(Clone, Copy, PartialEq)]
+enum Sym {
+    Any,
+    One,
+    Lit(char),
+}
+
+/// [`glob`] of a pattern holding backslashes: `\` takes the next character
+/// literally (a trailing one stands for itself).
+fn escaped_glob(pattern: &str, text: &str) -> bool {
+    let mut p = Vec::with_capacity(pattern.len());
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        p.push(match c {
+            '\\' => Sym::Lit(chars.next().unwrap_or('\\')),
+            '*' => Sym::Any,
+            '?' => Sym::One,
+            c => Sym::Lit(c),
+        });
+    }
+    let t: Vec<char> = text.chars().collect();
+    let (mut pi, mut ti, mut star, mut mark) = (0, 0, None, 0);
+    while ti < t.len() {
+        if pi < p.len() && (p[pi] == Sym::One || p[pi] == Sym::Lit(t[ti])) {
+            pi += 1;
+            ti += 1;
+        } else if pi < p.len() && p[pi] == Sym::Any {
+            star = Some(pi);
+            mark = ti;
+            pi += 1;
+        } else if let Some(s) = star {
+            pi = s + 1;
+            mark += 1;
+            ti = mark;
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|c| *c == Sym::Any)
 }
 
 /// The wildcard match on any symbols (`*` and `?` as bytes or chars).
@@ -107,6 +155,14 @@ mod tests {
         assert!(glob("*-z*", "x-y-z1"));
         assert!(glob("i-0abc", "i-0abc") && !glob("i-0abc", "i-0abd"), "no wildcard: equality");
         assert!(glob("?t?", "été") && glob("é*", "été") && !glob("?", "ét"), "non-ASCII: one char per ?");
+    }
+
+    #[test]
+    fn backslash_escapes_match_the_literal_character() {
+        assert!(glob(r"\*amazon\?\\", r"*amazon?\"), "the API reference's example");
+        assert!(!glob(r"\*", "m-1"), "an escaped star is no wildcard");
+        assert!(glob(r"\*", "*") && !glob(r"m-\?", "m-1") && glob(r"m-\?", "m-?"));
+        assert!(glob(r"a\*b*", "a*bcd") && !glob(r"a\*b*", "axbcd"));
     }
 
     #[test]
