@@ -257,10 +257,15 @@ impl Api<'_> {
         answer
     }
 
-    /// A URL on ARM's endpoint: `path` plus `api-version`.
-    pub(crate) fn arm_url(&self, path: &str, api_version: &str) -> Url {
+    /// A URL on ARM's endpoint: the path of `segments`, each percent-encoded
+    /// as one segment (a `/` in one is `%2F`, a `.` or `..` is dropped, never
+    /// resolved), plus `api-version`.
+    pub(crate) fn arm_url(&self, segments: &[&str], api_version: &str) -> Url {
         let mut url = self.clients.arm.clone();
-        url.set_path(path);
+        url.set_query(None);
+        if let Ok(mut path) = url.path_segments_mut() {
+            path.clear().extend(segments);
+        }
         url.query_pairs_mut().append_pair("api-version", api_version);
         url
     }

@@ -19,22 +19,31 @@
 //!    its way is adopted (never re-PUT: its `customData` cannot change); a
 //!    `Failed` one is deleted, with its NIC and disks, and its failure answered
 //!    (the next retry starts clean); one being deleted is UNAVAILABLE. A VM of
-//!    the name tagged with another machine's uid is ALREADY_EXISTS. A VM the
-//!    GET does not show yet is UNAVAILABLE (retry).
+//!    the name that is not this machine's ([`crate::ownership`]: another
+//!    cluster's, made by hand, or tagged with another machine's uid) is
+//!    ALREADY_EXISTS and left untouched (VM names are unique per resource
+//!    group). A VM the GET does not show yet is UNAVAILABLE (retry).
 //!
 //! Data disks made from an image are PUT before the VM (the VM attaches
 //! them), after a GET of the VM: they cannot be re-PUT under a VM that exists.
+//! A disk of the name that exists already (an earlier attempt's) is read
+//! first and judged as a leftover ([`crate::ownership::judge_leftover`]): one
+//! that is not this machine's is ALREADY_EXISTS, never re-PUT nor attached.
 
 use std::time::Duration;
 
-use machine_driver_api::{Address, CallContext, CallFailure, CreateMachine, CreatedMachine, DriverError, ErrorKind};
+use machine_driver_api::{
+    Address, CallContext, CallFailure, ClusterMarkers, CreateMachine, CreatedMachine, DriverError, Machine, Ownership,
+    foreign_name_taken,
+};
 
 use crate::clients::Api;
 use crate::credentials::AzureCredentials;
 use crate::driver::AzureDriver;
 use crate::errors::ArmFailure;
 use crate::lro::{self, Outcome, Tracker};
-use crate::naming::{NIC_GENERATIONS, VmRef, data_disk_name};
+use crate::naming::{NIC_GENERATIONS, VmRef, check_vm_name, data_disk_name};
+use crate::ownership::{Marks, judge_leftover};
 use crate::spec::AzureProviderSpec;
 use crate::vm::{self, Provisioning, VirtualMachine};
 
@@ -51,7 +60,8 @@ impl AzureDriver {
     /// CreateMachine (see the module docs).
     pub(crate) async fn create(&self, ctx: &CallContext, req: CreateMachine) -> Result<CreatedMachine, DriverError> {
         let creds = AzureCredentials::from_secret(&req.secret, "secret")?;
-        let spec = AzureProviderSpec::parse(&req.class.provider_spec)?;
+        let (spec, markers) = AzureProviderSpec::parse_with_markers(&req.class.provider_spec)?;
+        check_vm_name("machine.name", &req.machine.name)?;
         let target = VmRef {
             subscription: creds.subscription_id.clone(),
             resource_group: spec.resource_group.clone(),
@@ -64,10 +74,10 @@ impl AzureDriver {
             spec.properties.storage_profile.data_disks.iter().filter(|d| d.image_ref.is_some()).collect();
         if !image_disks.is_empty() {
             if let Some(existing) = get_vm(&api, &target, true).await? {
-                return self.adopt(&api, &creds, &target, &existing, &req.machine.uid).await;
+                return self.adopt(&api, &creds, &target, &existing, &markers, &req.machine).await;
             }
             for disk in image_disks {
-                self.put_image_disk(&api, &spec, &target, disk, &req.machine.uid).await?;
+                self.put_image_disk(&api, &spec, &target, disk, &markers, &req.machine).await?;
             }
         }
 
@@ -92,7 +102,7 @@ impl AzureDriver {
                 }
                 Err(CallFailure::Cloud(call, f)) if f.is_conflict_with_existing() => {
                     if let Some(existing) = get_vm(&api, &target, true).await? {
-                        return self.adopt(&api, &creds, &target, &existing, &req.machine.uid).await;
+                        return self.adopt(&api, &creds, &target, &existing, &markers, &req.machine).await;
                     }
                     if f.http_status == Some(412) {
                         return Err(DriverError::unavailable(
@@ -113,21 +123,22 @@ impl AzureDriver {
     }
 
     /// A VM of the machine's name that exists: adopted when it is this
-    /// machine's and running or on its way (see the module docs).
+    /// machine's and running or on its way (see the module docs); one that
+    /// is not is ALREADY_EXISTS, untouched.
     async fn adopt(
         &self,
         api: &Api<'_>,
         creds: &AzureCredentials,
         target: &VmRef,
         existing: &VirtualMachine,
-        uid: &str,
+        markers: &ClusterMarkers,
+        machine: &Machine,
     ) -> Result<CreatedMachine, DriverError> {
+        if let Ownership::Foreign(why) = markers.judge(&Marks::of_vm(existing), machine) {
+            tracing::info!(vm = %target.name, %why, "CreateMachine: the VM name is taken by a VM that is not this machine's");
+            return Err(foreign_name_taken(format!("VM {}", target.name), why));
+        }
         match vm::provisioning(existing) {
-            _ if vm::uid_tag(existing).is_some_and(|tagged| tagged != uid) => Err(DriverError::new(
-                ErrorKind::AlreadyExists,
-                "VM_OF_ANOTHER_MACHINE",
-                format!("VM {} exists and is tagged with another machine's uid", target.name),
-            )),
             Provisioning::Failed => Err(self.remove_failed(api, target, existing).await),
             Provisioning::Deleting => Err(DriverError::unavailable(
                 "VM_DELETING",
@@ -153,17 +164,26 @@ impl AzureDriver {
         failure
     }
 
-    /// PUTs a data disk made from an image, and waits for it within the deadline.
+    /// PUTs a data disk made from an image, and waits for it within the
+    /// deadline. A disk of the name that exists is PUT again (an earlier
+    /// attempt's) only when it is this machine's: read first, judged as a leftover.
     async fn put_image_disk(
         &self,
         api: &Api<'_>,
         spec: &AzureProviderSpec,
         target: &VmRef,
         disk: &crate::spec::DataDisk,
-        uid: &str,
+        markers: &ClusterMarkers,
+        machine: &Machine,
     ) -> Result<(), DriverError> {
         let name = data_disk_name(&target.name, disk);
         let Some(image) = &disk.image_ref else { return Ok(()) };
+        if let Some(marks) = crate::delete::read_tags(api, target, crate::delete::Leftover::Disk, &name).await?
+            && let Ownership::Foreign(why) = judge_leftover(markers, &marks, machine)
+        {
+            return Err(foreign_name_taken(format!("disk {name}"), why));
+        }
+        let uid = machine.uid.as_str();
         let creation = vm::disk_creation_data(image, &target.subscription, &spec.location);
         let body: azure_mgmt_compute::package_2024_07_01::models::Disk = serde_json::from_value(serde_json::json!({
             "location": spec.location,

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use machine_driver_api::{
-    CallContext, Capabilities, CloudOptions, CreateMachine, CreatedMachine, DeletedMachine, Driver, DriverError,
-    DriverInfo, ImageShares, KeyedCache, ListMachines, MachineRef, MachineStatus, Provider, RecentCreates,
+    CallContext, Capabilities, CloudOptions, ClusterMarkers, CreateMachine, CreatedMachine, DeletedMachine, Driver,
+    DriverError, DriverInfo, ImageShares, KeyedCache, ListMachines, MachineRef, MachineStatus, Provider, RecentCreates,
     RevokedImageShare, SecretKeys, ShareImage, SharedImage,
 };
 
@@ -16,7 +16,7 @@ use crate::credentials::{
     AzureCredentials, CLIENT_ID_KEYS, CLIENT_SECRET_KEYS, SUBSCRIPTION_ID_KEYS, TENANT_ID_KEYS, TOKEN_FILE_KEYS,
 };
 use crate::lookup::{NicLookups, VmLookups};
-use crate::naming::{VmRef, parse_provider_id};
+use crate::naming::{VmRef, check_vm_name, parse_provider_id};
 use crate::spec::AzureProviderSpec;
 use crate::vm::MAX_USER_DATA_BYTES;
 
@@ -53,14 +53,15 @@ impl AzureDriver {
     }
 
     /// The VM a machine RPC addresses (location and name from the providerID
-    /// when set, else the spec's location and the machine name; resource
-    /// group from the spec, subscription from the secret), and the spec.
+    /// when set, else the spec's location and the machine name, each checked
+    /// against Azure's syntax; resource group from the spec, subscription from
+    /// the secret), the spec and its markers ([`crate::ownership`]).
     pub(crate) fn locate(
         &self,
         req: &MachineRef,
         creds: &AzureCredentials,
-    ) -> Result<(VmRef, AzureProviderSpec), DriverError> {
-        let spec = AzureProviderSpec::parse(&req.class.provider_spec)?;
+    ) -> Result<(VmRef, AzureProviderSpec, ClusterMarkers), DriverError> {
+        let (spec, markers) = AzureProviderSpec::parse_with_markers(&req.class.provider_spec)?;
         let (location, name) = match req.machine.provider_id.as_deref().map(str::trim).filter(|p| !p.is_empty()) {
             Some(pid) => parse_provider_id(pid)?,
             None if req.machine.name.is_empty() => {
@@ -69,7 +70,10 @@ impl AzureDriver {
                     "is required when machine.providerID is not set",
                 ));
             }
-            None => (spec.location.clone(), req.machine.name.clone()),
+            None => {
+                check_vm_name("machine.name", &req.machine.name)?;
+                (spec.location.clone(), req.machine.name.clone())
+            }
         };
         let target = VmRef {
             subscription: creds.subscription_id.clone(),
@@ -77,7 +81,7 @@ impl AzureDriver {
             location,
             name,
         };
-        Ok((target, spec))
+        Ok((target, spec, markers))
     }
 }
 

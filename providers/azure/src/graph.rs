@@ -18,7 +18,7 @@
 
 use std::collections::HashMap;
 
-use machine_driver_api::DriverError;
+use machine_driver_api::{DriverError, PageTokens};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -28,7 +28,7 @@ use crate::clients::Api;
 const GRAPH_API_VERSION: &str = "2021-03-01";
 /// Rows per page (the service's maximum).
 const GRAPH_TOP: u32 = 1000;
-/// Most pages one query follows (10,000,000 NICs).
+/// Most pages one query follows (10,000,000 NICs; [`PageTokens`] stops it there and at a repeated token).
 const MAX_PAGES: usize = 10_000;
 
 /// A KQL string literal of `text`: single quotes, `\` and `'` escaped.
@@ -116,11 +116,12 @@ pub(crate) async fn private_ips(
     subscription: &str,
     resource_group: &str,
 ) -> Result<HashMap<String, String>, DriverError> {
-    let url = api.arm_url("/providers/Microsoft.ResourceGraph/resources", GRAPH_API_VERSION);
+    let url = api.arm_url(&["providers", "Microsoft.ResourceGraph", "resources"], GRAPH_API_VERSION);
     let query = nic_query(resource_group);
     let mut rows = Vec::new();
+    let mut pages = PageTokens::with_cap("resourcegraph.resources", MAX_PAGES);
     let mut skip_token: Option<String> = None;
-    for _ in 0..MAX_PAGES {
+    loop {
         let mut options = json!({"$top": GRAPH_TOP, "resultFormat": "objectArray"});
         if let Some(token) = &skip_token {
             options["$skipToken"] = json!(token);
@@ -131,12 +132,11 @@ pub(crate) async fn private_ips(
         let page: GraphPage = serde_json::from_slice(&answer.body)
             .map_err(|_| DriverError::internal("resourcegraph resources answered a body that is not a query result"))?;
         rows.extend(page.data);
-        match page.skip_token.filter(|t| !t.is_empty()) {
-            Some(next) => skip_token = Some(next),
-            None => return Ok(addresses_of_rows(rows)),
+        skip_token = pages.next(page.skip_token.as_deref())?;
+        if skip_token.is_none() {
+            return Ok(addresses_of_rows(rows));
         }
     }
-    Err(DriverError::internal(format!("resourcegraph resources: more than {MAX_PAGES} pages")))
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ mod list;
 mod lookup;
 mod lro;
 mod naming;
+mod ownership;
 mod paged;
 mod share_image;
 mod spec;

@@ -53,6 +53,7 @@ use crate::addresses::{RememberedAddresses, address_key};
 use crate::clients::{Api, SharedApi};
 use crate::credentials::AzureCredentials;
 use crate::naming::VmRef;
+use crate::ownership::Marks;
 use crate::paged::list_all;
 use crate::vm::{self, NetworkInterface, Provisioning, VirtualMachine};
 
@@ -125,7 +126,9 @@ pub(crate) enum FoundVm {
 }
 
 /// A VM of ARM's generic resource list (`GenericResourceExpanded` with
-/// `$expand=provisioningState`).
+/// `$expand=provisioningState`; filtered by type, ARM answers the `tags`
+/// too): its name, state and what its tags say about its owner, kept compact
+/// (a list of 10,000 VMs answers the polls of [`LIST_REUSE`]).
 #[derive(Debug, Clone, serde::Deserialize)]
 pub(crate) struct ListedVm {
     /// The VM's name.
@@ -134,6 +137,9 @@ pub(crate) struct ListedVm {
     /// ARM's provisioning state (top-level when expanded).
     #[serde(rename = "provisioningState", default)]
     pub(crate) provisioning_state: Option<String>,
+    /// Its marker tags and machine uid, judged by [`crate::ownership`].
+    #[serde(rename = "tags", default)]
+    pub(crate) marks: Marks,
 }
 
 impl ListedVm {
@@ -404,7 +410,7 @@ fn nic_batch_fetch(
 /// group does not exist.
 async fn list_vms(api: &Api<'_>, subscription: &str, resource_group: &str) -> Result<Vec<ListedVm>, DriverError> {
     let mut url = api.arm_url(
-        &format!("/subscriptions/{subscription}/resourceGroups/{resource_group}/resources"),
+        &["subscriptions", subscription, "resourceGroups", resource_group, "resources"],
         RESOURCES_API_VERSION,
     );
     url.query_pairs_mut()
@@ -421,9 +427,15 @@ async fn list_nics(
     resource_group: &str,
 ) -> Result<Vec<NetworkInterface>, DriverError> {
     let url = api.arm_url(
-        &format!(
-            "/subscriptions/{subscription}/resourceGroups/{resource_group}/providers/Microsoft.Network/networkInterfaces"
-        ),
+        &[
+            "subscriptions",
+            subscription,
+            "resourceGroups",
+            resource_group,
+            "providers",
+            "Microsoft.Network",
+            "networkInterfaces",
+        ],
         NETWORK_API_VERSION,
     );
     list_all(api, "network", "networkInterfaces.list", url).await

@@ -110,21 +110,111 @@ pub(crate) fn owner_vm(resource_type: &str, name: &str, data_disk_suffixes: &[St
     None
 }
 
-/// Parses `azure:///<location>/<vm>` into (location, vm).
+/// Parses `azure:///<location>/<vm>` into (location, vm), both checked
+/// against Azure's syntax ([`check_location`], [`check_vm_name`]): the VM
+/// name goes into request paths.
 pub(crate) fn parse_provider_id(pid: &str) -> Result<(String, String), DriverError> {
-    let bad = || {
-        DriverError::invalid_argument(
-            "machine.providerID",
-            format!("{pid:?} is not of the form azure:///<location>/<vm-name>"),
-        )
-    };
+    const FIELD: &str = "machine.providerID";
+    let bad =
+        || DriverError::invalid_argument(FIELD, format!("{pid:?} is not of the form azure:///<location>/<vm-name>"));
     let rest = pid.strip_prefix(PROVIDER_ID_PREFIX).ok_or_else(bad)?;
     match rest.split('/').collect::<Vec<_>>().as_slice() {
         [location, name] if !location.is_empty() && !name.is_empty() => {
+            check_location(FIELD, location)?;
+            check_vm_name(FIELD, name)?;
             Ok(((*location).to_string(), (*name).to_string()))
         }
         _ => Err(bad()),
     }
+}
+
+// Syntax of the request data that goes into ARM request paths (and ARM ids
+// in request bodies). The SDK builds its paths with `format!` and
+// `Url::set_path`, which resolves `.`/`..` segments and keeps `/`: a value
+// is therefore checked against Azure's own syntax for it before any request
+// is made, so that it cannot leave its path segment; the driver's own
+// requests also percent-encode every segment (`Api::arm_url`). Each check
+// answers INVALID_ARGUMENT naming `field`.
+
+/// Longest value quoted back in an error message.
+const QUOTED: usize = 100;
+
+fn refused(field: &str, value: &str, rule: &str) -> DriverError {
+    let shown: String = value.chars().take(QUOTED).collect();
+    DriverError::invalid_argument(field, format!("{shown:?} is not {rule}"))
+}
+
+/// A resource group name as Azure allows it: 1-90 letters, digits, `_`,
+/// `-`, `.`, `(`, `)`, not ending in a period (so neither `.` nor `..`).
+pub(crate) fn check_resource_group(field: &str, value: &str) -> Result<(), DriverError> {
+    let ok = (1..=90).contains(&value.chars().count())
+        && value.chars().all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | '(' | ')'))
+        && !value.ends_with('.');
+    if ok {
+        Ok(())
+    } else {
+        Err(refused(field, value, "a resource group name (1-90 letters, digits, _ - . ( ), not ending in a period)"))
+    }
+}
+
+/// A VM name (the machine name): 1-64 ASCII letters, digits, `-`, `_`, `.`,
+/// starting with a letter or digit, not ending in `.` or `-` (Azure's rule for
+/// Linux VMs).
+pub(crate) fn check_vm_name(field: &str, value: &str) -> Result<(), DriverError> {
+    let ok = name_syntax(value, 64) && !value.ends_with('-');
+    if ok {
+        Ok(())
+    } else {
+        Err(refused(
+            field,
+            value,
+            "an Azure VM name (1-64 letters, digits, - _ ., starting with a letter or digit, not ending in . or -)",
+        ))
+    }
+}
+
+/// The name of a resource below a resource group (virtual network, subnet,
+/// gallery, gallery image, image version, URN part): 1-`max` ASCII letters,
+/// digits, `-`, `_`, `.`, starting with a letter or digit, not ending in `.`.
+pub(crate) fn check_arm_name(field: &str, value: &str, max: usize) -> Result<(), DriverError> {
+    if name_syntax(value, max) {
+        Ok(())
+    } else {
+        Err(refused(field, value, "an Azure resource name (letters, digits, - _ ., starting with a letter or digit)"))
+    }
+}
+
+fn name_syntax(value: &str, max: usize) -> bool {
+    (1..=max).contains(&value.len())
+        && value.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && value.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && !value.ends_with('.')
+}
+
+/// An Azure location: `westeurope` (or its display name, `West Europe`):
+/// 1-64 ASCII letters, digits and spaces.
+pub(crate) fn check_location(field: &str, value: &str) -> Result<(), DriverError> {
+    let ok = (1..=64).contains(&value.len())
+        && value.chars().all(|c| c.is_ascii_alphanumeric() || c == ' ')
+        && !value.trim().is_empty();
+    if ok { Ok(()) } else { Err(refused(field, value, "an Azure location (letters, digits and spaces)")) }
+}
+
+/// A subscription id (a GUID): 1-64 ASCII letters, digits and `-`.
+pub(crate) fn check_subscription(field: &str, value: &str) -> Result<(), DriverError> {
+    let ok = (1..=64).contains(&value.len()) && value.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+    if ok { Ok(()) } else { Err(refused(field, value, "a subscription id")) }
+}
+
+/// An ARM id given in the spec and sent in a request body (an image, an
+/// availability set, an identity): `/`-separated segments, none empty, `.` or
+/// `..`, without whitespace, control characters, `?`, `#`, `%` or `\`.
+pub(crate) fn check_arm_id(field: &str, value: &str) -> Result<(), DriverError> {
+    let segments = value.strip_prefix('/').unwrap_or(value).split('/');
+    let ok = value.len() <= 1024
+        && !value.chars().any(|c| c.is_whitespace() || c.is_control() || matches!(c, '?' | '#' | '%' | '\\'))
+        && segments.into_iter().all(|s| !s.is_empty() && s != "." && s != "..");
+    if ok { Ok(()) } else { Err(refused(field, value, "an ARM resource id (/-separated names, no . or .. segment)")) }
 }
 
 #[cfg(test)]
@@ -175,5 +265,42 @@ mod tests {
         assert_eq!(parse_provider_id("azure:///westeurope/m-1").unwrap(), ("westeurope".into(), "m-1".into()));
         assert!(parse_provider_id("azure:///westeurope").is_err());
         assert!(parse_provider_id("aws:///x/y").is_err());
+        for bad in ["azure:///westeurope/..", "azure:///westeurope/.", "azure:///../m-1", "azure:///westeurope/m%2F1"] {
+            assert_eq!(parse_provider_id(bad).unwrap_err().field(), Some("machine.providerID"), "{bad}");
+        }
+    }
+
+    #[test]
+    fn path_building_values_are_checked_against_azures_syntax() {
+        for good in ["shoot--dev--conf", "rg.(1)_x", "Grüne-Gruppe"] {
+            check_resource_group("f", good).unwrap();
+        }
+        for bad in ["", "rg/../other", "..", ".", "rg.", "a?b", "a#b", "a%2Fb", "a b", &"r".repeat(91)] {
+            assert_eq!(
+                check_resource_group("providerSpec.resourceGroup", bad).unwrap_err().field(),
+                Some("providerSpec.resourceGroup"),
+                "{bad}"
+            );
+        }
+        check_vm_name("f", "shoot--dev--conf-worker-z1-5d4c8-abcde").unwrap();
+        for bad in ["", "..", ".x", "x.", "x-", "a/b", "_a", "a b", &"m".repeat(65)] {
+            assert!(check_vm_name("f", bad).is_err(), "{bad}");
+        }
+        check_arm_name("f", "shoot--dev--conf-nodes", 80).unwrap();
+        assert!(check_arm_name("f", "nodes/../x", 80).is_err());
+        check_location("f", "westeurope").unwrap();
+        check_location("f", "West Europe").unwrap();
+        assert!(check_location("f", "west/europe").is_err());
+        check_subscription("f", "00000000-0000-4000-8000-000000000001").unwrap();
+        assert!(check_subscription("f", "../../x").is_err());
+        check_arm_id(
+            "f",
+            "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/galleries/g/images/i/versions/1.0.0",
+        )
+        .unwrap();
+        check_arm_id("f", "/SharedGalleries/x-G/Images/i/Versions/1").unwrap();
+        for bad in ["/subscriptions/s/resourceGroups/../x", "/a//b", "/a/./b", "/a?x", "/a b", "/a%2e%2e"] {
+            assert!(check_arm_id("f", bad).is_err(), "{bad}");
+        }
     }
 }

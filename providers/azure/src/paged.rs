@@ -1,9 +1,11 @@
 //! The one reader of ARM's paged lists (`{"value": [...], "nextLink": ...}`):
-//! every page, `nextLink` followed on ARM's host only (the token goes nowhere
-//! else), a missing resource group read as an empty list. Used by the
-//! coalesced status reads ([`crate::lookup`]) and ListMachines ([`crate::list`]).
+//! every page, `nextLink` followed with the kit's [`PageTokens`] (a page cap,
+//! and a `nextLink` handed out twice stops the read) and on ARM's host only
+//! (the token goes nowhere else), a missing resource group read as an empty
+//! list. Used by the coalesced status reads ([`crate::lookup`]) and
+//! ListMachines ([`crate::list`]).
 
-use machine_driver_api::{CallFailure, DriverError};
+use machine_driver_api::{CallFailure, DriverError, PageTokens};
 
 use crate::clients::Api;
 
@@ -32,27 +34,23 @@ pub(crate) async fn list_all<T: serde::de::DeserializeOwned>(
     mut url: azure_core::Url,
 ) -> Result<Vec<T>, DriverError> {
     let mut items = Vec::new();
-    for page_number in 0..MAX_PAGES {
+    let mut pages = PageTokens::with_cap(operation, MAX_PAGES);
+    loop {
         let page = match api.get_raw(service, operation, &url).await {
             Ok(p) => p,
             // The group does not exist: nothing in it. A later page that is not
             // found leaves the list incomplete: an error, never a shorter list.
-            Err(CallFailure::Cloud(_, f)) if f.is_not_found() && page_number == 0 => return Ok(items),
+            Err(CallFailure::Cloud(_, f)) if f.is_not_found() && pages.pages() == 0 => return Ok(items),
             Err(e) => return Err(e.into()),
         };
         let page: Page<T> = serde_json::from_slice(&page.body)
             .map_err(|_| DriverError::internal(format!("{service} {operation} answered a body that is not a list")))?;
         items.extend(page.value);
-        match page.next_link.filter(|l| !l.is_empty()) {
-            Some(next) => {
-                url = azure_core::Url::parse(&next).map_err(|_| {
-                    DriverError::internal(format!("{service} {operation} answered a nextLink that is not a URL"))
-                })?;
-            }
-            None => return Ok(items),
-        }
+        let Some(next) = pages.next(page.next_link.as_deref())? else { return Ok(items) };
+        url = azure_core::Url::parse(&next).map_err(|_| {
+            DriverError::internal(format!("{service} {operation} answered a nextLink that is not a URL"))
+        })?;
     }
-    Err(DriverError::internal(format!("{service} {operation}: more than {MAX_PAGES} pages")))
 }
 
 #[cfg(test)]

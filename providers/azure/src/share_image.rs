@@ -24,6 +24,7 @@ use machine_driver_api::{
 use crate::clients::ClientPool;
 use crate::credentials::AzureCredentials;
 use crate::lro::{self, Outcome, Tracker};
+use crate::naming::{check_arm_name, check_location, check_resource_group, check_subscription};
 
 /// Time kept back from the deadline for answering after the last poll.
 const ANSWER_MARGIN: Duration = Duration::from_secs(1);
@@ -68,6 +69,12 @@ impl GalleryImageVersion {
         if !ok {
             return Err(bad());
         }
+        // Each part goes into the owner's request paths: Azure's syntax, or refused.
+        check_subscription("image", sub)?;
+        check_resource_group("image", rg)?;
+        check_arm_name("image", gallery, 80)?;
+        check_arm_name("image", image, 80)?;
+        check_arm_name("image", version, 64)?;
         Ok(Self {
             subscription: (*sub).to_string(),
             resource_group: (*rg).to_string(),
@@ -88,6 +95,16 @@ impl GalleryImageVersion {
     }
 }
 
+/// The request's consumer account (a subscription id: it goes into the
+/// consumer's request path), `None` when not given.
+fn consumer_account(req: &ShareImage) -> Result<Option<String>, DriverError> {
+    let Some(account) = req.consumer_account.as_deref().map(str::trim).filter(|a| !a.is_empty()) else {
+        return Ok(None);
+    };
+    check_subscription("consumerAccount", account)?;
+    Ok(Some(account.to_string()))
+}
+
 /// ShareImage (see the module docs).
 pub(crate) async fn share_image(
     pool: &ClientPool,
@@ -98,14 +115,12 @@ pub(crate) async fn share_image(
     let location = req.region.as_deref().map(str::trim).filter(|r| !r.is_empty()).ok_or_else(|| {
         DriverError::invalid_argument("region", "is required: the location the consumer boots the image in")
     })?;
+    check_location("region", location)?;
     let consumer = AzureCredentials::from_secret(&req.consumer_secret, "consumerSecret")?;
-    let consumer_sub = req
-        .consumer_account
-        .as_deref()
-        .map(str::trim)
-        .filter(|a| !a.is_empty())
-        .unwrap_or(&consumer.subscription_id)
-        .to_string();
+    let consumer_sub = match consumer_account(&req)? {
+        Some(account) => account,
+        None => consumer.subscription_id.clone(),
+    };
     let answer =
         |granted_now| SharedImage { image_id: image.shared_id(), granted_now, consumer_account: consumer_sub.clone() };
 
@@ -151,8 +166,8 @@ pub(crate) async fn revoke_image_share(
     req: ShareImage,
 ) -> Result<RevokedImageShare, DriverError> {
     let image = GalleryImageVersion::parse(&req.image)?;
-    let consumer_sub = match req.consumer_account.as_deref().map(str::trim).filter(|a| !a.is_empty()) {
-        Some(a) => a.to_string(),
+    let consumer_sub = match consumer_account(&req)? {
+        Some(account) => account,
         None => AzureCredentials::from_secret(&req.consumer_secret, "consumerSecret")?.subscription_id,
     };
     let owner_secret = req.owner_secret.as_ref().ok_or_else(|| {
@@ -285,5 +300,14 @@ mod tests {
         assert!(lower.is_ok());
         assert!(GalleryImageVersion::parse("/subscriptions/o-1/resourceGroups/images").is_err());
         assert_eq!(GalleryImageVersion::parse("m-123").unwrap_err().field(), Some("image"));
+        for traversal in [
+            "/subscriptions/o-1/resourceGroups/../providers/Microsoft.Compute/galleries/g/images/i/versions/1",
+            "/subscriptions/../resourceGroups/rg/providers/Microsoft.Compute/galleries/g/images/i/versions/1",
+            "/subscriptions/o-1/resourceGroups/rg/providers/Microsoft.Compute/galleries/../images/i/versions/1",
+            "/subscriptions/o-1/resourceGroups/rg/providers/Microsoft.Compute/galleries/g/images/i?x/versions/1",
+            "/subscriptions/o-1/resourceGroups/rg/providers/Microsoft.Compute/galleries/g/images/i/versions/..",
+        ] {
+            assert_eq!(GalleryImageVersion::parse(traversal).unwrap_err().field(), Some("image"), "{traversal}");
+        }
     }
 }

@@ -9,9 +9,11 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use machine_driver_api::{DriverError, parse_provider_spec};
+use machine_driver_api::{ClusterMarkers, DriverError, parse_provider_spec};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
+
+use crate::naming::{check_arm_id, check_arm_name, check_location, check_resource_group};
 
 /// Tag key prefix naming the cluster (`kubernetes.io-cluster-<name>`).
 pub(crate) const CLUSTER_TAG_PREFIX: &str = "kubernetes.io-cluster-";
@@ -373,11 +375,21 @@ pub(crate) enum Placement {
 }
 
 impl AzureProviderSpec {
-    /// Parses and validates raw providerSpec JSON; errors name the field.
+    /// Parses and validates raw providerSpec JSON; errors name the field (the tests' shorthand).
+    #[cfg(test)]
     pub(crate) fn parse(raw: &[u8]) -> Result<Self, DriverError> {
+        Self::parse_with_markers(raw).map(|(spec, _)| spec)
+    }
+
+    /// Parses and validates raw providerSpec JSON (errors name the field),
+    /// with the class's cluster and role markers (its `kubernetes.io-cluster-…`
+    /// and `kubernetes.io-role-…` tag keys, exactly one each), read once per
+    /// request: every path that acts on an existing VM judges it with them
+    /// ([`crate::ownership`]).
+    pub(crate) fn parse_with_markers(raw: &[u8]) -> Result<(Self, ClusterMarkers), DriverError> {
         let spec: Self = parse_provider_spec(raw)?;
-        spec.validate()?;
-        Ok(spec)
+        let markers = spec.validate()?;
+        Ok((spec, markers))
     }
 
     /// The spec's `cloudConfiguration.name`.
@@ -388,16 +400,6 @@ impl AzureProviderSpec {
     /// The resource group of the virtual network.
     pub(crate) fn vnet_resource_group(&self) -> &str {
         self.subnet_info.vnet_resource_group.as_deref().filter(|g| !g.is_empty()).unwrap_or(&self.resource_group)
-    }
-
-    /// The cluster tag key (`kubernetes.io-cluster-<name>`).
-    pub(crate) fn cluster_tag(&self) -> Option<&str> {
-        self.tags.keys().map(String::as_str).find(|k| k.starts_with(CLUSTER_TAG_PREFIX))
-    }
-
-    /// The role tag key (`kubernetes.io-role-<role>`).
-    pub(crate) fn role_tag(&self) -> Option<&str> {
-        self.tags.keys().map(String::as_str).find(|k| k.starts_with(ROLE_TAG_PREFIX))
     }
 
     /// The VM's placement (validated: at most one).
@@ -419,26 +421,40 @@ impl AzureProviderSpec {
         }
     }
 
-    fn validate(&self) -> Result<(), DriverError> {
+    /// Validates the spec (errors name the field) and answers its markers.
+    /// Every value that goes into a request path, or into an ARM id of a
+    /// request body, is checked against Azure's syntax for it
+    /// ([`crate::naming`]): `rg/../other` is refused, never sent.
+    fn validate(&self) -> Result<ClusterMarkers, DriverError> {
         let bad =
             |field: &str, problem: &str| Err(DriverError::invalid_argument(format!("providerSpec.{field}"), problem));
         if self.location.trim().is_empty() {
             return bad("location", "is required");
         }
+        check_location("providerSpec.location", &self.location)?;
         if self.resource_group.trim().is_empty() {
             return bad("resourceGroup", "is required");
         }
-        if self.cluster_tag().is_none() || self.role_tag().is_none() {
-            return bad("tags", "must contain keys starting with kubernetes.io-cluster- and kubernetes.io-role-");
-        }
+        check_resource_group("providerSpec.resourceGroup", &self.resource_group)?;
+        let markers = ClusterMarkers::from_keys(
+            self.tags.keys().map(String::as_str),
+            CLUSTER_TAG_PREFIX,
+            ROLE_TAG_PREFIX,
+            "providerSpec.tags",
+        )?;
         if let Some(key) = self.tags.keys().find(|k| k.contains(['<', '>', '%', '&', '\\', '?', '/'])) {
             return bad("tags", &format!("key {key:?} contains a character Azure refuses in tag names"));
         }
         if self.subnet_info.vnet_name.trim().is_empty() {
             return bad("subnetInfo.vnetName", "is required");
         }
+        check_arm_name("providerSpec.subnetInfo.vnetName", &self.subnet_info.vnet_name, 64)?;
         if self.subnet_info.subnet_name.trim().is_empty() {
             return bad("subnetInfo.subnetName", "is required");
+        }
+        check_arm_name("providerSpec.subnetInfo.subnetName", &self.subnet_info.subnet_name, 80)?;
+        if let Some(group) = self.subnet_info.vnet_resource_group.as_deref().filter(|g| !g.is_empty()) {
+            check_resource_group("providerSpec.subnetInfo.vnetResourceGroup", group)?;
         }
         let p = &self.properties;
         if p.hardware_profile.vm_size.trim().is_empty() {
@@ -469,6 +485,13 @@ impl AzureProviderSpec {
             }
             if d.storage_account_type.trim().is_empty() {
                 return bad(&format!("{field}.storageAccountType"), "is required");
+            }
+            // Part of the disk's name, which goes into the disk's request paths.
+            if let Some(name) = d.name.as_deref().filter(|n| !n.is_empty())
+                && !(name.len() <= 64
+                    && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
+            {
+                return bad(&format!("{field}.name"), "must be at most 64 letters, digits, - _ .");
             }
             if let Some(image) = &d.image_ref {
                 validate_image(image, &format!("{field}.imageRef"))?;
@@ -501,7 +524,22 @@ impl AzureProviderSpec {
         {
             return bad("properties.zone", "must be a zone number (1, 2, 3)");
         }
-        Ok(())
+        let ids = [
+            ("properties.availabilitySet.id", p.availability_set.as_ref().map(|a| a.id.as_str())),
+            ("properties.virtualMachineScaleSet.id", p.virtual_machine_scale_set.as_ref().map(|s| s.id.as_str())),
+            ("properties.machineSet.id", p.machine_set.as_ref().map(|m| m.id.as_str())),
+            ("properties.identityID", p.identity_id.as_deref()),
+            (
+                "properties.capacityReservation.capacityReservationGroupID",
+                p.capacity_reservation.as_ref().and_then(|c| c.capacity_reservation_group_id.as_deref()),
+            ),
+        ];
+        for (field, id) in ids {
+            if let Some(id) = id.filter(|i| !i.is_empty()) {
+                check_arm_id(&format!("providerSpec.{field}"), id)?;
+            }
+        }
+        Ok(markers)
     }
 }
 
@@ -517,13 +555,27 @@ fn validate_image(image: &ImageReference, field: &str) -> Result<(), DriverError
             "set exactly one of id, urn, communityGalleryImageID and sharedGalleryImageID",
         ));
     }
-    if let Some(urn) = image.urn.as_deref().filter(|u| !u.trim().is_empty())
-        && (urn.split(':').count() != 4 || urn.split(':').any(str::is_empty))
-    {
-        return Err(DriverError::invalid_argument(
-            format!("providerSpec.{field}.urn"),
-            format!("{urn:?} is not publisher:offer:sku:version"),
-        ));
+    if let Some(urn) = image.urn.as_deref().filter(|u| !u.trim().is_empty()) {
+        let urn = urn.trim();
+        if urn.split(':').count() != 4 || urn.split(':').any(str::is_empty) {
+            return Err(DriverError::invalid_argument(
+                format!("providerSpec.{field}.urn"),
+                format!("{urn:?} is not publisher:offer:sku:version"),
+            ));
+        }
+        // The parts make the platform image id of a disk made from the image.
+        for part in urn.split(':') {
+            check_arm_name(&format!("providerSpec.{field}.urn"), part, 256)?;
+        }
+    }
+    for (key, id) in [
+        ("id", &image.id),
+        ("communityGalleryImageID", &image.community_gallery_image_id),
+        ("sharedGalleryImageID", &image.shared_gallery_image_id),
+    ] {
+        if let Some(id) = id.as_deref().map(str::trim).filter(|i| !i.is_empty()) {
+            check_arm_id(&format!("providerSpec.{field}.{key}"), id)?;
+        }
     }
     Ok(())
 }
@@ -566,7 +618,9 @@ mod tests {
     fn a_gardener_class_parses() {
         let s = parse(&example()).unwrap();
         assert_eq!(s.placement(), Placement::Zone("1".into()));
-        assert_eq!(s.cluster_tag(), Some("kubernetes.io-cluster-shoot--dev--conf"));
+        let (_, markers) = AzureProviderSpec::parse_with_markers(&serde_json::to_vec(&example()).unwrap()).unwrap();
+        assert_eq!(markers.cluster(), "kubernetes.io-cluster-shoot--dev--conf");
+        assert_eq!(markers.role(), "kubernetes.io-role-node");
         assert_eq!(s.vnet_resource_group(), "shoot--dev--conf");
     }
 
@@ -611,6 +665,51 @@ mod tests {
             Some("providerSpec.properties.storageProfile.dataDisks[1].lun")
         );
         assert_eq!(field(&|v| v["tags"] = serde_json::json!({"a": "b"})).as_deref(), Some("providerSpec.tags"));
+        assert_eq!(
+            field(&|v| v["tags"]["kubernetes.io-cluster-shoot--other"] = "1".into()).as_deref(),
+            Some("providerSpec.tags"),
+            "two cluster keys: which cluster's VMs these are is unclear"
+        );
+    }
+
+    #[test]
+    fn path_building_fields_are_checked_against_azures_syntax() {
+        let field = |patch: &dyn Fn(&mut serde_json::Value)| {
+            let mut v = example();
+            patch(&mut v);
+            parse(&v).unwrap_err().field().map(str::to_string)
+        };
+        assert_eq!(
+            field(&|v| v["resourceGroup"] = "other/../shoot--dev--conf".into()).as_deref(),
+            Some("providerSpec.resourceGroup")
+        );
+        assert_eq!(
+            field(&|v| v["subnetInfo"]["vnetResourceGroup"] = "rg/../other".into()).as_deref(),
+            Some("providerSpec.subnetInfo.vnetResourceGroup")
+        );
+        assert_eq!(
+            field(&|v| v["subnetInfo"]["subnetName"] = "nodes/../../x".into()).as_deref(),
+            Some("providerSpec.subnetInfo.subnetName")
+        );
+        assert_eq!(field(&|v| v["location"] = "west/europe".into()).as_deref(), Some("providerSpec.location"));
+        assert_eq!(
+            field(&|v| v["properties"]["storageProfile"]["dataDisks"] = serde_json::json!([
+                {"name": "../x", "lun": 0, "diskSizeGB": 10, "storageAccountType": "Standard_LRS"}]))
+            .as_deref(),
+            Some("providerSpec.properties.storageProfile.dataDisks[0].name")
+        );
+        assert_eq!(
+            field(&|v| {
+                v["properties"]["storageProfile"]["imageReference"] =
+                    serde_json::json!({"id": "/subscriptions/s/resourceGroups/../x/providers/Microsoft.Compute/images/i"});
+            })
+            .as_deref(),
+            Some("providerSpec.properties.storageProfile.imageReference.id")
+        );
+        assert_eq!(
+            field(&|v| v["properties"]["storageProfile"]["imageReference"]["urn"] = "a/..:b:c:d".into()).as_deref(),
+            Some("providerSpec.properties.storageProfile.imageReference.urn")
+        );
     }
 
     #[test]

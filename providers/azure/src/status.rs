@@ -4,24 +4,29 @@
 //! state); both map the provisioning state the same way, and a `Failed` VM
 //! is read again with its instance view for the failure. The addresses come
 //! from [`crate::addresses`].
+//!
+//! Either record carries the VM's tags, and a VM that is not this machine's
+//! ([`crate::ownership`]) is NOT_FOUND, so that MCM never adopts another
+//! cluster's VM or one made by hand.
 
-use machine_driver_api::{CallContext, DriverError, MachineRef, MachineStatus};
+use machine_driver_api::{CallContext, DriverError, MachineRef, MachineStatus, Ownership, foreign_not_found};
 
 use crate::clients::Api;
 use crate::credentials::AzureCredentials;
 use crate::driver::AzureDriver;
 use crate::lookup::FoundVm;
 use crate::naming::VmRef;
+use crate::ownership::judge_found;
 use crate::vm::{self, Provisioning};
 
 impl AzureDriver {
     /// GetMachineStatus: the VM's state; a `Failed` VM answers its failure
     /// (the Go provider answers OK for it, and MCM never replaces the
     /// machine); not visible yet for a create of a moment ago or a young
-    /// machine; NOT_FOUND otherwise.
+    /// machine; NOT_FOUND otherwise, and for a VM that is not this machine's.
     pub(crate) async fn status(&self, ctx: &CallContext, req: MachineRef) -> Result<MachineStatus, DriverError> {
         let creds = AzureCredentials::from_secret(&req.secret, "secret")?;
-        let (target, spec) = self.locate(&req, &creds)?;
+        let (target, spec, markers) = self.locate(&req, &creds)?;
         let api = self.pool.api(&creds, spec.cloud(), ctx)?;
         let found = match self.lookups.get(&api, &creds, &target, &self.addresses).await? {
             // A list (up to LIST_REUSE old) may predate this process's delete of the VM: read it alone.
@@ -30,18 +35,30 @@ impl AzureDriver {
             }
             found => found,
         };
+        let foreign = |found: &FoundVm| match judge_found(&markers, found, &req.machine) {
+            Ownership::Mine => None,
+            Ownership::Foreign(why) => Some(foreign_not_found(format!("VM {}", target.provider_id()), why)),
+        };
         if let Some(found) = found {
+            if let Some(not_found) = foreign(&found) {
+                return Err(not_found);
+            }
             self.recent.forget(&target);
             let state = found.provisioning();
             if state == Provisioning::Failed {
                 // Neither the GET nor the list carries the instance view with the failure's code: read it.
-                match crate::create::get_vm(&api, &target, true).await? {
-                    Some(vm) if vm::provisioning(&vm) == Provisioning::Failed => {
+                let fresh = crate::create::get_vm(&api, &target, true).await?.map(|vm| FoundVm::Full(Box::new(vm)));
+                // The VM may have been made again since the list: judged again.
+                if let Some(not_found) = fresh.as_ref().and_then(foreign) {
+                    return Err(not_found);
+                }
+                match fresh {
+                    Some(FoundVm::Full(vm)) if vm::provisioning(&vm) == Provisioning::Failed => {
                         return Err(crate::create::failed_vm_error(&vm));
                     }
                     // No longer failed (a list up to LIST_REUSE old, or ARM's record behind
                     // Compute's): answered from the fresh read.
-                    Some(vm) => return Ok(self.answer(&api, &creds, &target, &FoundVm::Full(Box::new(vm))).await),
+                    Some(fresh) => return Ok(self.answer(&api, &creds, &target, &fresh).await),
                     // Gone since: answered as absent below.
                     None => {}
                 }

@@ -32,10 +32,13 @@ pub(crate) type VirtualMachine = azure_mgmt_compute::package_2024_07_01::models:
 /// The network NIC model.
 pub(crate) type NetworkInterface = azure_mgmt_network::package_2024_03::models::NetworkInterface;
 
-/// The tags of the machine's resources: the spec's plus the machine uid.
+/// The tags of the machine's resources: the spec's (with the cluster and
+/// role markers) plus the machine uid, when the request has one.
 pub(crate) fn machine_tags(spec: &AzureProviderSpec, uid: &str) -> BTreeMap<String, String> {
     let mut tags = spec.tags.clone();
-    tags.insert(MACHINE_UID_TAG.to_string(), uid.to_string());
+    if !uid.is_empty() {
+        tags.insert(MACHINE_UID_TAG.to_string(), uid.to_string());
+    }
     tags
 }
 
@@ -264,11 +267,6 @@ pub(crate) fn provisioning_of(state: &str) -> Provisioning {
         "deleting" => Provisioning::Deleting,
         _ => Provisioning::InProgress,
     }
-}
-
-/// The machine uid a VM is tagged with, if any.
-pub(crate) fn uid_tag(vm: &VirtualMachine) -> Option<&str> {
-    vm.resource.tags.as_ref().and_then(|t| t.get(MACHINE_UID_TAG)).and_then(Value::as_str)
 }
 
 /// The failure recorded in a failed VM's instance view

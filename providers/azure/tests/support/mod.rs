@@ -98,3 +98,128 @@ impl FakeCloud {
 pub fn ctx(rpc: &'static str, secs: u64) -> CallContext {
     CallContext::with_timeout(rpc, std::time::Duration::from_secs(secs))
 }
+
+/// The example class with `patch` applied to its providerSpec (a JSON merge patch).
+pub fn class_with(class: &MachineClass, patch: impl FnOnce(&mut Value)) -> MachineClass {
+    let mut spec: Value = serde_json::from_slice(&class.provider_spec).unwrap();
+    patch(&mut spec);
+    MachineClass { provider_spec: serde_json::to_vec(&spec).unwrap(), ..class.clone() }
+}
+
+impl FakeCloud {
+    /// The example class as another cluster of the same resource group has it
+    /// (its cluster tag `kubernetes.io-cluster-shoot--dev--other`).
+    pub fn other_cluster_class(&self) -> MachineClass {
+        class_with(&self.class, |spec| {
+            let tags = spec["tags"].as_object_mut().unwrap();
+            tags.remove("kubernetes.io-cluster-shoot--dev--conf");
+            tags.insert("kubernetes.io-cluster-shoot--dev--other".into(), "1".into());
+            tags.insert("Name".into(), "shoot--dev--other".into());
+        })
+    }
+
+    /// One ARM request made outside the driver (as the portal, the CLI or the
+    /// Go provider would): `method` on `path` (`/subscriptions/...`, without
+    /// the api-version) with the cluster identity's token. Its status and
+    /// JSON body (`null` when empty).
+    pub async fn arm(&self, method: &str, path: &str, api_version: &str, body: Option<Value>) -> (u16, Value) {
+        let form = format!(
+            "grant_type=client_credentials&client_id={}&client_secret={}&scope=https%3A%2F%2Fmanagement.azure.com%2F.default",
+            fake_arm::CLIENT_ID,
+            fake_arm::CLIENT_SECRET
+        );
+        let token_path = format!("/{}/oauth2/v2.0/token", fake_arm::TENANT_ID);
+        let (_, token) = raw_http(
+            &self.fake.url(),
+            "POST",
+            &token_path,
+            &[("content-type", "application/x-www-form-urlencoded")],
+            form,
+        )
+        .await;
+        let token = token["access_token"].as_str().unwrap().to_string();
+        let auth = format!("Bearer {token}");
+        let body = body.map(|b| b.to_string()).unwrap_or_default();
+        let path = format!("{path}?api-version={api_version}");
+        raw_http(
+            &self.fake.url(),
+            method,
+            &path,
+            &[("authorization", &auth), ("content-type", "application/json")],
+            body,
+        )
+        .await
+    }
+
+    /// The ARM path of `kind` (`Microsoft.Compute/virtualMachines`, ...) `name` in the seeded group.
+    pub fn arm_path(&self, kind: &str, name: &str) -> String {
+        format!(
+            "/subscriptions/{}/resourceGroups/{}/providers/{kind}/{name}",
+            fake_arm::SUBSCRIPTION_ID,
+            fake_arm::RESOURCE_GROUP
+        )
+    }
+
+    /// The tags ARM shows on the VM `name` (`null` when it has none; panics when it is absent).
+    pub async fn vm_tags(&self, name: &str) -> Value {
+        let (status, vm) =
+            self.arm("GET", &self.arm_path("Microsoft.Compute/virtualMachines", name), "2024-07-01", None).await;
+        assert_eq!(status, 200, "VM {name}: {vm}");
+        vm["tags"].clone()
+    }
+
+    /// Makes a free NIC `name` in the seeded subnet carrying `tags` (a leftover of a VM that is gone).
+    pub async fn put_nic(&self, name: &str, tags: Value) {
+        let subnet = format!(
+            "/subscriptions/{}/resourceGroups/{}/providers/Microsoft.Network/virtualNetworks/{}/subnets/{}",
+            fake_arm::SUBSCRIPTION_ID,
+            fake_arm::RESOURCE_GROUP,
+            fake_arm::VNET,
+            fake_arm::SUBNET
+        );
+        let body = serde_json::json!({
+            "location": fake_arm::LOCATION,
+            "tags": tags,
+            "properties": {"ipConfigurations": [{"name": "ipconfig1", "properties": {"subnet": {"id": subnet}}}]}
+        });
+        let (status, answer) = self
+            .arm("PUT", &self.arm_path("Microsoft.Network/networkInterfaces", name), "2024-03-01", Some(body))
+            .await;
+        assert!(status == 200 || status == 201, "NIC {name}: {status} {answer}");
+    }
+
+    /// Makes a free empty managed disk `name` carrying `tags` (`null`: none).
+    pub async fn put_disk(&self, name: &str, tags: Value) {
+        let mut body = serde_json::json!({
+            "location": fake_arm::LOCATION,
+            "sku": {"name": "Standard_LRS"},
+            "properties": {"creationData": {"createOption": "Empty"}, "diskSizeGB": 8}
+        });
+        if !tags.is_null() {
+            body["tags"] = tags;
+        }
+        let (status, answer) =
+            self.arm("PUT", &self.arm_path("Microsoft.Compute/disks", name), "2024-03-02", Some(body)).await;
+        assert!((200..300).contains(&status), "disk {name}: {status} {answer}");
+    }
+}
+
+/// One HTTP/1.0 request (no client dependency): status and JSON body (`null` when empty or not JSON).
+async fn raw_http(base: &str, method: &str, path: &str, headers: &[(&str, &str)], body: String) -> (u16, Value) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let host = base.strip_prefix("http://").unwrap().trim_end_matches('/');
+    let mut conn = tokio::net::TcpStream::connect(host).await.unwrap();
+    let mut head = format!("{method} {path} HTTP/1.0\r\nHost: {host}\r\nContent-Length: {}\r\n", body.len());
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    conn.write_all(head.as_bytes()).await.unwrap();
+    conn.write_all(body.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    conn.read_to_end(&mut raw).await.unwrap();
+    let raw = String::from_utf8_lossy(&raw);
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap();
+    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
