@@ -16,15 +16,18 @@
 use std::time::Duration;
 
 use google_cloud_compute_v1::model::{Instance, Operation};
-use machine_driver_api::{CallContext, CreateMachine, CreatedMachine, DriverError, ErrorKind};
+use machine_driver_api::{
+    CallContext, ClusterMarkers, CreateMachine, CreatedMachine, DriverError, Machine, Ownership, foreign_name_taken,
+};
 
 use crate::clients::Api;
 use crate::credentials::GcpCredentials;
 use crate::driver::GcpDriver;
 use crate::errors::{GceFailure, RETRY_SOON};
 use crate::instance::{InstanceTarget, addresses, build_instance};
-use crate::naming::{InstanceRef, MACHINE_UID_LABEL, insert_request_id, is_gce_name, uid_label_value};
+use crate::naming::{InstanceRef, insert_request_id, is_gce_name};
 use crate::operations::is_done;
+use crate::ownership;
 use crate::spec::GcpProviderSpec;
 use crate::timestamps;
 
@@ -46,6 +49,13 @@ async fn get_instance(api: &Api<'_>, target: &InstanceRef) -> Result<Option<Inst
         Err(f) if f.cloud().is_some_and(GceFailure::is_not_found) => Ok(None),
         Err(f) => Err(f.into_driver_error()),
     }
+}
+
+/// Whose instance a create may adopt: the class's markers and the machine.
+#[derive(Debug, Clone, Copy)]
+struct Owner<'a> {
+    markers: &'a ClusterMarkers,
+    machine: &'a Machine,
 }
 
 /// Time kept free before the RPC deadline when waiting for an operation.
@@ -71,6 +81,8 @@ impl GcpDriver {
                 format!("{name:?} is not a valid GCE instance name (lowercase letters, digits and '-', at most 63)"),
             ));
         }
+        let markers = spec.markers()?;
+        let owner = Owner { markers: &markers, machine: &req.machine };
         let uid = req.machine.uid.as_str();
         let target = InstanceRef { project: key.project_id.clone(), zone: spec.zone.clone(), name: name.to_string() };
         let body = build_instance(&spec, InstanceTarget { project: &target.project, name, uid }, &req.user_data.0)?;
@@ -94,7 +106,7 @@ impl GcpDriver {
             let op = match inserted {
                 Ok(op) => op,
                 Err(f) if f.cloud().is_some_and(GceFailure::is_already_exists) => {
-                    return self.adopt(&api, &target, uid).await;
+                    return self.adopt(&api, &target, owner).await;
                 }
                 Err(f) => return Err(f.into_driver_error()),
             };
@@ -102,7 +114,7 @@ impl GcpDriver {
             self.deleted.forget(&target);
             self.failed_inserts.forget(&target);
             if !is_done(&op) {
-                return self.wait_for_insert(&api, &key, &target, &op, uid).await;
+                return self.wait_for_insert(&api, &key, &target, &op, owner).await;
             }
             let Some(failure) = GceFailure::from_operation(&op) else {
                 // A DONE answer replays an earlier insert. After GetMachineStatus
@@ -117,7 +129,7 @@ impl GcpDriver {
                 return Ok(created(&target, &Instance::new()));
             };
             if failure.is_already_exists() {
-                return self.adopt(&api, &target, uid).await;
+                return self.adopt(&api, &target, owner).await;
             }
             self.recent.forget(&target);
             let replayed = op.insert_time.as_deref().and_then(timestamps::age).is_some_and(|age| age >= REPLAY_AGE);
@@ -138,8 +150,17 @@ impl GcpDriver {
         ))
     }
 
-    /// Handles "already exists": adopts the instance when it carries this machine's uid label.
-    async fn adopt(&self, api: &Api<'_>, target: &InstanceRef, uid: &str) -> Result<CreatedMachine, DriverError> {
+    /// Handles "already exists" (instance names are unique per zone): adopts
+    /// the instance when the kit judges it this machine's (this cluster's
+    /// markers, and this machine's uid label or none, as the Go provider's
+    /// instances have none); otherwise ALREADY_EXISTS `NAME_TAKEN_BY_FOREIGN_VM`,
+    /// the instance left untouched.
+    async fn adopt(
+        &self,
+        api: &Api<'_>,
+        target: &InstanceRef,
+        owner: Owner<'_>,
+    ) -> Result<CreatedMachine, DriverError> {
         let Some(instance) = get_instance(api, target).await? else {
             return Err(DriverError::unavailable(
                 "NOT_VISIBLE_YET",
@@ -147,12 +168,9 @@ impl GcpDriver {
                 RETRY_SOON,
             ));
         };
-        if instance.labels.get(MACHINE_UID_LABEL).map(String::as_str) != Some(uid_label_value(uid).as_str()) {
-            return Err(DriverError::new(
-                ErrorKind::AlreadyExists,
-                "INSTANCE_NAME_TAKEN",
-                format!("instance {} exists but was not created for this machine", target.provider_id()),
-            ));
+        if let Ownership::Foreign(why) = ownership::judge(owner.markers, &instance, owner.machine) {
+            tracing::warn!(provider_id = %target.provider_id(), %why, "create: the name is taken by another instance");
+            return Err(foreign_name_taken(format!("instance {}", target.provider_id()), why));
         }
         tracing::info!(provider_id = %target.provider_id(), "instance already exists for this machine: adopted");
         Ok(created(target, &instance))
@@ -171,7 +189,7 @@ impl GcpDriver {
         key: &GcpCredentials,
         target: &InstanceRef,
         op: &Operation,
-        uid: &str,
+        owner: Owner<'_>,
     ) -> Result<CreatedMachine, DriverError> {
         let Some(op_name) = op.name.clone() else {
             return Ok(created(target, &Instance::new()));
@@ -195,7 +213,7 @@ impl GcpDriver {
             .map_err(|f| f.into_driver_error())
         };
         match waiter.wait(&op_name, bound, wait_alone).await {
-            Ok(Some(done)) => self.insert_done(api, target, &done, uid).await,
+            Ok(Some(done)) => self.insert_done(api, target, &done, owner).await,
             Ok(None) => Ok(self.still_running(target, op_name)),
             Err(e) => {
                 // The insert was accepted; GetMachineStatus will tell how it ends.
@@ -211,11 +229,11 @@ impl GcpDriver {
         api: &Api<'_>,
         target: &InstanceRef,
         done: &Operation,
-        uid: &str,
+        owner: Owner<'_>,
     ) -> Result<CreatedMachine, DriverError> {
         match GceFailure::from_operation(done) {
             None => Ok(created(target, &Instance::new())),
-            Some(f) if f.is_already_exists() => self.adopt(api, target, uid).await,
+            Some(f) if f.is_already_exists() => self.adopt(api, target, owner).await,
             Some(f) => {
                 self.recent.forget(target);
                 Err(f.driver_error("instances.insert"))

@@ -25,6 +25,8 @@ use machine_driver_api::{DriverError, SecretData};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use crate::naming::is_project_id;
+
 /// Secret keys holding the service account key JSON (the Go provider's alias included).
 pub(crate) const SERVICE_ACCOUNT_KEYS: &[&str] = &["serviceAccountJSON", "serviceaccount.json"];
 /// Secret key holding the external account configuration JSON (workload identity).
@@ -112,6 +114,12 @@ impl GcpCredentials {
         };
         let project_id = text("project_id")?;
         let client_email = text("client_email")?;
+        if !is_project_id(&project_id) {
+            return Err(DriverError::invalid_argument(
+                field(".project_id"),
+                "is not a GCP project id (6 to 30 lowercase letters, digits and hyphens, starting with a letter)",
+            ));
+        }
         let fingerprint = Sha256::digest(raw.as_bytes()).into();
         Ok(Self { project_id, fingerprint, source: CredentialSource::Key(ServiceAccountKey { client_email, json }) })
     }
@@ -170,16 +178,6 @@ impl GcpCredentials {
             CredentialSource::WorkloadIdentity(w) => w.credentials(Some(endpoint)),
         }
     }
-}
-
-/// GCP project id syntax (an optional `domain:` prefix allowed, as legacy projects have).
-fn is_project_id(id: &str) -> bool {
-    let name = id.rsplit_once(':').map_or(id, |(_, n)| n);
-    (6..=30).contains(&name.len())
-        && name.starts_with(|c: char| c.is_ascii_lowercase())
-        && !name.ends_with('-')
-        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && id.bytes().all(|b| b.is_ascii_graphic())
 }
 
 /// The `https://host/...` URL in `value`, or `None`.
@@ -374,10 +372,10 @@ mod tests {
     #[test]
     fn reads_project_and_email_and_hides_the_key() {
         let s = secret(
-            r#"{"type":"service_account","project_id":"p-1","client_email":"a@p-1.iam.gserviceaccount.com","private_key":"CANARY"}"#,
+            r#"{"type":"service_account","project_id":"proj-1","client_email":"a@p-1.iam.gserviceaccount.com","private_key":"CANARY"}"#,
         );
         let k = GcpCredentials::from_secret(&s, "secret").unwrap();
-        assert_eq!(k.project_id, "p-1");
+        assert_eq!(k.project_id, "proj-1");
         assert_eq!(k.service_account_email(), Some("a@p-1.iam.gserviceaccount.com"));
         assert_eq!(k.token_file(), None);
         assert!(!format!("{k:?}").contains("CANARY"));
@@ -386,8 +384,8 @@ mod tests {
     #[test]
     fn the_alternative_key_name_works() {
         let s: SecretData =
-            [("serviceaccount.json", r#"{"project_id":"p","client_email":"a@b"}"#)].into_iter().collect();
-        assert_eq!(GcpCredentials::from_secret(&s, "secret").unwrap().project_id, "p");
+            [("serviceaccount.json", r#"{"project_id":"proj-1","client_email":"a@b"}"#)].into_iter().collect();
+        assert_eq!(GcpCredentials::from_secret(&s, "secret").unwrap().project_id, "proj-1");
     }
 
     #[test]
@@ -398,8 +396,14 @@ mod tests {
         assert!(!e.message().contains("CANARY"));
         let e = GcpCredentials::from_secret(&secret(r#"{"client_email":"a@b"}"#), "secret").unwrap_err();
         assert_eq!(e.field(), Some("secret.serviceAccountJSON.project_id"));
-        let e = GcpCredentials::from_secret(&secret(r#"{"project_id":"p"}"#), "ownerSecret").unwrap_err();
+        let e = GcpCredentials::from_secret(&secret(r#"{"project_id":"proj-1"}"#), "ownerSecret").unwrap_err();
         assert_eq!(e.field(), Some("ownerSecret.serviceAccountJSON.client_email"));
+        // The project goes into every Compute URL: only a project id's syntax.
+        for bad in ["../x", "p", "a/b:my-project", "my-project?x", "%2e%2e"] {
+            let key = format!(r#"{{"project_id":"{bad}","client_email":"a@b"}}"#);
+            let e = GcpCredentials::from_secret(&secret(&key), "secret").unwrap_err();
+            assert_eq!(e.field(), Some("secret.serviceAccountJSON.project_id"), "{bad}");
+        }
     }
 
     #[test]
@@ -508,7 +512,7 @@ mod tests {
     #[tokio::test]
     async fn fake_endpoint_credentials_name_the_principal() {
         let k = GcpCredentials::from_secret(
-            &secret(r#"{"project_id":"p","client_email":"a@p.iam.gserviceaccount.com"}"#),
+            &secret(r#"{"project_id":"proj-1","client_email":"a@p.iam.gserviceaccount.com"}"#),
             "secret",
         )
         .unwrap();

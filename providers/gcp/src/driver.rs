@@ -1,6 +1,6 @@
 //! [`GcpDriver`]: the driver's state, its `Provider` and `Driver` impls; each
 //! RPC lives in its own module (`create`, `status`, `delete`, `list`,
-//! `share_image`, `volumes`).
+//! `share_image`, `volumes`); which instances they may act on, in `ownership`.
 
 use machine_driver_api::{
     CallContext, Capabilities, CloudOptions, CreateMachine, CreatedMachine, DeletedMachine, Driver, DriverError,
@@ -13,7 +13,7 @@ use crate::config::GcpConfig;
 use crate::credentials::{CREDENTIALS_CONFIG_KEYS, GcpCredentials, PROJECT_ID_KEYS, SERVICE_ACCOUNT_KEYS};
 use crate::errors::GceFailure;
 use crate::lookup::InstanceLookups;
-use crate::naming::InstanceRef;
+use crate::naming::{InstanceRef, is_gce_name};
 use crate::operations::OperationWaiters;
 use crate::spec::GcpProviderSpec;
 
@@ -61,20 +61,31 @@ impl GcpDriver {
         }
     }
 
-    /// The instance a machine RPC addresses: from the providerID when set, else
-    /// the machine name in the spec's zone and the secret's project.
-    pub(crate) fn locate(&self, req: &MachineRef, key: &GcpCredentials) -> Result<InstanceRef, DriverError> {
+    /// The instance a machine RPC addresses: from the providerID when set
+    /// (each part checked against GCE's syntax, INVALID_ARGUMENT naming
+    /// `machine.providerID`), else the machine name in the spec's zone and the
+    /// secret's project. `None` for a machine name no GCE instance can have
+    /// (not `[a-z]([-a-z0-9]*[a-z0-9])?`, at most 63): nothing is read then,
+    /// and nothing of the name reaches a URL.
+    pub(crate) fn locate(
+        req: &MachineRef,
+        key: &GcpCredentials,
+        spec: &GcpProviderSpec,
+    ) -> Result<Option<InstanceRef>, DriverError> {
         if let Some(pid) = req.machine.provider_id.as_deref() {
-            return InstanceRef::parse_provider_id(pid);
+            return InstanceRef::parse_provider_id(pid).map(Some);
         }
-        if req.machine.name.is_empty() {
+        let name = req.machine.name.as_str();
+        if name.is_empty() {
             return Err(DriverError::invalid_argument(
                 "machine.name",
                 "is required when machine.providerID is not set",
             ));
         }
-        let spec = GcpProviderSpec::parse(&req.class.provider_spec)?;
-        Ok(InstanceRef { project: key.project_id.clone(), zone: spec.zone, name: req.machine.name.clone() })
+        if !is_gce_name(name) {
+            return Ok(None);
+        }
+        Ok(Some(InstanceRef { project: key.project_id.clone(), zone: spec.zone.clone(), name: name.to_string() }))
     }
 }
 

@@ -45,7 +45,7 @@ pub(crate) fn build_instance(
     user_data: &[u8],
 ) -> Result<Instance, DriverError> {
     let zone = spec.zone.as_str();
-    let membership = spec.membership()?;
+    let markers = spec.markers()?;
     let mut i = Instance::new();
     i.name = Some(target.name.to_string());
     i.machine_type =
@@ -56,8 +56,10 @@ pub(crate) fn build_instance(
     i.min_cpu_platform = spec.min_cpu_platform.clone().filter(|s| !s.is_empty());
 
     let mut labels: HashMap<String, String> = spec.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-    labels.insert(membership.cluster_tag.clone(), MEMBERSHIP_LABEL_VALUE.to_string());
-    labels.insert(membership.role_tag.clone(), MEMBERSHIP_LABEL_VALUE.to_string());
+    // The markers as labels too (network tags are also made for firewall
+    // rules; a label is this sidecar's own mark, see `crate::ownership`).
+    labels.insert(markers.cluster().to_string(), MEMBERSHIP_LABEL_VALUE.to_string());
+    labels.insert(markers.role().to_string(), MEMBERSHIP_LABEL_VALUE.to_string());
     labels.insert(MACHINE_UID_LABEL.to_string(), uid_label_value(target.uid));
     i.labels = labels;
 

@@ -14,6 +14,7 @@ mod list;
 mod lookup;
 mod naming;
 mod operations;
+mod ownership;
 mod share_image;
 mod spec;
 mod status;

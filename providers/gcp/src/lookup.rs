@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use google_cloud_compute_v1::model::Instance;
 use machine_driver_api::{
-    BatchFn, CallContext, Coalescer, DriverError, ErrorKind, KeyedCache, common_prefix, common_prefix_len,
+    BatchFn, CallContext, Coalescer, DriverError, ErrorKind, KeyedCache, PageTokens, common_prefix, common_prefix_len,
 };
 
 use crate::clients::{Api, SharedApi};
@@ -76,8 +76,9 @@ impl InstanceLookups {
         target: &InstanceRef,
     ) -> Result<Option<Instance>, DriverError> {
         if !is_gce_name(&target.name) {
-            // Not a name a filter could carry safely (only from a hand-written providerID).
-            return get_one(api, &target.project, &target.zone, &target.name).await;
+            // `GcpDriver::locate` lets only GCE names through (a name filter
+            // carries them unescaped); never read anything else.
+            return Err(DriverError::invalid_argument("machine.name", "is not a GCE instance name"));
         }
         let coalescer = self.coalescer(api, key, target);
         coalescer.get_within(api.context(), target.name.clone()).await
@@ -183,6 +184,7 @@ async fn list_named(
 ) -> Result<(), DriverError> {
     let wanted: HashSet<&str> = names.iter().map(String::as_str).collect();
     let filter = name_filter(names);
+    let mut tokens = PageTokens::new("compute.instances.list");
     let mut page_token = String::new();
     loop {
         let listed = api
@@ -209,9 +211,8 @@ async fn list_named(
                 found.insert(name, instance);
             }
         }
-        match page.next_page_token.filter(|t| !t.is_empty()) {
-            Some(t) if t != page_token => page_token = t,
-            Some(_) => return Err(DriverError::internal("instances.list returned the same page token twice")),
+        match tokens.next(page.next_page_token.as_deref())? {
+            Some(t) => page_token = t,
             None => return Ok(()),
         }
     }

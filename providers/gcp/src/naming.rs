@@ -30,6 +30,11 @@ impl InstanceRef {
     }
 
     /// Parses a providerID; INVALID_ARGUMENT naming `machine.providerID` otherwise.
+    ///
+    /// Each part goes into a Compute URL path as one segment, so each is
+    /// checked against GCE's syntax first: the project a project id
+    /// ([`is_project_id`]), zone and name GCE resource names ([`is_gce_name`]).
+    /// None of them can then hold `/`, `.`-segments, `?`, `#` or `%`.
     pub(crate) fn parse_provider_id(provider_id: &str) -> Result<Self, DriverError> {
         let bad = || {
             DriverError::invalid_argument(
@@ -45,6 +50,21 @@ impl InstanceRef {
         };
         if project.is_empty() || zone.is_empty() || name.is_empty() {
             return Err(bad());
+        }
+        let part = |what: &str, syntax: &str| {
+            DriverError::invalid_argument(
+                "machine.providerID",
+                format!("the {what} of {provider_id:?} is not a GCE {syntax}"),
+            )
+        };
+        if !is_project_id(project) {
+            return Err(part("project", "project id"));
+        }
+        if !is_gce_name(zone) {
+            return Err(part("zone", "zone name"));
+        }
+        if !is_gce_name(name) {
+            return Err(part("instance name", "instance name (lowercase letters, digits and '-', at most 63)"));
         }
         Ok(Self { project: project.into(), zone: zone.into(), name: name.into() })
     }
@@ -79,6 +99,31 @@ pub(crate) fn is_gce_name(s: &str) -> bool {
         && b[b.len() - 1] != b'-'
 }
 
+/// Checks a GCP project id: 6 to 30 lowercase letters, digits and hyphens,
+/// starting with a letter and not ending with a hyphen; legacy domain-scoped
+/// projects have a `domain:` prefix (`example.com:my-project`), a DNS name of
+/// lowercase letters, digits, `-` and `.` (no empty label). Nothing of it can
+/// leave a URL path segment.
+pub(crate) fn is_project_id(id: &str) -> bool {
+    let (domain, name) = match id.split_once(':') {
+        Some((domain, name)) => (Some(domain), name),
+        None => (None, id),
+    };
+    let name_ok = (6..=30).contains(&name.len())
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && !name.ends_with('-')
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    let domain_ok = domain.is_none_or(|d| {
+        d.len() <= 253
+            && d.split('.').all(|label| {
+                !label.is_empty()
+                    && label.len() <= 63
+                    && label.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            })
+    });
+    name_ok && domain_ok
+}
+
 /// Checks a GCE label key (`[a-z][a-z0-9_-]{0,62}`).
 pub(crate) fn is_label_key(s: &str) -> bool {
     let b = s.as_bytes();
@@ -109,8 +154,8 @@ mod tests {
 
     #[test]
     fn provider_id_round_trip() {
-        let r = InstanceRef { project: "p-1".into(), zone: "europe-west1-b".into(), name: "m-1".into() };
-        assert_eq!(r.provider_id(), "gce:///p-1/europe-west1-b/m-1");
+        let r = InstanceRef { project: "proj-1".into(), zone: "europe-west1-b".into(), name: "m-1".into() };
+        assert_eq!(r.provider_id(), "gce:///proj-1/europe-west1-b/m-1");
         assert_eq!(InstanceRef::parse_provider_id(&r.provider_id()).unwrap(), r);
     }
 
@@ -119,6 +164,36 @@ mod tests {
         for bad in ["aws:///eu/i-1", "gce:///p/z", "gce:///p/z/n/x", "gce:////z/n", "gce://p/z/n", ""] {
             let e = InstanceRef::parse_provider_id(bad).unwrap_err();
             assert_eq!(e.field(), Some("machine.providerID"), "{bad}");
+        }
+    }
+
+    #[test]
+    fn provider_id_parts_that_could_leave_their_path_segment_are_refused() {
+        for bad in [
+            "gce:///../europe-west1-b/m-1",
+            "gce:///proj-1/../m-1",
+            "gce:///proj-1/europe-west1-b/..",
+            "gce:///proj-1/europe-west1-b/m-1?alt=x",
+            "gce:///proj-1/europe-west1-b/m-1#x",
+            "gce:///proj-1/europe-west1-b/%2e%2e",
+            "gce:///proj-1/Zone/m-1",
+            "gce:///a..b:proj-1/europe-west1-b/m-1",
+            "gce:///p/europe-west1-b/m-1",
+        ] {
+            let e = InstanceRef::parse_provider_id(bad).unwrap_err();
+            assert_eq!(e.field(), Some("machine.providerID"), "{bad}");
+        }
+        let domain = InstanceRef::parse_provider_id("gce:///example.com:proj-1/europe-west1-b/m-1").unwrap();
+        assert_eq!(domain.project, "example.com:proj-1");
+    }
+
+    #[test]
+    fn project_ids() {
+        for ok in ["demo-project", "image-owner", "example.com:my-project", "a23456"] {
+            assert!(is_project_id(ok), "{ok}");
+        }
+        for bad in ["p-1", "Demo-project", "demo-project-", "1demo-project", "a/../b:my-project", ".:my-project", "x"] {
+            assert!(!is_project_id(bad), "{bad}");
         }
     }
 

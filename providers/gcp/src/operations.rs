@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use google_cloud_compute_v1::model::{Operation, OperationList, operation};
-use machine_driver_api::{CallContext, DriverError, ErrorKind, KeyedCache};
+use machine_driver_api::{CallContext, DriverError, ErrorKind, KeyedCache, PageTokens};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
@@ -378,6 +378,7 @@ impl OperationWaiter {
         let filter = name_filter(names);
         let ctx = CallContext::with_timeout("shared operation wait", LIST_DEADLINE);
         let mut found = HashMap::new();
+        let mut tokens = PageTokens::new("compute.zoneOperations.list");
         let mut page_token = String::new();
         loop {
             let page = (self.list)(filter.clone(), page_token.clone(), ctx.clone()).await?;
@@ -386,9 +387,8 @@ impl OperationWaiter {
                     found.insert(name, op);
                 }
             }
-            match page.next_page_token.filter(|t| !t.is_empty()) {
-                Some(t) if t != page_token => page_token = t,
-                Some(_) => return Err(DriverError::internal("zoneOperations.list returned the same page token twice")),
+            match tokens.next(page.next_page_token.as_deref())? {
+                Some(t) => page_token = t,
                 None => return Ok(found),
             }
         }
@@ -614,7 +614,7 @@ mod tests {
         mock.page("again", Ok(listing(&[], Some("again"))));
         let alone = AtomicUsize::new(0);
         let results = wait_all(&mock.waiter(), &names(2), &alone).await;
-        assert!(results.iter().all(|r| r.as_ref().is_err_and(|e| e.kind() == ErrorKind::Internal)), "{results:?}");
+        assert!(results.iter().all(|r| r.as_ref().is_err_and(|e| e.reason() == "PAGE_TOKEN_REPEATED")), "{results:?}");
     }
 
     #[tokio::test(start_paused = true)]

@@ -16,6 +16,7 @@ use machine_driver_api::{
 use crate::clients::ClientPool;
 use crate::credentials::GcpCredentials;
 use crate::errors::RETRY_SOON;
+use crate::naming::{is_gce_name, is_project_id};
 
 /// The role that lets a principal read an image and create disks from it.
 pub(crate) const IMAGE_USER_ROLE: &str = "roles/compute.imageUser";
@@ -34,6 +35,8 @@ pub(crate) struct ImageRef {
 
 impl ImageRef {
     /// Parses `projects/P/global/images/NAME`, also as a full Compute URL.
+    /// Both parts go into Compute URL paths: the project must be a project id,
+    /// the name a GCE resource name (INVALID_ARGUMENT naming `image` otherwise).
     pub(crate) fn parse(image: &str) -> Result<Self, DriverError> {
         let bad = || {
             DriverError::invalid_argument(
@@ -44,7 +47,7 @@ impl ImageRef {
         let path = image.find("projects/").map(|i| &image[i..]).ok_or_else(bad)?;
         let parts: Vec<&str> = path.split('/').collect();
         match parts.as_slice() {
-            ["projects", project, "global", "images", name] if !project.is_empty() && !name.is_empty() => {
+            ["projects", project, "global", "images", name] if is_project_id(project) && is_gce_name(name) => {
                 Ok(Self { project: (*project).to_string(), name: (*name).to_string() })
             }
             _ => Err(bad()),
@@ -267,15 +270,22 @@ mod tests {
 
     #[test]
     fn image_references() {
-        let want = ImageRef { project: "owner".into(), name: "img".into() };
-        assert_eq!(ImageRef::parse("projects/owner/global/images/img").unwrap(), want);
+        let want = ImageRef { project: "image-owner".into(), name: "img".into() };
+        assert_eq!(ImageRef::parse("projects/image-owner/global/images/img").unwrap(), want);
         assert_eq!(
-            ImageRef::parse("https://www.googleapis.com/compute/v1/projects/owner/global/images/img").unwrap(),
+            ImageRef::parse("https://www.googleapis.com/compute/v1/projects/image-owner/global/images/img").unwrap(),
             want
         );
-        for bad in
-            ["img", "projects/owner/global/images/", "projects/owner/zones/z/disks/d", "projects//global/images/x"]
-        {
+        for bad in [
+            "img",
+            "projects/image-owner/global/images/",
+            "projects/image-owner/zones/z/disks/d",
+            "projects//global/images/x",
+            "projects/../global/images/x",
+            "projects/image-owner/global/images/..",
+            "projects/image-owner/global/images/img?alt=x",
+            "projects/image-owner/global/images/%2e%2e",
+        ] {
             assert_eq!(ImageRef::parse(bad).unwrap_err().field(), Some("image"), "{bad}");
         }
     }

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use machine_driver_api::{DriverError, parse_provider_spec};
+use machine_driver_api::{ClusterMarkers, DriverError, parse_provider_spec};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 
@@ -274,15 +274,6 @@ pub(crate) struct ShieldedInstanceConfiguration {
     pub(crate) integrity_monitoring: Option<bool>,
 }
 
-/// The cluster and role network tags of a spec.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Membership {
-    /// `kubernetes-io-cluster-<name>`.
-    pub(crate) cluster_tag: String,
-    /// `kubernetes-io-role-<role>`.
-    pub(crate) role_tag: String,
-}
-
 impl GcpProviderSpec {
     /// Parses and validates raw providerSpec JSON.
     pub(crate) fn parse(raw: &[u8]) -> Result<Self, DriverError> {
@@ -291,22 +282,17 @@ impl GcpProviderSpec {
         Ok(spec)
     }
 
-    /// The cluster and role tags (validated to exist by [`GcpProviderSpec::parse`]).
-    pub(crate) fn membership(&self) -> Result<Membership, DriverError> {
-        let find = |prefix: &str| self.tags.iter().find(|t| t.starts_with(prefix) && t.len() > prefix.len()).cloned();
-        let cluster_tag = find(CLUSTER_TAG_PREFIX).ok_or_else(|| {
-            DriverError::invalid_argument(
-                "providerSpec.tags",
-                format!("a tag {CLUSTER_TAG_PREFIX}<cluster> identifying the cluster is required"),
-            )
-        })?;
-        let role_tag = find(ROLE_TAG_PREFIX).ok_or_else(|| {
-            DriverError::invalid_argument(
-                "providerSpec.tags",
-                format!("a tag {ROLE_TAG_PREFIX}<role> identifying the role is required"),
-            )
-        })?;
-        Ok(Membership { cluster_tag, role_tag })
+    /// The class's cluster and role markers: its network tags
+    /// `kubernetes-io-cluster-<cluster>` and `kubernetes-io-role-<role>`,
+    /// exactly one of each (the kit's [`ClusterMarkers::from_keys`]; checked by
+    /// [`GcpProviderSpec::parse`], INVALID_ARGUMENT naming `providerSpec.tags`).
+    pub(crate) fn markers(&self) -> Result<ClusterMarkers, DriverError> {
+        ClusterMarkers::from_keys(
+            self.tags.iter().map(String::as_str),
+            CLUSTER_TAG_PREFIX,
+            ROLE_TAG_PREFIX,
+            "providerSpec.tags",
+        )
     }
 
     /// Checks every value, naming the first offending field.
@@ -315,6 +301,15 @@ impl GcpProviderSpec {
         for (name, value) in [("machineType", &self.machine_type), ("region", &self.region), ("zone", &self.zone)] {
             if value.trim().is_empty() {
                 return Err(DriverError::invalid_argument(f(name), "is required"));
+            }
+        }
+        // Both go into Compute URLs (the zone as a path segment): GCE names only.
+        for (name, value) in [("region", &self.region), ("zone", &self.zone)] {
+            if !is_gce_name(value) {
+                return Err(DriverError::invalid_argument(
+                    f(name),
+                    format!("{value:?} is not a GCE {name} name (lowercase letters, digits and '-')"),
+                ));
             }
         }
         if !self.zone.starts_with(&format!("{}-", self.region)) {
@@ -400,7 +395,7 @@ impl GcpProviderSpec {
                 ));
             }
         }
-        self.membership()?;
+        self.markers()?;
         Ok(())
     }
 
@@ -561,13 +556,9 @@ mod tests {
         let s = parse(&gardener_spec()).expect("valid");
         assert_eq!(s.machine_type, "n1-standard-2");
         assert_eq!(s.network_interfaces[0].ipv6_access_type.as_deref(), Some("EXTERNAL"));
-        assert_eq!(
-            s.membership().unwrap(),
-            Membership {
-                cluster_tag: "kubernetes-io-cluster-shoot--p--c".into(),
-                role_tag: "kubernetes-io-role-node".into()
-            }
-        );
+        let markers = s.markers().unwrap();
+        assert_eq!(markers.cluster(), "kubernetes-io-cluster-shoot--p--c");
+        assert_eq!(markers.role(), "kubernetes-io-role-node");
         assert!(!format!("{s:?}").contains("CANARY"), "the ignored secret copy must not print");
     }
 
@@ -612,6 +603,9 @@ mod tests {
         let cases: Vec<(&str, Mutation)> = vec![
             ("providerSpec.machineType", Box::new(|v| v["machineType"] = json!(""))),
             ("providerSpec.zone", Box::new(|v| v["zone"] = json!("us-east1-b"))),
+            ("providerSpec.zone", Box::new(|v| v["zone"] = json!("europe-west1-.."))),
+            ("providerSpec.zone", Box::new(|v| v["zone"] = json!("europe-west1-b/../../x"))),
+            ("providerSpec.region", Box::new(|v| v["region"] = json!("europe-west1/.."))),
             ("providerSpec.disks", Box::new(|v| v["disks"][0]["boot"] = json!(false))),
             ("providerSpec.disks", Box::new(|v| v["disks"][1]["boot"] = json!(true))),
             ("providerSpec.disks", Box::new(|v| v["disks"] = json!([]))),
@@ -642,6 +636,12 @@ mod tests {
             ("providerSpec.serviceAccounts[0].email", Box::new(|v| v["serviceAccounts"][0]["email"] = json!(""))),
             ("providerSpec.tags", Box::new(|v| v["tags"] = json!(["shoot--p--c", "kubernetes-io-role-node"]))),
             ("providerSpec.tags", Box::new(|v| v["tags"] = json!(["kubernetes-io-cluster-shoot--p--c"]))),
+            (
+                "providerSpec.tags",
+                Box::new(|v| {
+                    v["tags"] = json!(["kubernetes-io-cluster-a", "kubernetes-io-cluster-b", "kubernetes-io-role-node"])
+                }),
+            ),
             ("providerSpec.tags[0]", Box::new(|v| v["tags"][0] = json!("Shoot"))),
         ];
         for (field, mutate) in cases {

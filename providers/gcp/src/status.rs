@@ -1,21 +1,37 @@
 //! GetMachineStatus on Compute Engine: one read, shared with concurrent polls
-//! ([`crate::lookup`]).
+//! ([`crate::lookup`]), and an answer only for an instance that is this
+//! machine's ([`crate::ownership`]).
 
-use machine_driver_api::{CallContext, DriverError, MachineRef, MachineStatus};
+use machine_driver_api::{CallContext, DriverError, MachineRef, MachineStatus, Ownership, foreign_not_found};
 
 use crate::credentials::GcpCredentials;
 use crate::driver::GcpDriver;
 use crate::instance::{addresses, status_word};
+use crate::ownership;
+use crate::spec::GcpProviderSpec;
 
 impl GcpDriver {
-    /// GetMachineStatus: the instance, or, when Compute does not show it: the
-    /// failure of its insert operation, "not visible yet" for an insert of a
-    /// moment ago or a young machine, NOT_FOUND otherwise.
+    /// GetMachineStatus: the instance when it is this machine's (NOT_FOUND for
+    /// another cluster's, a hand-made or an earlier machine's instance of the
+    /// name, so that MCM does not adopt it), or, when Compute does not show
+    /// it: the failure of its insert operation, "not visible yet" for an
+    /// insert of a moment ago or a young machine, NOT_FOUND otherwise.
     pub(crate) async fn status(&self, ctx: &CallContext, req: MachineRef) -> Result<MachineStatus, DriverError> {
+        let spec = GcpProviderSpec::parse(&req.class.provider_spec)?;
+        let markers = spec.markers()?;
         let key = GcpCredentials::from_secret(&req.secret, "secret")?;
-        let target = self.locate(&req, &key)?;
+        let Some(target) = Self::locate(&req, &key, &spec)? else {
+            return Err(DriverError::not_found(format!(
+                "machine {:?}: no GCE instance can have this name",
+                req.machine.name
+            )));
+        };
         let api = self.pool.api(&key, ctx).await?;
         if let Some(instance) = self.lookups.get(&api, &key, &target).await? {
+            if let Ownership::Foreign(why) = ownership::judge(&markers, &instance, &req.machine) {
+                tracing::info!(provider_id = %target.provider_id(), %why, "status: the instance is not this machine's");
+                return Err(foreign_not_found(format!("instance {}", target.provider_id()), why));
+            }
             // The insert may still fail while the instance provisions (a stockout
             // removes it): its operation stays remembered until read done.
             self.recent.forget(&target);
