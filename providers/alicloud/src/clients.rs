@@ -47,7 +47,15 @@ impl ClientPool {
     }
 
     /// A handle for the calls of one RPC made with `key` in `region`.
+    /// `region` becomes part of the ECS host name: anything but a region id is
+    /// refused here too, whatever the caller checked.
     pub(crate) fn api<'a>(&self, key: &AccessKey, region: &str, ctx: &'a CallContext) -> Result<Api<'a>, DriverError> {
+        if !crate::naming::is_region(region) {
+            return Err(DriverError::invalid_argument(
+                "region",
+                format!("{region:?} is not a region id (eu-central-1)"),
+            ));
+        }
         let cache_key = (key.fingerprint, region.to_string());
         let client = match self.clients.get(&cache_key) {
             Some(c) => c,

@@ -18,11 +18,17 @@
 //! answer) and, when there is none, `RunInstances` goes out under a token
 //! derived from the uid and the ended instance: a repeat of that relaunch
 //! (its answer lost) gets the same new instance, never a second.
+//!
+//! Ownership ([`crate::ownership`]): create never looks instances up by name
+//! (ECS does not keep names unique), so a same-named instance of another
+//! cluster, or one made by hand, is not adopted and not touched: this
+//! machine's own instance is launched beside it. What create does adopt, the
+//! instance tagged with the machine's uid, is judged by the kit first.
 
 use base64::Engine as _;
 use machine_driver_api::{
-    Address, AddressType, CallContext, CallFailure, CreateMachine, CreatedMachine, DriverError, ErrorKind,
-    idempotency_token,
+    Address, AddressType, CallContext, CallFailure, ClusterMarkers, CreateMachine, CreatedMachine, DriverError,
+    ErrorKind, Machine, Ownership, idempotency_token,
 };
 
 use crate::clients::Api;
@@ -30,6 +36,7 @@ use crate::credentials::AccessKey;
 use crate::driver::AlicloudDriver;
 use crate::ecs::client::Params;
 use crate::ecs::model::{Instance, RunInstancesAnswer};
+use crate::lookup::describe_all;
 use crate::naming::{MACHINE_UID_TAG, node_name, parse_provider_id, provider_id};
 use crate::spec::AlicloudProviderSpec;
 
@@ -40,12 +47,12 @@ impl AlicloudDriver {
     /// CreateMachine (see the module docs).
     pub(crate) async fn create(&self, ctx: &CallContext, req: CreateMachine) -> Result<CreatedMachine, DriverError> {
         let key = AccessKey::from_secret(&req.secret, "secret")?;
-        let spec = AlicloudProviderSpec::parse(&req.class.provider_spec)?;
+        let (spec, markers) = AlicloudProviderSpec::parse(&req.class.provider_spec)?;
         let api = self.pool.api(&key, &spec.region, ctx)?;
         let mut params = run_instances_params(&spec, &req);
         if let Some(ended) = ended_instance(&req.machine.provider_id, &spec.region) {
             // The tag index may still list the ended instance: never hand it back.
-            let live = all_by_uid(&api, &spec.region, &req.machine.uid).await?;
+            let live = all_by_uid(&api, &spec.region, &markers, &req.machine).await?;
             let mut others: Vec<_> = live.into_iter().filter(|i| i.instance_id != ended).collect();
             match others.len() {
                 0 => {}
@@ -68,7 +75,7 @@ impl AlicloudDriver {
         let instance_id = match answer {
             Ok(a) => a.first_instance_id()?,
             Err(CallFailure::Cloud(_, f)) if f.is_idempotent_mismatch() => {
-                match find_by_uid(&api, &spec.region, &req.machine.uid).await? {
+                match find_by_uid(&api, &spec.region, &markers, &req.machine).await? {
                     Some(found) => found.instance_id,
                     None => self.run_second_generation(&api, params, &req.machine.uid).await?,
                 }
@@ -165,52 +172,75 @@ pub(crate) fn run_instances_params(spec: &AlicloudProviderSpec, req: &CreateMach
     p
 }
 
-/// Every live instance tagged with `uid` (1 `DescribeInstances`).
-pub(crate) async fn all_by_uid(api: &Api<'_>, region: &str, uid: &str) -> Result<Vec<Instance>, DriverError> {
-    let mut p = Params::default();
-    p.set("RegionId", region).set("Tag.1.Key", MACHINE_UID_TAG).set("Tag.1.Value", uid).set("MaxResults", 100);
-    let answer: crate::ecs::model::DescribeInstancesAnswer = api.ecs("DescribeInstances", &p).await?;
-    Ok(answer.instances.instance)
+/// Every live instance tagged with the machine's uid that the kit judges the
+/// machine's (1 `DescribeInstances`; a copy of the uid tag on a foreign
+/// instance adopts nothing).
+pub(crate) async fn all_by_uid(
+    api: &Api<'_>,
+    region: &str,
+    markers: &ClusterMarkers,
+    machine: &Machine,
+) -> Result<Vec<Instance>, DriverError> {
+    if machine.uid.is_empty() {
+        // A uid filter without a value would match every uid-tagged instance.
+        return Ok(Vec::new());
+    }
+    let mut filter = Params::default();
+    filter.set("RegionId", region).set("Tag.1.Key", MACHINE_UID_TAG).set("Tag.1.Value", &machine.uid);
+    Ok(mine(describe_all(api, &filter).await?, markers, machine))
 }
 
-/// The live instance tagged with `uid`; DUPLICATE when several carry it.
-pub(crate) async fn find_by_uid(api: &Api<'_>, region: &str, uid: &str) -> Result<Option<Instance>, DriverError> {
-    let mut found = all_by_uid(api, region, uid).await?;
+/// The live instance tagged with the machine's uid; DUPLICATE when several carry it.
+pub(crate) async fn find_by_uid(
+    api: &Api<'_>,
+    region: &str,
+    markers: &ClusterMarkers,
+    machine: &Machine,
+) -> Result<Option<Instance>, DriverError> {
+    let mut found = all_by_uid(api, region, markers, machine).await?;
     match found.len() {
         0 => Ok(None),
         1 => Ok(found.pop()),
         n => Err(DriverError::new(
             ErrorKind::Duplicate,
             "DUPLICATE_INSTANCES",
-            format!("{n} instances carry the machine uid {uid}"),
+            format!("{n} instances carry the machine uid {}", machine.uid),
         )),
     }
 }
 
-/// The instances of machine `name` (uid `uid`) when its providerID is not
-/// known, in 1 `DescribeInstances`: those named `name` in the spec's cluster
-/// that carry this uid, or no uid tag at all (made by the Go provider, which
-/// looks machines up by name). One with another uid belongs to another machine
-/// of the same name.
+/// The instances of `machine` when its providerID is not known, in 1
+/// `DescribeInstances` by `InstanceName` (not narrowed by tags: the kit
+/// decides): those named like the machine that the kit judges the machine's,
+/// i.e. carrying the class's cluster and role markers and this uid or none
+/// (made by the Go provider, which looks machines up by name). Another
+/// cluster's, a hand-made one, or an earlier machine's of the same name
+/// (another uid) are left out. The name is compared exactly here too: ECS
+/// reads `*` in `InstanceName` as a wildcard.
 pub(crate) async fn find_machine(
     api: &Api<'_>,
-    spec: &AlicloudProviderSpec,
-    name: &str,
-    uid: &str,
+    region: &str,
+    markers: &ClusterMarkers,
+    machine: &Machine,
 ) -> Result<Vec<Instance>, DriverError> {
-    let mut p = Params::default();
-    p.set("RegionId", &spec.region).set("InstanceName", name).set("MaxResults", 100);
-    if let Some((k, v)) = spec.cluster_tag() {
-        p.set("Tag.1.Key", k).set("Tag.1.Value", v);
-    }
-    let answer: crate::ecs::model::DescribeInstancesAnswer = api.ecs("DescribeInstances", &p).await?;
-    Ok(answer
-        .instances
-        .instance
+    let mut filter = Params::default();
+    filter.set("RegionId", region).set("InstanceName", &machine.name);
+    let named = describe_all(api, &filter).await?.into_iter().filter(|i| i.instance_name == machine.name).collect();
+    Ok(mine(named, markers, machine))
+}
+
+/// The instances of `found` the kit judges `machine`'s; the others are logged and left alone.
+fn mine(found: Vec<Instance>, markers: &ClusterMarkers, machine: &Machine) -> Vec<Instance> {
+    found
         .into_iter()
-        .filter(|i| i.instance_name == name)
-        .filter(|i| uid.is_empty() || i.tag(MACHINE_UID_TAG).is_none_or(|t| t == uid))
-        .collect())
+        .filter(|i| match markers.judge(i, machine) {
+            Ownership::Mine => true,
+            Ownership::Foreign(why) => {
+                tracing::info!(machine = %machine.name, instance = %i.instance_id, %why, "not this machine's instance: left alone");
+                false
+            }
+        })
+        .collect()
 }
 
 /// The addresses of an instance.
@@ -231,7 +261,7 @@ mod tests {
 
     #[test]
     fn run_instances_params_as_the_go_provider_builds_them() {
-        let spec =
+        let (spec, _) =
             AlicloudProviderSpec::parse(&serde_json::to_vec(&crate::spec::tests_support::example()).unwrap()).unwrap();
         let req = CreateMachine {
             machine: Machine { name: "m-1".into(), uid: "uid-1".into(), ..Default::default() },

@@ -1,12 +1,21 @@
-//! DeleteMachine on ECS: by providerID alone, one `DeleteInstance` with
-//! `Force=true` (1 call). Gone already → OK. An instance ECS will not delete
-//! yet (still `Pending`/`Starting`: `IncorrectInstanceStatus`) answers
-//! UNAVAILABLE with a retry delay, and MCM retries; one whose delete this
-//! process already sent (now `Stopping`) is OK. Without a providerID the
-//! instance carrying the machine's uid tag is deleted, or without a uid the
-//! instances of the machine's name in the cluster (as the Go provider).
+//! DeleteMachine on ECS: one `DeleteInstance` with `Force=true` per instance
+//! of the machine, sent only for an instance the kit judges the machine's
+//! ([`crate::ownership`]); a foreign one (another cluster's, hand-made, an
+//! earlier machine's) is answered "already gone" and left alone. Gone
+//! already → OK. An instance ECS will not delete yet (still
+//! `Pending`/`Starting`: `IncorrectInstanceStatus`) answers UNAVAILABLE with a
+//! retry delay, and MCM retries; one whose delete this process already sent
+//! (now `Stopping`) is OK.
+//!
+//! By providerID (the Go provider deletes it unchecked): the instance's record
+//! is judged first. It is at hand when this process read it lately (the
+//! status poll MCM sends before deleting): 1 call in all; otherwise 1
+//! `DescribeInstances` by id (shared with concurrent status polls) before the
+//! `DeleteInstance`. Without a providerID: the instances of the machine's name
+//! that the kit judges the machine's (its uid, or none: made by the Go
+//! provider), read by name, whose records are then at hand.
 
-use machine_driver_api::{CallContext, CallFailure, DeletedMachine, DriverError, MachineRef};
+use machine_driver_api::{CallContext, CallFailure, DeletedMachine, DriverError, MachineRef, Ownership};
 
 use crate::clients::Api;
 use crate::create::find_machine;
@@ -14,40 +23,61 @@ use crate::credentials::AccessKey;
 use crate::driver::AlicloudDriver;
 use crate::ecs::client::Params;
 use crate::ecs::model::Empty;
-use crate::naming::parse_provider_id;
+use crate::naming::{parse_provider_id, provider_id};
 use crate::spec::AlicloudProviderSpec;
 
 impl AlicloudDriver {
     /// DeleteMachine (see the module docs).
     pub(crate) async fn delete(&self, ctx: &CallContext, req: MachineRef) -> Result<DeletedMachine, DriverError> {
         let key = AccessKey::from_secret(&req.secret, "secret")?;
-        let pid = req.machine.provider_id.as_deref();
-        let gone = || DeletedMachine { last_known_state: String::new(), already_gone: true };
-        let targets: Vec<(String, String)> = match pid {
-            Some(pid) => vec![parse_provider_id(pid)?],
+        let gone = DeletedMachine { last_known_state: String::new(), already_gone: true };
+        let Some(pid) = req.machine.provider_id.as_deref() else {
+            let (spec, markers) = AlicloudProviderSpec::parse(&req.class.provider_spec)?;
+            if req.machine.name.is_empty() {
+                return Err(DriverError::invalid_argument("machine.providerID", "is required without a machine name"));
+            }
+            let api = self.pool.api(&key, &spec.region, ctx)?;
+            // Every instance of the machine (duplicates included), also one the Go provider made.
+            let mut already_gone = true;
+            for instance in find_machine(&api, &spec.region, &markers, &req.machine).await? {
+                already_gone &= self.delete_instance(&api, &instance.instance_id).await?;
+            }
+            return Ok(DeletedMachine { already_gone, ..gone });
+        };
+        let markers = AlicloudProviderSpec::markers_of(&req.class.provider_spec)?;
+        let (region, id) = parse_provider_id(pid)?;
+        let api = self.pool.api(&key, &region, ctx)?;
+        let record = match self.records.get(key.fingerprint, &region, &id) {
+            Some(at_hand) => Some(at_hand),
             None => {
-                let spec = AlicloudProviderSpec::parse(&req.class.provider_spec)?;
-                let api = self.pool.api(&key, &spec.region, ctx)?;
-                // Every instance of the machine (duplicates included), also one the Go provider made.
-                if req.machine.name.is_empty() {
-                    return Err(DriverError::invalid_argument(
-                        "machine.providerID",
-                        "is required without a machine name",
-                    ));
+                let read = self.lookups.get(&api, &key, &region, &id).await?;
+                if let Some(instance) = &read {
+                    self.records.record(key.fingerprint, &region, instance);
                 }
-                let found = find_machine(&api, &spec, &req.machine.name, &req.machine.uid).await?;
-                found.into_iter().map(|i| (spec.region.clone(), i.instance_id)).collect()
+                read
             }
         };
-        if targets.is_empty() {
-            return Ok(gone());
+        let Some(instance) = record else {
+            if !self.deleted.contains(&id) && (self.recent.contains(&id) || req.machine.is_young()) {
+                // Launched a moment ago and not listed by ECS yet: judged on a retry, never deleted unseen.
+                return Err(DriverError::unavailable(
+                    "INSTANCE_NOT_VISIBLE_YET",
+                    format!("instance {} is not visible in ECS yet", provider_id(&region, &id)),
+                    crate::errors::RETRY_SOON,
+                ));
+            }
+            return Ok(gone);
+        };
+        match markers.judge(&instance, &req.machine) {
+            Ownership::Mine => {
+                let already_gone = self.delete_instance(&api, &id).await?;
+                Ok(DeletedMachine { already_gone, ..gone })
+            }
+            Ownership::Foreign(why) => {
+                tracing::info!(instance = %provider_id(&region, &id), %why, "not this machine's instance: not deleted");
+                Ok(gone)
+            }
         }
-        let mut already_gone = true;
-        for (region, id) in targets {
-            let api = self.pool.api(&key, &region, ctx)?;
-            already_gone &= self.delete_instance(&api, &id).await?;
-        }
-        Ok(DeletedMachine { last_known_state: String::new(), already_gone })
     }
 
     /// One `DeleteInstance`; true when the instance was gone already. A refusal

@@ -1,6 +1,6 @@
 //! [`AlicloudDriver`]: the driver's state, its `Provider` and `Driver` impls;
 //! each RPC lives in its own module (`create`, `status`, `delete`, `list`,
-//! `share_image`, `volumes`).
+//! `share_image`, `volumes`); which instances they may act on, in `ownership`.
 
 use machine_driver_api::{
     CallContext, Capabilities, CloudOptions, CreateMachine, CreatedMachine, DeletedMachine, Driver, DriverError,
@@ -12,6 +12,7 @@ use crate::clients::ClientPool;
 use crate::config::AlicloudConfig;
 use crate::credentials::{ACCESS_KEY_ID_KEYS, ACCESS_KEY_SECRET_KEYS};
 use crate::lookup::InstanceLookups;
+use crate::ownership::RecentRecords;
 
 /// Largest user data ECS takes (32 KiB before base64).
 pub const MAX_USER_DATA_BYTES: usize = 32 * 1024;
@@ -25,6 +26,8 @@ pub struct AlicloudDriver {
     /// Instances deleted in the last moments: gone is NOT_FOUND, not "not visible yet".
     pub(crate) deleted: RecentCreates<String>,
     pub(crate) lookups: InstanceLookups,
+    /// Instance records read lately: at hand for a delete by providerID's ownership check.
+    pub(crate) records: RecentRecords,
 }
 
 impl AlicloudDriver {
@@ -38,6 +41,7 @@ impl AlicloudDriver {
             recent: RecentCreates::default(),
             deleted: RecentCreates::default(),
             lookups: InstanceLookups::default(),
+            records: RecentRecords::default(),
         }
     }
 }

@@ -13,6 +13,7 @@ mod errors;
 mod list;
 mod lookup;
 mod naming;
+mod ownership;
 mod share_image;
 mod spec;
 mod status;

@@ -1,20 +1,18 @@
-//! ListMachines on ECS: `DescribeInstances` filtered by the cluster and role
-//! tags (key and value, as the Go provider), 100 per page (the Go provider
-//! pages by ECS's default of 10: 50 calls for 500 nodes), every page.
+//! ListMachines on ECS: `DescribeInstances` of the instances tagged with the
+//! class's cluster marker key (any value), 100 per page (the Go provider pages
+//! by ECS's default of 10: 50 calls for 500 nodes), every page through the
+//! kit's `PageTokens`; each instance is then returned only when the kit's
+//! `ClusterMarkers::lists` says so (both the cluster and the role marker):
+//! MCM's orphan collection deletes what this answers and no Machine claims.
 
 use machine_driver_api::{CallContext, DriverError, ListMachines};
 
 use crate::credentials::AccessKey;
 use crate::driver::AlicloudDriver;
 use crate::ecs::client::Params;
-use crate::ecs::model::DescribeInstancesAnswer;
+use crate::lookup::describe_all;
 use crate::naming::provider_id;
 use crate::spec::AlicloudProviderSpec;
-
-/// ECS's largest page.
-const PAGE_SIZE: u32 = 100;
-/// Most pages one list follows.
-const MAX_PAGES: usize = 1000;
 
 impl AlicloudDriver {
     /// ListMachines: providerID → instance name.
@@ -23,39 +21,16 @@ impl AlicloudDriver {
         ctx: &CallContext,
         req: ListMachines,
     ) -> Result<Vec<(String, String)>, DriverError> {
-        let spec = AlicloudProviderSpec::parse(&req.class.provider_spec)?;
+        let (spec, markers) = AlicloudProviderSpec::parse(&req.class.provider_spec)?;
         let key = AccessKey::from_secret(&req.secret, "secret")?;
         let api = self.pool.api(&key, &spec.region, ctx)?;
-        let (Some((ck, cv)), Some((rk, rv))) = (spec.cluster_tag(), spec.role_tag()) else {
-            return Err(DriverError::invalid_argument("providerSpec.tags", "must contain the cluster and role keys"));
-        };
-        let mut out = Vec::new();
-        let mut token = String::new();
-        for _ in 0..MAX_PAGES {
-            let mut p = Params::default();
-            p.set("RegionId", &spec.region)
-                .set("Tag.1.Key", ck)
-                .set("Tag.1.Value", cv)
-                .set("Tag.2.Key", rk)
-                .set("Tag.2.Value", rv)
-                .set("MaxResults", PAGE_SIZE)
-                .opt("NextToken", Some(token.as_str()));
-            let page: DescribeInstancesAnswer = api.ecs("DescribeInstances", &p).await?;
-            out.extend(
-                page.instances
-                    .instance
-                    .into_iter()
-                    .map(|i| (provider_id(&spec.region, &i.instance_id), i.instance_name)),
-            );
-            match page.next_token.filter(|t| !t.is_empty()) {
-                // A list the orphan collector acts on must be whole: a token that does not advance is an error.
-                Some(next) if next == token => {
-                    return Err(DriverError::internal("ecs DescribeInstances answered the same NextToken again"));
-                }
-                Some(next) => token = next,
-                None => return Ok(out),
-            }
-        }
-        Err(DriverError::internal(format!("ecs DescribeInstances: more than {MAX_PAGES} pages")))
+        let mut filter = Params::default();
+        filter.set("RegionId", &spec.region).set("Tag.1.Key", markers.cluster());
+        let found = describe_all(&api, &filter).await?;
+        Ok(found
+            .into_iter()
+            .filter(|i| markers.lists(i))
+            .map(|i| (provider_id(&spec.region, &i.instance_id), i.instance_name))
+            .collect())
     }
 }

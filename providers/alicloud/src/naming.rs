@@ -26,8 +26,9 @@ pub(crate) fn is_region(region: &str) -> bool {
         && parts.all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()))
 }
 
-/// True for an instance id (`i-` and lowercase letters and digits).
-fn is_instance_id(id: &str) -> bool {
+/// True for an instance id (`i-` and lowercase letters and digits, as ECS
+/// writes them): the only ids that go into a `DescribeInstances` id list.
+pub(crate) fn is_instance_id(id: &str) -> bool {
     id.strip_prefix("i-")
         .is_some_and(|rest| !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()))
 }

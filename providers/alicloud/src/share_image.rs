@@ -10,9 +10,13 @@
 //! (`ModifyImageSharePermission AddAccount.1`, a no-op when present). A
 //! missing owner secret is FAILED_PRECONDITION naming what to configure; the
 //! per-image share quota is RESOURCE_EXHAUSTED (`QuotaExceed.ShareImageUser`).
+//!
+//! Request data is checked against ECS's syntax before any call (INVALID_ARGUMENT
+//! naming the field): the image id, the region (part of the ECS host name) and
+//! a given consumer account (digits); each goes to ECS as its own parameter.
 
 use machine_driver_api::{
-    CallContext, DriverError, ErrorKind, ImageShares, RevokedImageShare, ShareImage, SharedImage,
+    CallContext, DriverError, ErrorKind, ImageShares, PageTokens, RevokedImageShare, ShareImage, SharedImage,
 };
 
 use crate::clients::ClientPool;
@@ -29,7 +33,7 @@ pub(crate) async fn share_image(
     let (image, region) = image_and_region(&req)?;
     let consumer = AccessKey::from_secret(&req.consumer_secret, "consumerSecret")?;
     let consumer_api = pool.api(&consumer, &region, ctx)?;
-    let given_account = req.consumer_account.as_deref().map(str::trim).filter(|a| !a.is_empty()).map(str::to_string);
+    let given_account = consumer_account(&req)?;
 
     let mut p = Params::default();
     p.set("RegionId", &region).set("ImageId", &image);
@@ -82,8 +86,8 @@ pub(crate) async fn revoke_image_share(
         )
     })?;
     let owner = AccessKey::from_secret(owner_secret, "ownerSecret")?;
-    let account = match req.consumer_account.as_deref().map(str::trim).filter(|a| !a.is_empty()) {
-        Some(a) => a.to_string(),
+    let account = match consumer_account(&req)? {
+        Some(a) => a,
         None => {
             let consumer = AccessKey::from_secret(&req.consumer_secret, "consumerSecret")?;
             caller_account(&pool.api(&consumer, &region, ctx)?).await?
@@ -100,10 +104,22 @@ pub(crate) async fn revoke_image_share(
     Ok(RevokedImageShare { revoked_now: true, consumer_account: account })
 }
 
-/// The request's image id and region, checked (the region becomes part of a host name).
+/// Longest image id or name ECS takes.
+const MAX_IMAGE_ID: usize = 128;
+/// Longest account id (Alibaba Cloud account UIDs are 16 digits).
+const MAX_ACCOUNT_ID: usize = 32;
+/// Accounts per `DescribeImageSharePermission` page (ECS's largest).
+const SHARES_PAGE_SIZE: u64 = 100;
+
+/// The request's image id and region, checked against ECS's syntax: an image
+/// id (`m-...`) or a public image's name (`ubuntu_24_04_x64_20G_alibase_20250101.vhd`)
+/// is ASCII letters, digits, `_`, `-` and `.`; the region becomes part of a host name.
 fn image_and_region(req: &ShareImage) -> Result<(String, String), DriverError> {
     let image = req.image.trim().to_string();
-    if image.is_empty() || image.contains([',', ' ']) {
+    let image_ok = !image.is_empty()
+        && image.len() <= MAX_IMAGE_ID
+        && image.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+    if !image_ok {
         return Err(DriverError::invalid_argument("image", format!("{image:?} is not one ECS image id")));
     }
     let region = req
@@ -114,6 +130,20 @@ fn image_and_region(req: &ShareImage) -> Result<(String, String), DriverError> {
         .ok_or_else(|| DriverError::invalid_argument("region", "is required: a region id (ECS images are regional)"))?
         .to_string();
     Ok((image, region))
+}
+
+/// The request's consumer account, when given: an Alibaba Cloud account id (digits only).
+fn consumer_account(req: &ShareImage) -> Result<Option<String>, DriverError> {
+    let Some(account) = req.consumer_account.as_deref().map(str::trim).filter(|a| !a.is_empty()) else {
+        return Ok(None);
+    };
+    if account.len() > MAX_ACCOUNT_ID || !account.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(DriverError::invalid_argument(
+            "consumerAccount",
+            format!("{account:?} is not an Alibaba Cloud account id (digits only)"),
+        ));
+    }
+    Ok(Some(account.to_string()))
 }
 
 /// ListImageShares: the owner's `DescribeImageSharePermission` (1 call).
@@ -134,15 +164,31 @@ pub(crate) async fn list_image_shares(
     shares_of(&pool.api(&owner, &region, ctx)?, &region, &image).await
 }
 
-/// Who the owner's image is shared with (1 `DescribeImageSharePermission`, up to 100 accounts).
+/// Who the owner's image is shared with: `DescribeImageSharePermission`, 100
+/// accounts a page (1 call up to 100 accounts), every page: the next page
+/// number is the token the kit's `PageTokens` follows.
 async fn shares_of(owner_api: &crate::clients::Api<'_>, region: &str, image: &str) -> Result<ImageShares, DriverError> {
-    let mut p = Params::default();
-    p.set("RegionId", region).set("ImageId", image).set("PageSize", 100);
-    let shared: DescribeImageSharePermissionAnswer = owner_api.ecs("DescribeImageSharePermission", &p).await?;
-    Ok(ImageShares {
-        consumer_accounts: shared.accounts.account.into_iter().map(|a| a.aliyun_id).collect(),
-        public: shared.share_groups.share_group.iter().any(|g| g.group == "all"),
-    })
+    let mut tokens = PageTokens::new("ecs.DescribeImageSharePermission");
+    let mut shares = ImageShares { consumer_accounts: Vec::new(), public: false };
+    let mut page: u64 = 1;
+    loop {
+        let mut p = Params::default();
+        p.set("RegionId", region).set("ImageId", image).set("PageSize", SHARES_PAGE_SIZE).set("PageNumber", page);
+        let answer: DescribeImageSharePermissionAnswer = owner_api.ecs("DescribeImageSharePermission", &p).await?;
+        let more = !answer.accounts.account.is_empty() && page.saturating_mul(SHARES_PAGE_SIZE) < answer.total_count;
+        shares.consumer_accounts.extend(answer.accounts.account.into_iter().map(|a| a.aliyun_id));
+        shares.public |= answer.share_groups.share_group.iter().any(|g| g.group == "all");
+        let next = more.then(|| (page + 1).to_string());
+        match tokens.next(next.as_deref())? {
+            Some(token) => {
+                page = token.parse().map_err(|_| DriverError::internal("a page number did not round-trip"))?;
+            }
+            None => {
+                shares.consumer_accounts.sort();
+                return Ok(shares);
+            }
+        }
+    }
 }
 
 /// The account of the caller's key (1 STS `GetCallerIdentity`).

@@ -6,14 +6,16 @@
 
 use std::collections::BTreeMap;
 
-use machine_driver_api::{DriverError, parse_provider_spec};
+use machine_driver_api::{ClusterMarkers, DriverError, parse_provider_spec};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 
-/// Tag key part naming the cluster (`kubernetes.io/cluster/<name>`).
+/// Tag key prefix naming the cluster (`kubernetes.io/cluster/<name>`): the cluster marker.
 pub(crate) const CLUSTER_TAG: &str = "kubernetes.io/cluster/";
-/// Tag key part naming the role (`kubernetes.io/role/<role>`).
+/// Tag key prefix naming the role (`kubernetes.io/role/<role>`): the role marker.
 pub(crate) const ROLE_TAG: &str = "kubernetes.io/role/";
+/// The field named when the class lacks a marker.
+const TAGS_FIELD: &str = "providerSpec.tags";
 /// Most tags ECS takes on an instance (20), less the machine uid tag.
 const MAX_SPEC_TAGS: usize = 19;
 
@@ -114,24 +116,30 @@ pub(crate) struct DataDisk {
 }
 
 impl AlicloudProviderSpec {
-    /// Parses and validates raw providerSpec JSON; errors name the field.
-    pub(crate) fn parse(raw: &[u8]) -> Result<Self, DriverError> {
+    /// Parses and validates raw providerSpec JSON, with the class's ownership
+    /// markers (built once, here); errors name the field.
+    pub(crate) fn parse(raw: &[u8]) -> Result<(Self, ClusterMarkers), DriverError> {
         let spec: Self = parse_provider_spec(raw)?;
-        spec.validate()?;
-        Ok(spec)
+        let markers = spec.validate()?;
+        Ok((spec, markers))
     }
 
-    /// The (key, value) of the cluster tag.
-    pub(crate) fn cluster_tag(&self) -> Option<(&str, &str)> {
-        self.tags.iter().find(|(k, _)| k.contains(CLUSTER_TAG)).map(|(k, v)| (k.as_str(), v.as_str()))
+    /// The class's ownership markers alone, for the paths that address an
+    /// instance by providerID (status, delete): they need no other field, and a
+    /// class edited into an invalid image or zone must not stop them. A class
+    /// without both markers is INVALID_ARGUMENT here too: without them nothing
+    /// can be proven this cluster's.
+    pub(crate) fn markers_of(raw: &[u8]) -> Result<ClusterMarkers, DriverError> {
+        parse_provider_spec::<Self>(raw)?.markers()
     }
 
-    /// The (key, value) of the role tag.
-    pub(crate) fn role_tag(&self) -> Option<(&str, &str)> {
-        self.tags.iter().find(|(k, _)| k.contains(ROLE_TAG)).map(|(k, v)| (k.as_str(), v.as_str()))
+    /// The cluster and role markers: exactly one tag key starting with
+    /// `kubernetes.io/cluster/` and one with `kubernetes.io/role/` (the kit's rule).
+    fn markers(&self) -> Result<ClusterMarkers, DriverError> {
+        ClusterMarkers::from_keys(self.tags.keys().map(String::as_str), CLUSTER_TAG, ROLE_TAG, TAGS_FIELD)
     }
 
-    fn validate(&self) -> Result<(), DriverError> {
+    fn validate(&self) -> Result<ClusterMarkers, DriverError> {
         let bad =
             |field: &str, problem: &str| Err(DriverError::invalid_argument(format!("providerSpec.{field}"), problem));
         for (field, value) in [
@@ -155,9 +163,7 @@ impl AlicloudProviderSpec {
         if !self.zone_id.starts_with(&self.region) {
             return bad("zoneID", &format!("{:?} is not a zone of region {:?}", self.zone_id, self.region));
         }
-        if self.cluster_tag().is_none() || self.role_tag().is_none() {
-            return bad("tags", "must contain keys with kubernetes.io/cluster/ and kubernetes.io/role/");
-        }
+        let markers = self.markers()?;
         if self.tags.len() > MAX_SPEC_TAGS {
             return bad(
                 "tags",
@@ -184,7 +190,7 @@ impl AlicloudProviderSpec {
                 return bad(field, "must not be negative");
             }
         }
-        Ok(())
+        Ok(markers)
     }
 }
 
@@ -221,14 +227,17 @@ mod tests {
     use super::*;
 
     fn parse(v: &serde_json::Value) -> Result<AlicloudProviderSpec, DriverError> {
-        AlicloudProviderSpec::parse(&serde_json::to_vec(v).unwrap())
+        AlicloudProviderSpec::parse(&serde_json::to_vec(v).unwrap()).map(|(s, _)| s)
     }
 
     #[test]
     fn a_gardener_class_parses_including_io_optimized() {
         let s = parse(&example()).unwrap();
         assert_eq!(s.io_optimized.as_deref(), Some("optimized"));
-        assert_eq!(s.cluster_tag(), Some(("kubernetes.io/cluster/shoot--dev--conf", "1")));
+        let markers = AlicloudProviderSpec::markers_of(&serde_json::to_vec(&example()).unwrap()).unwrap();
+        assert_eq!(markers.cluster(), "kubernetes.io/cluster/shoot--dev--conf");
+        assert_eq!(markers.role(), "kubernetes.io/role/node");
+        assert_eq!(s.markers().unwrap(), markers);
     }
 
     #[test]
@@ -243,6 +252,29 @@ mod tests {
         assert_eq!(field(&|v| v["tags"] = serde_json::json!({"a": "b"})).as_deref(), Some("providerSpec.tags"));
         assert_eq!(field(&|v| v["dataDisks"][0]["size"] = 0.into()).as_deref(), Some("providerSpec.dataDisks[0].size"));
         assert_eq!(field(&|v| v["systemDisk"]["size"] = "big".into()).as_deref(), Some("providerSpec.systemDisk.size"));
+    }
+
+    #[test]
+    fn markers_are_one_cluster_and_one_role_key_by_prefix() {
+        let tags = |t: serde_json::Value| {
+            let mut v = example();
+            v["tags"] = t;
+            serde_json::to_vec(&v).unwrap()
+        };
+        for bad in [
+            serde_json::json!({"kubernetes.io/cluster/a": "1", "kubernetes.io/cluster/b": "1", "kubernetes.io/role/node": "1"}),
+            serde_json::json!({"x/kubernetes.io/cluster/a": "1", "kubernetes.io/role/node": "1"}),
+            serde_json::json!({"kubernetes.io/cluster/a": "1"}),
+        ] {
+            let raw = tags(bad);
+            let e = AlicloudProviderSpec::markers_of(&raw).unwrap_err();
+            assert_eq!(e.field(), Some("providerSpec.tags"));
+            assert_eq!(AlicloudProviderSpec::parse(&raw).unwrap_err().field(), Some("providerSpec.tags"));
+        }
+        // The markers alone do not need the rest of the class to be valid.
+        let mut v = example();
+        v["imageID"] = "".into();
+        assert!(AlicloudProviderSpec::markers_of(&serde_json::to_vec(&v).unwrap()).is_ok());
     }
 
     #[test]

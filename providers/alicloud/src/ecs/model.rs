@@ -120,7 +120,9 @@ pub(crate) struct DescribeImagesAnswer {
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "PascalCase", default)]
 pub(crate) struct DescribeImageSharePermissionAnswer {
-    /// The accounts the image is shared with.
+    /// How many accounts the image is shared with in all (every page).
+    pub(crate) total_count: u64,
+    /// The accounts the image is shared with (this page).
     pub(crate) accounts: Accounts,
     /// Groups the image is shared with (`all`: public).
     pub(crate) share_groups: ShareGroups,
