@@ -46,12 +46,46 @@ pub(crate) fn glob(pattern: &str, text: &str) -> bool {
     wildcard(&p, &t)
 }
 
-/// One symbol of a pattern with escapes.
+/// One symbol of a pattern: a wildcard or a character to match.
+trait Symbol<T> {
+    /// `*`: any run of characters.
+    fn is_any(&self) -> bool;
+    /// `?`: exactly one character.
+    fn is_one(&self) -> bool;
+    /// Matches the text character `t` literally.
+    fn is(&self, t: &T) -> bool;
+}
+
+impl<T: Copy + PartialEq + From<u8>> Symbol<T> for T {
+    fn is_any(&self) -> bool {
+        *self == T::from(b'*')
+    }
+    fn is_one(&self) -> bool {
+        *self == T::from(b'?')
+    }
+    fn is(&self, t: &T) -> bool {
+        self == t
+    }
+}
+
+/// A symbol of a pattern holding backslash escapes.
 #[derive(Clone, Copy, PartialEq)]
-enum Sym {
+enum Escaped {
     Any,
     One,
     Lit(char),
+}
+
+impl Symbol<char> for Escaped {
+    fn is_any(&self) -> bool {
+        *self == Escaped::Any
+    }
+    fn is_one(&self) -> bool {
+        *self == Escaped::One
+    }
+    fn is(&self, t: &char) -> bool {
+        *self == Escaped::Lit(*t)
+    }
 }
 
 /// [`glob`] of a pattern holding backslashes: `\` takes the next character
@@ -61,42 +95,24 @@ fn escaped_glob(pattern: &str, text: &str) -> bool {
     let mut chars = pattern.chars();
     while let Some(c) = chars.next() {
         p.push(match c {
-            '\\' => Sym::Lit(chars.next().unwrap_or('\\')),
-            '*' => Sym::Any,
-            '?' => Sym::One,
-            c => Sym::Lit(c),
+            '\\' => Escaped::Lit(chars.next().unwrap_or('\\')),
+            '*' => Escaped::Any,
+            '?' => Escaped::One,
+            c => Escaped::Lit(c),
         });
     }
     let t: Vec<char> = text.chars().collect();
-    let (mut pi, mut ti, mut star, mut mark) = (0, 0, None, 0);
-    while ti < t.len() {
-        if pi < p.len() && (p[pi] == Sym::One || p[pi] == Sym::Lit(t[ti])) {
-            pi += 1;
-            ti += 1;
-        } else if pi < p.len() && p[pi] == Sym::Any {
-            star = Some(pi);
-            mark = ti;
-            pi += 1;
-        } else if let Some(s) = star {
-            pi = s + 1;
-            mark += 1;
-            ti = mark;
-        } else {
-            return false;
-        }
-    }
-    p[pi..].iter().all(|c| *c == Sym::Any)
+    wildcard(&p, &t)
 }
 
-/// The wildcard match on any symbols (`*` and `?` as bytes or chars).
-fn wildcard<T: Copy + PartialEq + From<u8>>(p: &[T], t: &[T]) -> bool {
-    let (any, one) = (T::from(b'*'), T::from(b'?'));
+/// The wildcard match of pattern symbols `p` on text `t` (bytes or chars).
+fn wildcard<T, P: Symbol<T>>(p: &[P], t: &[T]) -> bool {
     let (mut pi, mut ti, mut star, mut mark) = (0, 0, None, 0);
     while ti < t.len() {
-        if pi < p.len() && (p[pi] == one || p[pi] == t[ti]) {
+        if pi < p.len() && (p[pi].is_one() || p[pi].is(&t[ti])) {
             pi += 1;
             ti += 1;
-        } else if pi < p.len() && p[pi] == any {
+        } else if pi < p.len() && p[pi].is_any() {
             star = Some(pi);
             mark = ti;
             pi += 1;
@@ -108,7 +124,7 @@ fn wildcard<T: Copy + PartialEq + From<u8>>(p: &[T], t: &[T]) -> bool {
             return false;
         }
     }
-    p[pi..].iter().all(|c| *c == any)
+    p[pi..].iter().all(Symbol::is_any)
 }
 
 /// Values of the tag filters `tag:KEY`, `tag-key`, `tag-value`; `None` for other names.
