@@ -31,6 +31,12 @@ pub trait MarkedVm {
     fn has_marker(&self, key: &str) -> bool;
     /// The machine uid the VM is marked with, if any.
     fn machine_uid(&self) -> Option<&str>;
+    /// The machine name the VM carries, for clouds where a VM is always named
+    /// for its machine (a server name, an instance name); `None` (the
+    /// default) where the name is not part of the rule.
+    fn machine_name(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// The cluster and role markers a class expects on its VMs.
@@ -51,6 +57,9 @@ pub enum Foreign {
     NoRole,
     /// The VM carries another machine's uid: an earlier machine of the same name.
     OtherMachine,
+    /// The VM's name is not the machine's (a providerID naming another
+    /// machine's VM, for clouds whose VMs carry the machine's name).
+    OtherName,
 }
 
 impl fmt::Display for Foreign {
@@ -59,7 +68,35 @@ impl fmt::Display for Foreign {
             Foreign::OtherCluster => "it does not carry this cluster's marker",
             Foreign::NoRole => "it does not carry this class's role marker",
             Foreign::OtherMachine => "it carries another machine's uid",
+            Foreign::OtherName => "it is named for another machine",
         })
+    }
+}
+
+/// How a class's marker keys are found among its tag keys.
+#[derive(Debug, Clone, Copy)]
+enum Match {
+    /// The key starts with the part.
+    Prefix,
+    /// The key contains the part.
+    Contains,
+}
+
+impl Match {
+    /// True when `key` is a marker key for `part`: it holds the part, and a name after it.
+    fn finds(self, key: &str, part: &str) -> bool {
+        match self {
+            Match::Prefix => key.strip_prefix(part),
+            Match::Contains => key.split_once(part).map(|(_, rest)| rest),
+        }
+        .is_some_and(|rest| !rest.is_empty())
+    }
+
+    fn word(self) -> &'static str {
+        match self {
+            Match::Prefix => "starting with",
+            Match::Contains => "containing",
+        }
     }
 }
 
@@ -92,30 +129,55 @@ impl ClusterMarkers {
         role_prefix: &str,
         field: &str,
     ) -> Result<Self, DriverError> {
+        Self::find(keys, Match::Prefix, cluster_prefix, role_prefix, field)
+    }
+
+    /// [`ClusterMarkers::from_keys`] for providers whose Go original finds the
+    /// keys that *contain* `cluster_part` and `role_part` anywhere
+    /// (`strings.Contains`, OpenStack), each with something after the part.
+    pub fn from_keys_containing<'a>(
+        keys: impl IntoIterator<Item = &'a str>,
+        cluster_part: &str,
+        role_part: &str,
+        field: &str,
+    ) -> Result<Self, DriverError> {
+        Self::find(keys, Match::Contains, cluster_part, role_part, field)
+    }
+
+    fn find<'a>(
+        keys: impl IntoIterator<Item = &'a str>,
+        how: Match,
+        cluster_part: &str,
+        role_part: &str,
+        field: &str,
+    ) -> Result<Self, DriverError> {
         let mut cluster = None;
         let mut role = None;
         for key in keys {
-            for (prefix, slot, what) in [(cluster_prefix, &mut cluster, "cluster"), (role_prefix, &mut role, "role")] {
-                if key.len() > prefix.len() && key.starts_with(prefix) {
+            for (part, slot, what) in [(cluster_part, &mut cluster, "cluster"), (role_part, &mut role, "role")] {
+                if how.finds(key, part) {
                     if slot.as_ref().is_some_and(|k: &String| k != key) {
                         return Err(DriverError::invalid_argument(
                             field,
-                            format!("has more than one {what} key (starting with {prefix:?}); exactly one is required"),
+                            format!("has more than one {what} key ({} {part:?}); exactly one is required", how.word()),
                         ));
                     }
                     *slot = Some(key.to_string());
                 }
             }
         }
-        let missing = |prefix: &str, what: &str| {
+        let missing = |part: &str, what: &str| {
             DriverError::invalid_argument(
                 field,
-                format!("needs a {what} key starting with {prefix:?}: it tells this cluster's VMs from others'"),
+                format!(
+                    "needs a {what} key {} {part:?}, with a name after it: it tells this cluster's VMs from others'",
+                    how.word()
+                ),
             )
         };
         Ok(Self {
-            cluster: cluster.ok_or_else(|| missing(cluster_prefix, "cluster"))?,
-            role: role.ok_or_else(|| missing(role_prefix, "role"))?,
+            cluster: cluster.ok_or_else(|| missing(cluster_part, "cluster"))?,
+            role: role.ok_or_else(|| missing(role_part, "role"))?,
         })
     }
 
@@ -134,11 +196,16 @@ impl ClusterMarkers {
         &self.role
     }
 
-    /// Whether `vm` is `machine`'s: this cluster's markers, and no other
-    /// machine's uid (skipped when the request carries no uid).
+    /// Whether `vm` is `machine`'s: this cluster's markers, no other
+    /// machine's uid (skipped when the request carries no uid), and, where the
+    /// VM reports a machine name, the machine's name (skipped when the
+    /// request carries no name: the orphan collector may send none).
     pub fn judge(&self, vm: &impl MarkedVm, machine: &Machine) -> Ownership {
         if let Some(foreign) = self.cluster_verdict(vm) {
             return Ownership::Foreign(foreign);
+        }
+        if vm.machine_name().is_some_and(|name| !machine.name.is_empty() && name != machine.name) {
+            return Ownership::Foreign(Foreign::OtherName);
         }
         match vm.machine_uid() {
             Some(uid) if !machine.uid.is_empty() && uid != machine.uid => Ownership::Foreign(Foreign::OtherMachine),
@@ -193,6 +260,20 @@ mod tests {
         uid: Option<&'static str>,
     }
 
+    struct Named(Vm, &'static str);
+
+    impl MarkedVm for Named {
+        fn has_marker(&self, key: &str) -> bool {
+            self.0.has_marker(key)
+        }
+        fn machine_uid(&self) -> Option<&str> {
+            self.0.machine_uid()
+        }
+        fn machine_name(&self) -> Option<&str> {
+            Some(self.1)
+        }
+    }
+
     impl MarkedVm for Vm {
         fn has_marker(&self, key: &str) -> bool {
             self.markers.contains(&key)
@@ -233,6 +314,38 @@ mod tests {
         let unmarked = Vm { markers: vec![], uid: None };
         assert!(!m.judge(&unmarked, &machine("")).is_mine());
         assert!(m.lists(&mine) && m.lists(&go_made));
+    }
+
+    #[test]
+    fn a_vm_named_for_another_machine_is_foreign_unless_the_request_names_none() {
+        let m = markers();
+        let vm = |name| {
+            Named(Vm { markers: vec!["kubernetes.io/cluster/shoot--a", "kubernetes.io/role/node"], uid: None }, name)
+        };
+        assert_eq!(m.judge(&vm("m-1"), &machine("u-1")), Ownership::Mine);
+        assert_eq!(m.judge(&vm("m-2"), &machine("u-1")), Ownership::Foreign(Foreign::OtherName));
+        let orphan_delete = Machine { uid: String::new(), ..Machine::default() };
+        assert_eq!(m.judge(&vm("m-2"), &orphan_delete), Ownership::Mine);
+    }
+
+    #[test]
+    fn containing_markers_are_found_anywhere_in_the_key() {
+        let found = ClusterMarkers::from_keys_containing(
+            ["x/kubernetes.io-cluster-shoot--a", "kubernetes.io-role-node", "pool"],
+            "kubernetes.io-cluster-",
+            "kubernetes.io-role-",
+            "tags",
+        )
+        .expect("found");
+        assert_eq!(found.cluster(), "x/kubernetes.io-cluster-shoot--a");
+        let err = ClusterMarkers::from_keys_containing(
+            ["a-kubernetes.io-cluster-"],
+            "kubernetes.io-cluster-",
+            "kubernetes.io-role-",
+            "tags",
+        )
+        .expect_err("no name after the part");
+        assert_eq!(err.field(), Some("tags"));
     }
 
     #[test]

@@ -7,7 +7,9 @@
 
 use std::sync::Arc;
 
-use machine_driver_api::{CallContext, CallFailure, CloudCall, CloudCaller, DriverError, KeyedCache, RateLimiter};
+use machine_driver_api::{
+    CallContext, CallFailure, CloudCall, CloudCaller, DriverError, KeyedCache, PageTokens, RateLimiter,
+};
 use reqwest::Method;
 use serde::de::DeserializeOwned;
 
@@ -26,8 +28,6 @@ pub(crate) type Answer<T> = Result<T, CallFailure<OsFailure>>;
 const MAX_SESSIONS: usize = 256;
 /// Most rate limiters.
 const MAX_LIMITERS: usize = 1024;
-/// Most pages one list follows.
-pub(crate) const MAX_PAGES: usize = 1000;
 /// How long a connection may take to open.
 const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -275,38 +275,52 @@ impl Api<'_> {
     }
 
     /// Every item of a paged list (`limit`/`marker`), following `next` links
-    /// by their marker against this handle's endpoint.
+    /// by their marker against this handle's endpoint (never to the link's
+    /// own host), with the kit's [`PageTokens`]: a page cap, and a marker
+    /// handed out twice stops the read (a list the orphan collector acts on
+    /// must be whole, so either is an error, not a short list).
     pub(crate) async fn all_pages<P: DeserializeOwned, T>(
         &self,
         call: Call<'_>,
         query: &[(&str, String)],
         split: impl Fn(P) -> (Vec<T>, Vec<Link>),
-    ) -> Answer<Vec<T>> {
+    ) -> Result<Vec<T>, DriverError> {
+        self.all_pages_by(call, query, |page: P| {
+            let (items, links) = split(page);
+            (items, next_link(&links).map(str::to_string))
+        })
+        .await
+    }
+
+    /// [`Api::all_pages`] for a list whose page names its next page as one
+    /// link (`split` answers the items and that link, Glance's `next`).
+    pub(crate) async fn all_pages_by<P: DeserializeOwned, T>(
+        &self,
+        call: Call<'_>,
+        query: &[(&str, String)],
+        split: impl Fn(P) -> (Vec<T>, Option<String>),
+    ) -> Result<Vec<T>, DriverError> {
         let mut out = Vec::new();
+        let mut tokens = PageTokens::new(call.operation);
         let mut marker: Option<String> = None;
-        for _ in 0..MAX_PAGES {
+        loop {
             let mut q = query.to_vec();
-            if let Some(m) = &marker {
-                q.push(("marker", m.clone()));
+            if let Some(m) = marker.take() {
+                q.push(("marker", m));
             }
-            let (items, links) = split(self.json::<P>(call, &q, None).await?);
+            let (items, next) = split(self.json::<P>(call, &q, None).await?);
             out.extend(items);
-            let next = match next_link(&links) {
+            let next = match next {
                 Some(href) => {
-                    Some(marker_of(href).ok_or_else(|| broken(call, "answered a next link without a marker"))?)
+                    Some(marker_of(&href).ok_or_else(|| broken(call, "answered a next link without a marker"))?)
                 }
                 None => None,
             };
-            match next {
-                // A list the orphan collector acts on must be whole: a marker that does not advance is an error.
-                Some(m) if Some(&m) == marker.as_ref() => {
-                    return Err(broken(call, "answered the same next marker again"));
-                }
+            match tokens.next(next.as_deref())? {
                 Some(m) => marker = Some(m),
                 None => return Ok(out),
             }
         }
-        Err(broken(call, "answered more than 1000 pages"))
     }
 }
 
@@ -315,9 +329,11 @@ fn broken(call: Call<'_>, what: &str) -> CallFailure<OsFailure> {
     CallFailure::Cloud(cloud_call, OsFailure::transport(what.to_string()))
 }
 
-/// The `marker` query parameter of a `next` link.
+/// The `marker` query parameter of a `next` link (absolute, as Nova and
+/// Neutron give it, or a path, as Glance does).
 fn marker_of(href: &str) -> Option<String> {
-    let url = reqwest::Url::parse(href).ok()?;
+    let base = reqwest::Url::parse("http://next.invalid/").ok()?;
+    let url = base.join(href).ok()?;
     url.query_pairs().find(|(k, _)| k == "marker").map(|(_, v)| v.into_owned())
 }
 
@@ -336,5 +352,6 @@ mod tests {
     fn markers_of_next_links() {
         assert_eq!(marker_of("http://nova/v2.1/servers/detail?limit=2&marker=abc&name=x").as_deref(), Some("abc"));
         assert_eq!(marker_of("http://nova/v2.1/servers/detail?limit=2"), None);
+        assert_eq!(marker_of("/v2/images?limit=25&marker=i-2&name=x").as_deref(), Some("i-2"));
     }
 }

@@ -8,20 +8,26 @@
 //! ports by name (`GET /ports?name=<name>`), both shared with the concurrent
 //! creates of the credentials and region ([`crate::lookup::CreateLookups`]:
 //! `name=^(a|b|…)$` and `name=a&name=b…`, read after each create asked):
-//! - one server of this machine: adopted (more: OUT_OF_RANGE);
-//! - a port of the machine attached to a server: that server was created by
-//!   an earlier attempt whose answer was lost: adopted by the port's
-//!   `device_id` (Nova lists a server from its POST on, so the name lookup is
-//!   the main guard; the port, bound once a compute host takes the server, is
-//!   a second one for a cloud whose list lags; Nova has no client token,
-//!   so these lookups are what keeps a lost answer or a restart from making a
-//!   second server);
+//! - one server of this machine (judged by the class's markers and the uid,
+//!   [`crate::ownership`]): adopted (more: OUT_OF_RANGE). A server of the name
+//!   that is not the machine's (another cluster's, one made by hand, an
+//!   earlier machine's) is left alone and not adopted: Nova does not keep
+//!   names unique, so the machine gets its own server beside it;
+//! - a port of the machine (both markers as tags) attached to a server the
+//!   name lookup did not show: that server was created by an earlier attempt
+//!   whose answer was lost. It is read (`GET /servers/{id}`) and adopted when
+//!   judged the machine's, or adopted on the port's markers while Nova does
+//!   not show it yet (Nova lists a server from its POST on, so the name
+//!   lookup is the main guard; the port, bound once a compute host takes the
+//!   server, is a second one for a cloud whose reads lag; Nova has no client
+//!   token, so these lookups are what keeps a lost answer or a restart from
+//!   making a second server);
 //! - created by this process a moment ago: the same answer, no call (unless
 //!   the request's providerID names that server: a create with a providerID
 //!   follows GetMachineStatus answering NOT_FOUND, so it is gone and the
 //!   lookups decide);
-//! - otherwise one port per network of the class (free ones of the machine
-//!   reused, their pod CIDRs completed), made with the security groups, the
+//! - otherwise one port per network of the class (free ones of the machine,
+//!   carrying both markers, reused, their pod CIDRs completed), made with the security groups, the
 //!   cluster and role tags and the pod CIDRs as allowed address pairs (in one
 //!   Neutron bulk create with the concurrent creates' ports:
 //!   [`crate::ports::PortCreates`]), then
@@ -42,16 +48,19 @@
 //! no idempotency token, so the lookups stay.
 
 use base64::Engine as _;
-use machine_driver_api::{Address, AddressType, CallContext, CreateMachine, CreatedMachine, DriverError, ErrorKind};
+use machine_driver_api::{
+    Address, AddressType, CallContext, ClusterMarkers, CreateMachine, CreatedMachine, DriverError, ErrorKind, Ownership,
+};
 use serde_json::{Value, json};
 
 use crate::clients::{Api, Call, Verb};
 use crate::credentials::OsCredentials;
 use crate::driver::{Created, OpenStackDriver};
-use crate::lookup::{at_most_one, of_machine};
-use crate::naming::{MACHINE_UID_KEY, parse_provider_id, provider_id};
+use crate::lookup::{at_most_one, get_server};
+use crate::naming::{MACHINE_UID_KEY, answered_id, parse_provider_id, provider_id};
 use crate::os::keystone::Service;
 use crate::os::model::{Port, Server};
+use crate::ownership::{judge_all, log_foreign, owned_record, port_is_mine};
 use crate::ports::{self, NewPort};
 use crate::spec::{OpenStackSpec, PortPlan};
 
@@ -60,6 +69,7 @@ impl OpenStackDriver {
     pub(crate) async fn create(&self, ctx: &CallContext, req: CreateMachine) -> Result<CreatedMachine, DriverError> {
         let creds = OsCredentials::from_secret(&req.secret, "secret")?;
         let spec = OpenStackSpec::parse(&req.class.provider_spec)?;
+        let markers = spec.markers()?;
         let api = self.pool.api(&creds, &spec.region, ctx)?;
         let name = req.machine.name.as_str();
         let lock = self.create_locks.get_or_insert_with(&req.machine.uid, || tokio::sync::Mutex::new(()));
@@ -72,23 +82,28 @@ impl OpenStackDriver {
             if names_server(req.machine.provider_id.as_deref(), &id) {
                 self.created_by_uid.forget(&req.machine.uid);
             } else {
-                return Ok(self.answer(&spec, &id, name, true, None));
+                return Ok(self.answer(&spec, owned_record(&id, name, &markers, &req.machine.uid), true, false));
             }
         }
 
-        let (cluster_key, _) = spec.cluster_tag().unwrap_or_default();
         let named = self.create_lookups.get(&api, creds.fingerprint, name).await?;
-        let servers = of_machine(named.servers, cluster_key, name, &req.machine.uid);
-        if let Some(server) = at_most_one(servers, name)? {
-            return Ok(self.answer(&spec, &server.id, name, false, Some(&server)));
+        let named_ids: Vec<String> = named.servers.iter().map(|s| s.id.clone()).collect();
+        // Nova does not keep names unique: a foreign server of this name is left alone, not adopted.
+        let judged = judge_all(&markers, named.servers, &req.machine);
+        if let Some(server) = at_most_one(judged.mine, name)? {
+            return Ok(self.answer(&spec, server, false, true));
         }
-        let existing_ports = named.ports;
         // Neutron unbinds a deleted server's ports a moment later: a port still
         // naming the server the request says is gone does not bring it back.
         let gone = |device: &str| names_server(req.machine.provider_id.as_deref(), device);
-        if let Some(bound) = existing_ports.iter().find(|p| !p.device_id.is_empty() && !gone(&p.device_id)) {
-            tracing::info!(machine = name, server = %bound.device_id, "adopting the server a port of the machine is attached to");
-            return Ok(self.answer(&spec, &bound.device_id, name, false, None));
+        // Only the machine's own ports (both markers as tags) are adopted through or reused.
+        let (bound, existing_ports): (Vec<Port>, Vec<Port>) = named
+            .ports
+            .into_iter()
+            .filter(|p| port_is_mine(&markers, p, &req.machine))
+            .partition(|p| !p.device_id.is_empty() && !gone(&p.device_id));
+        if let Some(adopted) = self.adopt_through_port(&api, &markers, &req, &bound, &named_ids).await? {
+            return Ok(self.answer(&spec, adopted, false, false));
         }
 
         let mut ports = Vec::new();
@@ -99,7 +114,7 @@ impl OpenStackDriver {
         match made {
             Ok(id) => {
                 self.created_by_uid.record(req.machine.uid.clone(), id.clone());
-                Ok(self.answer(&spec, &id, name, true, None))
+                Ok(self.answer(&spec, owned_record(&id, name, &markers, &req.machine.uid), true, false))
             }
             Err(e) if is_for_good(&e) => {
                 if e.kind() == ErrorKind::InvalidArgument {
@@ -118,26 +133,58 @@ impl OpenStackDriver {
         }
     }
 
-    /// The create's answer for server `id`, remembered for the polls and the
-    /// initialization that follow.
-    fn answer(
+    /// The server a port of the machine is attached to while Nova does not
+    /// list it under the machine's name: an earlier attempt whose answer was
+    /// lost made it. `bound` are the machine's ports (both markers) attached
+    /// to a server; one not among the servers the name lookup showed
+    /// (`listed`, each judged there) is read (`GET /servers/{id}`) and adopted
+    /// when judged the machine's; one Nova does not show yet (a lagging
+    /// cloud) is adopted on its port's markers alone, and one of another
+    /// name, cluster or machine is not.
+    async fn adopt_through_port(
         &self,
-        spec: &OpenStackSpec,
-        id: &str,
-        name: &str,
-        pairs_done: bool,
-        found: Option<&Server>,
-    ) -> CreatedMachine {
-        self.recent.record(id.to_string(), Created { name: name.to_string() });
-        if pairs_done {
-            self.pairs_complete.insert(id.to_string(), std::sync::Arc::new(()));
+        api: &Api<'_>,
+        markers: &ClusterMarkers,
+        req: &CreateMachine,
+        bound: &[Port],
+        listed: &[String],
+    ) -> Result<Option<Server>, DriverError> {
+        let name = req.machine.name.as_str();
+        for port in bound.iter().filter(|p| !listed.contains(&p.device_id)) {
+            answered_id("the device_id of a port", &port.device_id)?;
+            let record = match get_server(api, &port.device_id).await? {
+                Some(server) => server,
+                None => owned_record(&port.device_id, name, markers, &req.machine.uid),
+            };
+            match markers.judge(&record, &req.machine) {
+                Ownership::Mine => {
+                    tracing::info!(machine = name, server = %record.id, "adopting the server a port of the machine is attached to");
+                    return Ok(Some(record));
+                }
+                Ownership::Foreign(why) => log_foreign("create", &record, why),
+            }
         }
-        self.deleted.forget(&id.to_string());
+        Ok(None)
+    }
+
+    /// The create's answer for the server `record` (judged the machine's, or
+    /// made by this create), remembered for the polls, the initialization and
+    /// a delete that follow; its addresses when `read` (a record Nova answered).
+    fn answer(&self, spec: &OpenStackSpec, record: Server, pairs_done: bool, read: bool) -> CreatedMachine {
+        let id = record.id.clone();
+        let name = record.name.clone();
+        self.recent.record(id.clone(), Created { name: name.clone() });
+        if pairs_done {
+            self.pairs_complete.insert(id.clone(), std::sync::Arc::new(()));
+        }
+        self.deleted.forget(&id);
+        let addresses = if read { addresses(&record) } else { Vec::new() };
+        self.made.record(id.clone(), record);
         CreatedMachine {
-            provider_id: provider_id(&spec.region, id),
-            node_name: name.to_string(),
+            provider_id: provider_id(&spec.region, &id),
+            node_name: name,
             last_known_state: String::new(),
-            addresses: found.map(addresses).unwrap_or_default(),
+            addresses,
         }
     }
 
@@ -154,8 +201,8 @@ impl OpenStackDriver {
         out: &mut Vec<Port>,
     ) -> Result<(), DriverError> {
         let cidrs = spec.pod_cidrs();
-        let tags: Vec<String> =
-            [spec.cluster_tag(), spec.role_tag()].into_iter().flatten().map(|(k, _)| k.to_string()).collect();
+        let markers = spec.markers()?;
+        let tags: Vec<String> = vec![markers.cluster().to_string(), markers.role().to_string()];
         let mut security_groups: Option<Vec<String>> = None;
         for (i, (plan, pod)) in spec.port_plans().into_iter().enumerate() {
             let field = if spec.networks.is_empty() {

@@ -1,22 +1,35 @@
-//! DeleteMachine on OpenStack: by providerID alone, `DELETE /servers/{id}`,
-//! then the machine's ports (`GET /ports?name=<machine>`, each free or
-//! attached to that server deleted). Nova deletes the boot volume with the
-//! server (the driver makes it with `delete_on_termination`). No waiting for
-//! the server to be gone (the Go provider polls up to 20 minutes inside the
-//! call). Gone already is OK. Without a providerID the machine's servers are
-//! found by name and uid, as the Go provider finds them by name.
+//! DeleteMachine on OpenStack: the machine's server (`DELETE /servers/{id}`),
+//! then the machine's ports (`GET /ports?name=<machine>`: each attached to
+//! that server, and each free one carrying the class's cluster and role
+//! tags). Nova deletes the boot volume with the server (the driver makes it
+//! with `delete_on_termination`). No waiting for the server to be gone (the
+//! Go provider polls up to 20 minutes inside the call). Gone already is OK.
 //!
-//! Cost: 3 calls for a machine with one port; a machine name unknown to the
-//! caller (an orphan collected by providerID alone) costs one server read.
+//! Only a server the class's markers prove the machine's is deleted
+//! ([`crate::ownership`]); a foreign one is answered as already gone, and
+//! neither it nor any of its ports is touched. By providerID the server's
+//! record is judged: the one this process created or adopted in the last 10
+//! minutes (no call), else one `GET /servers/{id}`, read alongside the ports
+//! when the request names the machine (the Go provider reads it too, and
+//! requires both metadata keys). Without a providerID the machine's servers
+//! are found by name (duplicates too) and each judged.
+//!
+//! Cost: 3 calls for a machine with one port this process made or adopted
+//! in the last 10 minutes; 4 for any other (the orphan collector's, a
+//! restarted process's), the read being the ownership check. A server of no
+//! known name (an orphan collected by providerID alone) is read before its
+//! ports are.
 
-use machine_driver_api::{CallContext, CallFailure, DeletedMachine, DriverError, MachineRef};
+use machine_driver_api::{CallContext, CallFailure, DeletedMachine, DriverError, MachineRef, Ownership};
 
 use crate::clients::{Api, Call, Verb};
 use crate::credentials::OsCredentials;
 use crate::driver::OpenStackDriver;
 use crate::lookup::{find_machine, get_server};
-use crate::naming::parse_provider_id;
+use crate::naming::{parse_provider_id, request_id};
 use crate::os::keystone::Service;
+use crate::os::model::Port;
+use crate::ownership::{log_foreign, port_is_mine};
 use crate::ports;
 use crate::spec::OpenStackSpec;
 
@@ -24,48 +37,74 @@ impl OpenStackDriver {
     /// DeleteMachine (see the module docs).
     pub(crate) async fn delete(&self, ctx: &CallContext, req: MachineRef) -> Result<DeletedMachine, DriverError> {
         let creds = OsCredentials::from_secret(&req.secret, "secret")?;
-        let pid = req.machine.provider_id.as_deref();
+        // Without the class's markers nothing can be proven the machine's: refused before any call.
+        let spec = OpenStackSpec::parse(&req.class.provider_spec)?;
+        let markers = spec.markers()?;
         let mut name = req.machine.name.clone();
-        let (api, ids) = match pid {
-            Some(pid) => {
-                let (region, id) = parse_provider_id(pid)?;
-                let api = self.pool.api(&creds, &region, ctx)?;
-                if name.is_empty() {
-                    name = get_server(&api, &id).await?.map(|s| s.name).unwrap_or_default();
+        // The servers judged the machine's, the server the providerID names when Nova
+        // no longer shows it (its marked ports are still the machine's), and the ports
+        // of the machine's name when read alongside.
+        let (api, ids, gone, mut named_ports): (Api<'_>, Vec<String>, Option<String>, Option<Vec<Port>>) =
+            match req.machine.provider_id.as_deref() {
+                Some(pid) => {
+                    let (region, id) = parse_provider_id(pid)?;
+                    let api = self.pool.api(&creds, &region, ctx)?;
+                    let (server, named_ports) = match self.made.get(&id) {
+                        Some(record) => (Some(record), None),
+                        None if !name.is_empty() => {
+                            let (server, named) = tokio::join!(get_server(&api, &id), ports::named(&api, &name));
+                            (server?, Some(named?))
+                        }
+                        None => (get_server(&api, &id).await?, None),
+                    };
+                    match server {
+                        Some(server) => match markers.judge(&server, &req.machine) {
+                            Ownership::Mine => {
+                                if name.is_empty() {
+                                    name = server.name;
+                                }
+                                (api, vec![id], None, named_ports)
+                            }
+                            Ownership::Foreign(why) => {
+                                log_foreign("delete", &server, why);
+                                return Ok(DeletedMachine { last_known_state: String::new(), already_gone: true });
+                            }
+                        },
+                        None => (api, Vec::new(), Some(id), named_ports),
+                    }
                 }
-                (api, vec![id])
-            }
-            None => {
-                let spec = OpenStackSpec::parse(&req.class.provider_spec)?;
-                if name.is_empty() {
-                    return Err(DriverError::invalid_argument(
-                        "machine.providerID",
-                        "is required without a machine name",
-                    ));
+                None => {
+                    if name.is_empty() {
+                        return Err(DriverError::invalid_argument(
+                            "machine.providerID",
+                            "is required without a machine name",
+                        ));
+                    }
+                    let api = self.pool.api(&creds, &spec.region, ctx)?;
+                    // Every server of the machine (duplicates included), also one the Go provider made.
+                    let found = find_machine(&api, &markers, &req.machine).await?;
+                    (api, found.mine.into_iter().map(|s| s.id).collect(), None, None)
                 }
-                let api = self.pool.api(&creds, &spec.region, ctx)?;
-                let (cluster_key, _) = spec.cluster_tag().unwrap_or_default();
-                // Every server of the machine (duplicates included), also one the Go provider made.
-                let found = find_machine(&api, cluster_key, &name, &req.machine.uid).await?;
-                (api, found.into_iter().map(|s| s.id).collect())
-            }
-        };
+            };
         let mut already_gone = true;
         for id in &ids {
             already_gone &= !self.delete_server(&api, id).await?;
         }
-        // With the class at hand, a free port must carry its cluster key: a port
-        // of that name in another cluster of the project is not this machine's.
-        let cluster_key = OpenStackSpec::parse(&req.class.provider_spec)
-            .ok()
-            .and_then(|s| s.cluster_tag().map(|(k, _)| k.to_string()));
-        if !name.is_empty() {
-            for port in ports::named(&api, &name).await? {
-                let ours = cluster_key.as_ref().is_none_or(|k| port.tags.contains(k));
-                if ids.contains(&port.device_id) || (port.device_id.is_empty() && ours) {
-                    ports::delete(&api, &port.id).await?;
-                    already_gone = false;
-                }
+        if name.is_empty() {
+            return Ok(DeletedMachine { last_known_state: String::new(), already_gone });
+        }
+        let named_ports = match named_ports.take() {
+            Some(p) => p,
+            None => ports::named(&api, &name).await?,
+        };
+        for port in named_ports {
+            // Attached to a server judged the machine's; else (free, or on the server
+            // the providerID named, now gone) only when the port carries both markers.
+            let of_deleted = ids.contains(&port.device_id);
+            let free = port.device_id.is_empty() || gone.as_deref() == Some(port.device_id.as_str());
+            if of_deleted || (free && port_is_mine(&markers, &port, &req.machine)) {
+                ports::delete(&api, &port.id).await?;
+                already_gone = false;
             }
         }
         Ok(DeletedMachine { last_known_state: String::new(), already_gone })
@@ -73,8 +112,9 @@ impl OpenStackDriver {
 
     /// `DELETE /servers/{id}`; true when the server existed.
     async fn delete_server(&self, api: &Api<'_>, id: &str) -> Result<bool, DriverError> {
+        let path = format!("/servers/{}", request_id("machine.providerID", id)?);
         self.recent.forget(&id.to_string());
-        let path = format!("/servers/{id}");
+        self.made.forget(&id.to_string());
         let existed = match api.raw(Call::new(Service::Compute, "servers.delete", Verb::Delete, &path), &[], None).await
         {
             Ok(_) => true,

@@ -40,6 +40,11 @@ pub struct OpenStackDriver {
     pub(crate) created_by_uid: RecentCreates<String, String>,
     /// Servers deleted in the last moments: gone is NOT_FOUND, not "not visible yet".
     pub(crate) deleted: RecentCreates<String>,
+    /// The record of each server this process created or adopted in the
+    /// last 10 minutes, as Nova shows it (name, markers, uid; by server id):
+    /// a delete or initialization by providerID right after judges it
+    /// ([`crate::ownership`]) without reading it again.
+    pub(crate) made: RecentCreates<String, crate::os::model::Server>,
     pub(crate) lookups: ServerLookups,
     /// The creates' lookups of servers and ports by machine name, coalesced.
     pub(crate) create_lookups: CreateLookups,
@@ -67,6 +72,7 @@ impl OpenStackDriver {
             recent: RecentCreates::default(),
             created_by_uid: RecentCreates::default(),
             deleted: RecentCreates::default(),
+            made: RecentCreates::default(),
             lookups: ServerLookups::default(),
             create_lookups: CreateLookups::default(),
             port_creates: crate::ports::PortCreates::default(),

@@ -4,17 +4,23 @@
 //! last CIDR survived). Convergent: the merged list is written only to a port
 //! that lacks a CIDR, and a repeat writes nothing.
 //!
-//! Cost: none right after this process created the server (its ports were
-//! made with the pairs); otherwise one `GET /ports?device_id=` (and, while
+//! The server is judged first ([`crate::ownership`]): one that is not the
+//! machine's is NOT_FOUND, and none of its ports is read or written.
+//!
+//! Cost: none right after this process created the server (its record is at
+//! hand and its ports were made with the pairs); otherwise one `GET
+//! /servers/{id}` (by name: the name lookup), one `GET /ports?device_id=` (and, while
 //! Nova has not bound the ports to the server yet, one `GET /ports?name=`)
 //! and one `PUT` per port that lacks a CIDR. A young server without its ports
 //! yet answers UNAVAILABLE, and MCM retries.
 
-use machine_driver_api::{CallContext, DriverError, InitializedMachine, MachineRef};
+use machine_driver_api::{CallContext, DriverError, InitializedMachine, MachineRef, Ownership, foreign_not_found};
 
 use crate::driver::OpenStackDriver;
 use crate::errors::RETRY_SOON;
+use crate::lookup::get_server;
 use crate::naming::{parse_provider_id, provider_id};
+use crate::ownership::{log_foreign, port_is_mine};
 use crate::ports::{self, ADDRESS_PAIRS_STEP};
 use crate::spec::OpenStackSpec;
 use crate::status::Located;
@@ -27,24 +33,40 @@ impl OpenStackDriver {
         req: MachineRef,
     ) -> Result<InitializedMachine, DriverError> {
         let spec = OpenStackSpec::parse(&req.class.provider_spec)?;
-        // Known complete (this process's create made the ports with every pod CIDR): no call.
-        if let Some(pid) = req.machine.provider_id.as_deref() {
-            let (region, id) = parse_provider_id(pid)?;
-            if self.pairs_complete.get(&id).is_some() {
-                let name = self.recent.get(&id).map(|c| c.name).unwrap_or_else(|| req.machine.name.clone());
-                return Ok(InitializedMachine {
-                    provider_id: provider_id(&region, &id),
-                    node_name: name,
-                    applied_steps: Vec::new(),
-                });
-            }
-        }
-        // By id: Neutron shows the server's ports even while Nova does not list a new server yet.
+        let markers = spec.markers()?;
         let creds = crate::credentials::OsCredentials::from_secret(&req.secret, "secret")?;
         let (api, id, name) = match req.machine.provider_id.as_deref() {
             Some(pid) => {
                 let (region, id) = parse_provider_id(pid)?;
-                (self.pool.api(&creds, &region, ctx)?, id, req.machine.name.clone())
+                let api = self.pool.api(&creds, &region, ctx)?;
+                // The server's record: this process's own (no call), else read; judged before any port is touched.
+                let server = match self.made.get(&id) {
+                    Some(record) => record,
+                    None => match get_server(&api, &id).await? {
+                        Some(server) => server,
+                        None if req.machine.is_young() => {
+                            return Err(DriverError::unavailable(
+                                "SERVER_NOT_VISIBLE",
+                                format!("server {id} is not visible in Nova yet"),
+                                RETRY_SOON,
+                            ));
+                        }
+                        None => return Err(DriverError::not_found(format!("server {}", provider_id(&region, &id)))),
+                    },
+                };
+                if let Ownership::Foreign(why) = markers.judge(&server, &req.machine) {
+                    log_foreign("initialize", &server, why);
+                    return Err(foreign_not_found(format!("server {}", provider_id(&region, &id)), why));
+                }
+                // Known complete (this process's create made the ports with every pod CIDR): no further call.
+                if self.pairs_complete.get(&id).is_some() {
+                    return Ok(InitializedMachine {
+                        provider_id: provider_id(&region, &id),
+                        node_name: server.name,
+                        applied_steps: Vec::new(),
+                    });
+                }
+                (api, id, server.name)
             }
             None => match self.locate(ctx, &req).await? {
                 Located { api, server: Some(s), .. } => (api, s.id, s.name),
@@ -56,11 +78,11 @@ impl OpenStackDriver {
         let mut attached = ports::of_server(&api, &id).await?;
         if attached.is_empty() && !name.is_empty() {
             // Nova binds a port to its server once a compute host takes the server: until
-            // then the machine's own ports are found by their name.
+            // then the machine's own ports are found by their name (a free one only with both markers).
             attached = ports::named(&api, &name)
                 .await?
                 .into_iter()
-                .filter(|p| p.device_id.is_empty() || p.device_id == id)
+                .filter(|p| p.device_id == id || (p.device_id.is_empty() && port_is_mine(&markers, p, &req.machine)))
                 .collect();
         }
         let pod_networks = self.pod_network_ids(&api, &creds, &spec).await?;

@@ -14,6 +14,7 @@ mod list;
 mod lookup;
 mod naming;
 mod os;
+mod ownership;
 mod ports;
 mod resolve;
 mod share_image;

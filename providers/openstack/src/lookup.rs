@@ -39,14 +39,16 @@ use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
 use machine_driver_api::{
-    BatchFn, CallContext, CallFailure, Coalescer, DriverError, ErrorKind, KeyedCache, RecentList, common_prefix,
+    BatchFn, CallContext, CallFailure, ClusterMarkers, Coalescer, DriverError, ErrorKind, KeyedCache, Machine,
+    RecentList, common_prefix,
 };
 use serde::{Deserialize, Deserializer};
 
 use crate::clients::{Api, Call, SharedApi};
-use crate::naming::{MACHINE_UID_KEY, exact_names_filter, prefix_filter};
+use crate::naming::{MACHINE_UID_KEY, exact_names_filter, prefix_filter, request_id};
 use crate::os::keystone::Service;
 use crate::os::model::{Link, Port, Server, ServerAddress, ServerOne, ServersPage};
+use crate::ownership::{Judged, judge_all};
 
 /// Most status polls one coalesced batch takes: a prefix list answers any
 /// number of them, so a whole wave of polls (the server serves up to 1024 at
@@ -180,9 +182,9 @@ pub(crate) struct ListedServer {
     /// Every address of every network, in the order [`Server::addresses`] gives them.
     #[serde(default, deserialize_with = "flat_addresses")]
     addresses: Vec<String>,
-    /// The machine uid metadata, when the server has it (the rest of the metadata is not kept).
-    #[serde(default, rename = "metadata", deserialize_with = "machine_uid")]
-    machine_uid: Option<String>,
+    /// The machine uid and the marker keys of the metadata (the rest is not kept).
+    #[serde(default, rename = "metadata", deserialize_with = "listed_metadata")]
+    metadata: ListedMetadata,
     /// Why the server is in ERROR.
     #[serde(default)]
     fault: Option<crate::os::model::Fault>,
@@ -203,7 +205,13 @@ impl ListedServer {
             } else {
                 BTreeMap::from([(String::new(), addresses)])
             },
-            metadata: self.machine_uid.iter().map(|uid| (MACHINE_UID_KEY.to_string(), uid.clone())).collect(),
+            metadata: self
+                .metadata
+                .markers
+                .iter()
+                .map(|key| (key.to_string(), String::new()))
+                .chain(self.metadata.uid.iter().map(|uid| (MACHINE_UID_KEY.to_string(), uid.clone())))
+                .collect(),
             fault: self.fault.clone(),
         }
     }
@@ -215,9 +223,26 @@ fn flat_addresses<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Err
     Ok(by_network.into_values().flatten().map(|a| a.addr).collect())
 }
 
-/// The machine uid of Nova's `metadata`.
-fn machine_uid<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    Ok(BTreeMap::<String, String>::deserialize(d)?.remove(MACHINE_UID_KEY))
+/// What a listed server keeps of its metadata: what the ownership rule reads.
+#[derive(Debug, Clone, Default)]
+struct ListedMetadata {
+    /// The machine uid, when the server has one.
+    uid: Option<String>,
+    /// The keys that may be a class's markers (containing the cluster or
+    /// role part); their values are not read.
+    markers: Vec<Box<str>>,
+}
+
+/// The uid and the marker keys of Nova's `metadata`.
+fn listed_metadata<'de, D: Deserializer<'de>>(d: D) -> Result<ListedMetadata, D::Error> {
+    let mut metadata = BTreeMap::<String, String>::deserialize(d)?;
+    let uid = metadata.remove(MACHINE_UID_KEY);
+    let markers = metadata
+        .into_keys()
+        .filter(|k| k.contains(crate::spec::CLUSTER_TAG) || k.contains(crate::spec::ROLE_TAG))
+        .map(String::into_boxed_str)
+        .collect();
+    Ok(ListedMetadata { uid, markers })
 }
 
 /// A page of a prefix list.
@@ -350,9 +375,9 @@ async fn read_named(
         .collect())
 }
 
-/// `GET /servers/{id}`; `None` on 404.
+/// `GET /servers/{id}` (`id` checked and encoded as one path segment); `None` on 404.
 pub(crate) async fn get_server(api: &Api<'_>, id: &str) -> Result<Option<Server>, DriverError> {
-    let path = format!("/servers/{id}");
+    let path = format!("/servers/{}", request_id("machine.providerID", id)?);
     match api.json::<ServerOne>(Call::get(Service::Compute, "servers.get", &path), &[], None).await {
         Ok(one) => Ok(Some(one.server).filter(|s| !s.status.eq_ignore_ascii_case("DELETED"))),
         Err(CallFailure::Cloud(_, f)) if f.is_not_found() => Ok(None),
@@ -372,27 +397,16 @@ pub(crate) async fn list_servers(api: &Api<'_>, query: &[(&str, String)]) -> Res
         .collect())
 }
 
-/// The servers of machine `name` (uid `uid`, "" when unknown) in the
-/// cluster `cluster_key`: named exactly `name`, carrying the cluster key, and
-/// this uid or none at all (made by the Go provider, which looks machines up
-/// by name). One with another uid belongs to another machine of the same name.
+/// The servers named exactly as `machine` (`GET /servers/detail?name=^<name>$`),
+/// judged ([`crate::ownership::judge_all`]): its own (duplicates included,
+/// also one the Go provider made) and the foreign ones of its name.
 pub(crate) async fn find_machine(
     api: &Api<'_>,
-    cluster_key: &str,
-    name: &str,
-    uid: &str,
-) -> Result<Vec<Server>, DriverError> {
-    let named = list_servers(api, &[("name", exact_names_filter([name]))]).await?;
-    Ok(of_machine(named, cluster_key, name, uid))
-}
-
-/// The servers of machine `name` (uid `uid`) in the cluster among `servers` (see [`find_machine`]).
-pub(crate) fn of_machine(servers: Vec<Server>, cluster_key: &str, name: &str, uid: &str) -> Vec<Server> {
-    servers
-        .into_iter()
-        .filter(|s| s.name == name && s.metadata.contains_key(cluster_key))
-        .filter(|s| uid.is_empty() || s.metadata.get(MACHINE_UID_KEY).is_none_or(|u| u == uid))
-        .collect()
+    markers: &ClusterMarkers,
+    machine: &Machine,
+) -> Result<Judged, DriverError> {
+    let named = list_servers(api, &[("name", exact_names_filter([machine.name.as_str()]))]).await?;
+    Ok(judge_all(markers, named, machine))
 }
 
 /// At most one server of a machine; OUT_OF_RANGE (duplicate) for more.
@@ -424,6 +438,7 @@ mod tests {
         let again = listed.to_server();
         assert_eq!((again.id.as_str(), again.name.as_str(), again.status.as_str()), ("s-1", "m-1", "ACTIVE"));
         assert_eq!(again.metadata.get(MACHINE_UID_KEY).map(String::as_str), Some("uid-1"));
+        assert!(again.metadata.contains_key("kubernetes.io-cluster-x"), "the markers are kept: {:?}", again.metadata);
         assert_eq!(again.fault.map(|f| f.message), Some("boom".to_string()));
         let addrs = |s: &Server| crate::create::addresses(s).into_iter().map(|a| a.address).collect::<Vec<_>>();
         assert_eq!(addrs(&listed.to_server()), addrs(&full));

@@ -22,9 +22,56 @@ pub(crate) fn parse_provider_id(pid: &str) -> Result<(String, String), DriverErr
     };
     let rest = pid.trim().strip_prefix(PREFIX).ok_or_else(refuse)?;
     let (region, id) = rest.rsplit_once('/').ok_or_else(refuse)?;
-    let id_ok = !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+    let id_ok = is_id(id);
     let region_ok = !region.is_empty() && !region.contains('/') && region.bytes().all(|b| b.is_ascii_graphic());
     if id_ok && region_ok { Ok((region.to_string(), id.to_string())) } else { Err(refuse()) }
+}
+
+/// True for an id of the syntax every id the driver puts into a URL path has:
+/// 1-64 characters of `[A-Za-z0-9_-]`. Nova, Neutron, Glance and Cinder ids
+/// are UUIDs; Keystone's project ids are 32 hex digits (an LDAP or federated
+/// identity backend makes other ids, still of this alphabet). No `/`, `.`,
+/// `%`, `?` or `#`: such an id cannot leave its path segment, even before
+/// [`segment`] encodes it.
+pub(crate) fn is_id(id: &str) -> bool {
+    !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// `value` (an id from the request, named `field` in the INVALID_ARGUMENT) as
+/// one path segment: checked by [`is_id`], then percent-encoded ([`segment`]).
+pub(crate) fn request_id(field: &str, value: &str) -> Result<String, DriverError> {
+    if is_id(value) {
+        Ok(segment(value))
+    } else {
+        Err(DriverError::invalid_argument(field, format!("{value:?} is not an OpenStack id (1-64 of [A-Za-z0-9_-])")))
+    }
+}
+
+/// `value` (an id a service answered, `what` naming it) as one path segment:
+/// checked by [`is_id`] (an answer that is not one is the cloud's fault:
+/// INTERNAL, nothing sent), then percent-encoded ([`segment`]).
+pub(crate) fn answered_id(what: &str, value: &str) -> Result<String, DriverError> {
+    if is_id(value) {
+        Ok(segment(value))
+    } else {
+        Err(DriverError::internal(format!("{what} is not an OpenStack id: nothing was sent for it")))
+    }
+}
+
+/// One URL path segment: every byte but `[A-Za-z0-9_~-]` percent-encoded
+/// (`/`, `?`, `#`, `%` and `.` among them), so a value cannot end its segment,
+/// start a query, or make a relative segment. Only ids checked by [`is_id`]
+/// reach it ([`request_id`], [`answered_id`]), which it leaves unchanged.
+pub(crate) fn segment(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for b in value.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 /// Nova's `name` filter is a regular expression searched in the name: this
@@ -64,6 +111,17 @@ mod tests {
         for bad in ["aws:///r/i", "openstack:///r/", "openstack:///noslash", "openstack:///r/a b", "openstack:////id"] {
             assert_eq!(parse_provider_id(bad).unwrap_err().field(), Some("machine.providerID"), "{bad}");
         }
+    }
+
+    #[test]
+    fn ids_reach_paths_checked_and_encoded() {
+        assert_eq!(request_id("consumer_account", "0123abcd_E-f").unwrap(), "0123abcd_E-f");
+        for bad in ["", "../../x", "a/b", "a.b", "..", "a%2Fb", "a?b", "a#b", "a b", &"a".repeat(65)] {
+            let e = request_id("consumer_account", bad).unwrap_err();
+            assert_eq!(e.field(), Some("consumer_account"), "{bad:?}");
+        }
+        assert!(answered_id("a port id", "../x").is_err());
+        assert_eq!(segment("../a/b?c#d%e f"), "%2E%2E%2Fa%2Fb%3Fc%23d%25e%20f");
     }
 
     #[test]

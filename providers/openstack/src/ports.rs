@@ -27,6 +27,7 @@ use tracing::Instrument as _;
 
 use crate::clients::{Api, Call, SharedApi, Verb};
 use crate::errors::OsFailure;
+use crate::naming::answered_id;
 use crate::os::keystone::Service;
 use crate::os::model::{AddressPair, Port, PortOne, PortsPage};
 
@@ -50,9 +51,8 @@ pub(crate) async fn of_server(api: &Api<'_>, id: &str) -> Result<Vec<Port>, Driv
 
 /// Every port matching `query` (every page).
 pub(crate) async fn list(api: &Api<'_>, query: &[(&str, String)]) -> Result<Vec<Port>, DriverError> {
-    Ok(api
-        .all_pages(Call::get(Service::Network, "ports.list", "/ports"), query, |p: PortsPage| (p.ports, p.ports_links))
-        .await?)
+    api.all_pages(Call::get(Service::Network, "ports.list", "/ports"), query, |p: PortsPage| (p.ports, p.ports_links))
+        .await
 }
 
 /// What a new port is made of.
@@ -305,7 +305,18 @@ async fn create_one(api: &Api<'_>, body: &Value) -> Result<Port, CallFailure<OsF
             let mut port = body.clone();
             let tags = port.as_object_mut().and_then(|p| p.remove("tags")).unwrap_or_else(|| json!([]));
             let created: PortOne = api.json(call, &[], Some(&json!({"port": port}))).await?;
-            let path = format!("/ports/{}/tags", created.port.id);
+            let Ok(id) = answered_id("the id of a new port", &created.port.id) else {
+                let cloud_call = machine_driver_api::CloudCall {
+                    provider: "openstack",
+                    service: Service::Network.label(),
+                    operation: "ports.create",
+                };
+                return Err(CallFailure::Cloud(
+                    cloud_call,
+                    OsFailure::transport("answered a port id that is not an id"),
+                ));
+            };
+            let path = format!("/ports/{id}/tags");
             api.json::<serde_json::Value>(
                 Call::new(Service::Network, "ports.tags", Verb::Put, &path),
                 &[],
@@ -336,7 +347,7 @@ pub(crate) async fn add_pairs(api: &Api<'_>, port: &Port, cidrs: &[String]) -> R
     }
     let mut pairs: Vec<AddressPair> = port.allowed_address_pairs.clone();
     pairs.extend(missing.into_iter().map(|c| AddressPair { ip_address: c.clone(), mac_address: None }));
-    let path = format!("/ports/{}", port.id);
+    let path = format!("/ports/{}", answered_id("the id of a port", &port.id)?);
     let body = serde_json::to_vec(&json!({"port": {"allowed_address_pairs": pairs}})).unwrap_or_default();
     let revision = port.revision_number.map(|r| format!("revision_number={r}"));
     let headers: Vec<(&str, &str)> = revision.as_deref().map(|r| ("If-Match", r)).into_iter().collect();
@@ -347,7 +358,7 @@ pub(crate) async fn add_pairs(api: &Api<'_>, port: &Port, cidrs: &[String]) -> R
 
 /// `DELETE /ports/{id}`; OK when it is gone already.
 pub(crate) async fn delete(api: &Api<'_>, id: &str) -> Result<(), DriverError> {
-    let path = format!("/ports/{id}");
+    let path = format!("/ports/{}", answered_id("the id of a port", id)?);
     match api.raw(Call::new(Service::Network, "ports.delete", Verb::Delete, &path), &[], None).await {
         Ok(_) => Ok(()),
         Err(CallFailure::Cloud(_, f)) if f.is_not_found() => Ok(()),

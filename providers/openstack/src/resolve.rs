@@ -2,7 +2,8 @@
 //! /flavors/detail`, every page, once), security groups and networks by name
 //! (`GET /security-groups?name=`, `GET /networks?name=`), images by name
 //! (Glance `GET /v2/images?name=`, every time: an image name is re-pointed
-//! when a new image version is uploaded).
+//! when a new image version is uploaded). Every list follows its pages
+//! (Neutron's `*_links`, Glance's `next`) with the kit's `PageTokens`.
 //!
 //! Flavor, security group and network ids do not change under their names in
 //! practice, so they are kept for the life of the process, per credentials and
@@ -22,6 +23,11 @@ use crate::spec::{ImageRef, NetworkRef};
 
 /// Most cached (credentials, region) entries.
 const MAX_ENTRIES: usize = 256;
+/// Most security group (and network) names kept per credentials and region:
+/// the names come from classes (a name that looks like a UUID is kept as
+/// itself without Neutron knowing it), so the map is bounded; when full it
+/// is emptied, and the names in use are looked up again once.
+const MAX_NAMES: usize = 1024;
 
 /// Ids by name of one credentials and region.
 #[derive(Debug, Default)]
@@ -47,6 +53,15 @@ impl Default for Resolver {
 
 fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Keeps `name` → `id` in `map`, which holds at most [`MAX_NAMES`].
+fn remember(map: &std::sync::Mutex<HashMap<String, String>>, name: &str, id: &str) {
+    let mut map = lock(map);
+    if map.len() >= MAX_NAMES && !map.contains_key(name) {
+        map.clear();
+    }
+    map.insert(name.to_string(), id.to_string());
 }
 
 impl Resolver {
@@ -106,14 +121,14 @@ impl Resolver {
                     continue;
                 }
             }
-            let page: SecurityGroupsPage = api
-                .json(
+            let found = api
+                .all_pages(
                     Call::get(Service::Network, "security_groups.list", "/security-groups"),
                     &[("name", name.to_string())],
-                    None,
+                    |p: SecurityGroupsPage| (p.security_groups, p.security_groups_links),
                 )
                 .await?;
-            let id = match page.security_groups.as_slice() {
+            let id = match found.as_slice() {
                 [one] => one.id.clone(),
                 [] if looks_like_uuid(name) => name.to_string(),
                 [] => {
@@ -125,11 +140,11 @@ impl Resolver {
                 _ => {
                     return Err(DriverError::invalid_argument(
                         format!("providerSpec.spec.securityGroups[{i}]"),
-                        format!("{} security groups are named {name:?}: name it by id", page.security_groups.len()),
+                        format!("{} security groups are named {name:?}: name it by id", found.len()),
                     ));
                 }
             };
-            lock(&names.security_groups).insert(name.to_string(), id.clone());
+            remember(&names.security_groups, name, &id);
             out.push(id);
         }
         Ok(out)
@@ -155,10 +170,14 @@ impl Resolver {
         if let Some(id) = lock(&names.networks).get(name).cloned() {
             return Ok(id);
         }
-        let page: NetworksPage = api
-            .json(Call::get(Service::Network, "networks.list", "/networks"), &[("name", name.to_string())], None)
+        let found = api
+            .all_pages(
+                Call::get(Service::Network, "networks.list", "/networks"),
+                &[("name", name.to_string())],
+                |p: NetworksPage| (p.networks, p.networks_links),
+            )
             .await?;
-        let id = match page.networks.as_slice() {
+        let id = match found.as_slice() {
             [one] => one.id.clone(),
             [] => return Err(DriverError::invalid_argument(field, format!("network {name:?} does not exist"))),
             many => {
@@ -168,7 +187,7 @@ impl Resolver {
                 ));
             }
         };
-        lock(&names.networks).insert(name.to_string(), id.clone());
+        remember(&names.networks, name, &id);
         Ok(id)
     }
 }
@@ -180,14 +199,14 @@ pub(crate) async fn image_id(api: &Api<'_>, image: ImageRef<'_>) -> Result<Strin
         ImageRef::Id(id) => return Ok(id.to_string()),
         ImageRef::Name(name) => name,
     };
-    let page: ImagesPage = api
-        .json(
+    let images = api
+        .all_pages_by(
             Call::get(Service::Image, "images.list", "/images"),
             &[("name", name.to_string()), ("status", "active".to_string())],
-            None,
+            |p: ImagesPage| (p.images, p.next),
         )
         .await?;
-    let mut found: Vec<_> = page.images.into_iter().filter(|i| i.name == name).collect();
+    let mut found: Vec<_> = images.into_iter().filter(|i| i.name == name).collect();
     match found.len() {
         1 => Ok(found.swap_remove(0).id),
         0 => Err(DriverError::invalid_argument(
@@ -211,6 +230,16 @@ pub(crate) fn looks_like_uuid(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn remembered_names_are_bounded() {
+        let map = std::sync::Mutex::new(HashMap::new());
+        for i in 0..3 * MAX_NAMES {
+            remember(&map, &format!("sg-{i}"), "id");
+        }
+        assert!(lock(&map).len() <= MAX_NAMES);
+        assert_eq!(lock(&map).get(&format!("sg-{}", 3 * MAX_NAMES - 1)).map(String::as_str), Some("id"));
+    }
 
     #[test]
     fn uuids() {

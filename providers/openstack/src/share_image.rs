@@ -20,6 +20,7 @@ use serde_json::json;
 
 use crate::clients::{Api, Call, ClientPool, Verb};
 use crate::credentials::OsCredentials;
+use crate::naming::{answered_id, request_id, segment};
 use crate::os::keystone::Service;
 use crate::os::model::{Image, Member, MembersPage};
 use crate::resolve::looks_like_uuid;
@@ -59,14 +60,14 @@ pub(crate) async fn share_image(
         .await?
         .ok_or_else(|| DriverError::not_found(format!("image {image} (not visible to the owner's project either)")))?;
     if owned.visibility == "private" {
-        let path = format!("/images/{image}");
+        let path = format!("/images/{}", segment(&image));
         let patch = serde_json::to_vec(&json!([{"op": "replace", "path": "/visibility", "value": "shared"}]))
             .unwrap_or_default();
         owner_api
             .raw(Call::new(Service::Image, "images.update", Verb::Patch, &path), &[], Some((&patch, JSON_PATCH)))
             .await?;
     }
-    let path = format!("/images/{image}/members");
+    let path = format!("/images/{}/members", segment(&image));
     match owner_api
         .json::<Member>(
             Call::new(Service::Image, "members.create", Verb::Post, &path),
@@ -92,14 +93,14 @@ pub(crate) async fn revoke_image_share(
 ) -> Result<RevokedImageShare, DriverError> {
     let (image, region) = image_and_region(&req)?;
     let owner_api = owner_api(pool, ctx, &req, &region, "revoking a share")?;
-    let project = match given_project(&req) {
+    let project = match given_project(&req)? {
         Some(p) => p,
         None => {
             let consumer = OsCredentials::from_secret(&req.consumer_secret, "consumerSecret")?;
-            pool.api(&consumer, &region, ctx)?.project_id().await?
+            token_project(&pool.api(&consumer, &region, ctx)?).await?
         }
     };
-    let path = format!("/images/{image}/members/{project}");
+    let path = format!("/images/{}/members/{}", segment(&image), project_segment(&project)?);
     match owner_api.raw(Call::new(Service::Image, "members.delete", Verb::Delete, &path), &[], None).await {
         Ok(_) => Ok(RevokedImageShare { revoked_now: true, consumer_account: project }),
         // Not a member, or an image that is not `shared` (Glance: "Only shared images have members").
@@ -126,7 +127,7 @@ pub(crate) async fn list_image_shares(
     if found.visibility != "shared" {
         return Ok(ImageShares { consumer_accounts: Vec::new(), public });
     }
-    let path = format!("/images/{image}/members");
+    let path = format!("/images/{}/members", segment(&image));
     let members: MembersPage = owner_api.json(Call::get(Service::Image, "members.list", &path), &[], None).await?;
     Ok(ImageShares {
         consumer_accounts: members
@@ -142,7 +143,7 @@ pub(crate) async fn list_image_shares(
 /// The consumer accepts its membership (`GET` then, when not yet accepted,
 /// `PUT .../members/{project}`); true when it wrote.
 async fn accept(consumer_api: &Api<'_>, image: &str, project: &str) -> Result<bool, DriverError> {
-    let path = format!("/images/{image}/members/{project}");
+    let path = format!("/images/{}/members/{}", segment(image), project_segment(project)?);
     let member: Member = consumer_api.json(Call::get(Service::Image, "members.get", &path), &[], None).await?;
     if member.status == "accepted" {
         return Ok(false);
@@ -153,7 +154,7 @@ async fn accept(consumer_api: &Api<'_>, image: &str, project: &str) -> Result<bo
 
 /// `PUT /v2/images/{id}/members/{project}` `accepted`, with the consumer's credentials.
 async fn set_accepted(consumer_api: &Api<'_>, image: &str, project: &str) -> Result<(), DriverError> {
-    let path = format!("/images/{image}/members/{project}");
+    let path = format!("/images/{}/members/{}", segment(image), project_segment(project)?);
     let call = Call::new(Service::Image, "members.update", Verb::Put, &path);
     consumer_api.json::<Member>(call, &[], Some(&json!({"status": "accepted"}))).await?;
     Ok(())
@@ -161,7 +162,7 @@ async fn set_accepted(consumer_api: &Api<'_>, image: &str, project: &str) -> Res
 
 /// `GET /v2/images/{id}`; `None` when the project cannot see it.
 async fn get_image(api: &Api<'_>, image: &str) -> Result<Option<Image>, DriverError> {
-    let path = format!("/images/{image}");
+    let path = format!("/images/{}", segment(image));
     match api.json::<Image>(Call::get(Service::Image, "images.get", &path), &[], None).await {
         Ok(i) => Ok(Some(i)),
         Err(CallFailure::Cloud(_, f)) if f.is_not_found() => Ok(None),
@@ -171,14 +172,33 @@ async fn get_image(api: &Api<'_>, image: &str) -> Result<Option<Image>, DriverEr
 
 /// The consumer's project: the request's, or its token's.
 async fn consumer_project(consumer_api: &Api<'_>, req: &ShareImage) -> Result<String, DriverError> {
-    match given_project(req) {
+    match given_project(req)? {
         Some(p) => Ok(p),
-        None => Ok(consumer_api.project_id().await?),
+        None => token_project(consumer_api).await,
     }
 }
 
-fn given_project(req: &ShareImage) -> Option<String> {
-    req.consumer_account.as_deref().map(str::trim).filter(|a| !a.is_empty()).map(str::to_string)
+/// The project of `api`'s token, checked as an id before it names a member.
+async fn token_project(api: &Api<'_>) -> Result<String, DriverError> {
+    let project = api.project_id().await?;
+    answered_id("the project id of the consumer's token", &project)?;
+    Ok(project)
+}
+
+/// The request's `consumer_account`, when given: a Keystone project id
+/// ([`crate::naming::is_id`]: 1-64 of `[A-Za-z0-9_-]`), INVALID_ARGUMENT naming the field
+/// otherwise (it becomes a path segment of Glance's member URLs).
+fn given_project(req: &ShareImage) -> Result<Option<String>, DriverError> {
+    let Some(account) = req.consumer_account.as_deref().map(str::trim).filter(|a| !a.is_empty()) else {
+        return Ok(None);
+    };
+    request_id("consumer_account", account)?;
+    Ok(Some(account.to_string()))
+}
+
+/// A member project id as its path segment (checked again where it is used).
+fn project_segment(project: &str) -> Result<String, DriverError> {
+    request_id("consumer_account", project)
 }
 
 /// The owner's call handle; FAILED_PRECONDITION naming `what` without owner credentials.
@@ -203,6 +223,7 @@ fn owner_api<'a>(
 /// The request's image id (a Glance UUID) and region (it selects the catalog's endpoints).
 fn image_and_region(req: &ShareImage) -> Result<(String, String), DriverError> {
     let image = req.image.trim().to_string();
+    // A UUID: no character of it can leave its path segment (encoded all the same).
     if !looks_like_uuid(&image) {
         return Err(DriverError::invalid_argument("image", format!("{image:?} is not a Glance image id (a UUID)")));
     }

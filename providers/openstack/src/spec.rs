@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use machine_driver_api::{DriverError, parse_provider_spec};
+use machine_driver_api::{ClusterMarkers, DriverError, parse_provider_spec};
 use serde::Deserialize;
 
 /// Tag key part naming the cluster (`kubernetes.io-cluster-<shoot>`).
@@ -137,14 +137,12 @@ impl OpenStackSpec {
         Ok(spec)
     }
 
-    /// The (key, value) of the cluster tag.
-    pub(crate) fn cluster_tag(&self) -> Option<(&str, &str)> {
-        self.tags.iter().find(|(k, _)| k.contains(CLUSTER_TAG)).map(|(k, v)| (k.as_str(), v.as_str()))
-    }
-
-    /// The (key, value) of the role tag.
-    pub(crate) fn role_tag(&self) -> Option<(&str, &str)> {
-        self.tags.iter().find(|(k, _)| k.contains(ROLE_TAG)).map(|(k, v)| (k.as_str(), v.as_str()))
+    /// The class's cluster and role markers (its two metadata keys, see
+    /// [`crate::ownership`]); INVALID_ARGUMENT `providerSpec.spec.tags` when
+    /// either is missing or ambiguous. Every RPC that acts on an existing
+    /// server builds them once from its class.
+    pub(crate) fn markers(&self) -> Result<ClusterMarkers, DriverError> {
+        crate::ownership::class_markers(self.tags.keys().map(String::as_str))
     }
 
     /// The pod CIDRs (`podNetworkCIDRs`, or `podNetworkCidr`), without duplicates.
@@ -202,9 +200,7 @@ impl OpenStackSpec {
         if let ImageRef::Name("") = self.image() {
             return bad("imageID", "is required (or imageName)");
         }
-        if self.cluster_tag().is_none() || self.role_tag().is_none() {
-            return bad("tags", &format!("must contain keys with {CLUSTER_TAG} and {ROLE_TAG}"));
-        }
+        self.markers()?;
         if self.tags.len() > MAX_TAGS {
             return bad(
                 "tags",

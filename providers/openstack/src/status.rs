@@ -5,6 +5,10 @@
 //! no providerID. A server this process deleted in the last minutes is read
 //! alone when a list answered for it (the list may predate the delete).
 //!
+//! Every answer is for a server the class's markers prove the machine's
+//! ([`crate::ownership`]): another cluster's server, one made by hand, or one
+//! of another machine is NOT_FOUND, by providerID and by name alike.
+//!
 //! BUILD is OK, `vm_state` `pending` (the node has not joined yet); ERROR
 //! answers Nova's fault ("No valid host was found" is RESOURCE_EXHAUSTED), so
 //! the machine is replaced rather than waited for. A server made by the Go
@@ -12,7 +16,9 @@
 //! pairs: its ports are read and the step reported pending; the driver's own
 //! servers get their pairs with their ports.
 
-use machine_driver_api::{CallContext, DriverError, ErrorKind, MachineRef, MachineStatus};
+use machine_driver_api::{
+    CallContext, DriverError, ErrorKind, MachineRef, MachineStatus, Ownership, foreign_not_found,
+};
 
 use crate::clients::Api;
 use crate::create::addresses;
@@ -21,6 +27,7 @@ use crate::driver::OpenStackDriver;
 use crate::lookup::{at_most_one, find_machine, get_server};
 use crate::naming::{MACHINE_UID_KEY, parse_provider_id, provider_id};
 use crate::os::model::Server;
+use crate::ownership::log_foreign;
 use crate::ports::{self, ADDRESS_PAIRS_STEP};
 use crate::spec::OpenStackSpec;
 
@@ -30,16 +37,22 @@ pub(crate) struct Located<'a> {
     pub(crate) api: Api<'a>,
     /// The server id, when the providerID gave it.
     pub(crate) id: Option<String>,
-    /// The server, when Nova shows it.
+    /// The server, when Nova shows it and it is the machine's ([`crate::ownership`]).
     pub(crate) server: Option<Server>,
+    /// The request's class.
+    pub(crate) spec: OpenStackSpec,
 }
 
 impl OpenStackDriver {
-    /// The machine's server: by providerID (coalesced), else by name and uid.
+    /// The machine's server: by providerID (coalesced), else by name; judged
+    /// by the class's markers either way. A server that is not the
+    /// machine's is NOT_FOUND ([`foreign_not_found`]), so MCM never adopts it.
     pub(crate) async fn locate<'a>(&self, ctx: &'a CallContext, req: &MachineRef) -> Result<Located<'a>, DriverError> {
         let creds = OsCredentials::from_secret(&req.secret, "secret")?;
+        // Every path checks the class: its markers tell the machine's servers from others'.
+        let spec = OpenStackSpec::parse(&req.class.provider_spec)?;
+        let markers = spec.markers()?;
         match req.machine.provider_id.as_deref() {
-            // The providerID says everything: the class is not needed (nor checked).
             Some(pid) => {
                 let (region, id) = parse_provider_id(pid)?;
                 let api = self.pool.api(&creds, &region, ctx)?;
@@ -48,10 +61,15 @@ impl OpenStackDriver {
                     Some(found) if found.listed && self.deleted.contains(&id) => get_server(&api, &id).await?,
                     found => found.map(|f| f.server),
                 };
-                Ok(Located { api, id: Some(id), server })
+                if let Some(server) = &server
+                    && let Ownership::Foreign(why) = markers.judge(server, &req.machine)
+                {
+                    log_foreign("status", server, why);
+                    return Err(foreign_not_found(format!("server {}", provider_id(&region, &id)), why));
+                }
+                Ok(Located { api, id: Some(id), server, spec })
             }
             None => {
-                let spec = OpenStackSpec::parse(&req.class.provider_spec)?;
                 if req.machine.name.is_empty() {
                     return Err(DriverError::invalid_argument(
                         "machine.providerID",
@@ -59,17 +77,22 @@ impl OpenStackDriver {
                     ));
                 }
                 let api = self.pool.api(&creds, &spec.region, ctx)?;
-                let (cluster_key, _) = spec.cluster_tag().unwrap_or_default();
-                let found = find_machine(&api, cluster_key, &req.machine.name, &req.machine.uid).await?;
-                let server = at_most_one(found, &req.machine.name)?;
-                Ok(Located { api, id: None, server })
+                let judged = find_machine(&api, &markers, &req.machine).await?;
+                if judged.mine.is_empty()
+                    && let Some(why) = judged.foreign
+                {
+                    // Not the foreign server's id: the request did not name it.
+                    return Err(foreign_not_found(format!("the server named {}", req.machine.name), why));
+                }
+                let server = at_most_one(judged.mine, &req.machine.name)?;
+                Ok(Located { api, id: None, server, spec })
             }
         }
     }
 
     /// GetMachineStatus (see the module docs).
     pub(crate) async fn status(&self, ctx: &CallContext, req: MachineRef) -> Result<MachineStatus, DriverError> {
-        let Located { api, id, server, .. } = self.locate(ctx, &req).await?;
+        let Located { api, id, server, spec } = self.locate(ctx, &req).await?;
         let region = api.region().to_string();
         if let Some(server) = server {
             self.recent.forget(&server.id);
@@ -80,7 +103,7 @@ impl OpenStackDriver {
             let pending = if server.metadata.contains_key(MACHINE_UID_KEY) || server.is_deleting() || complete {
                 Vec::new()
             } else {
-                self.pending_pairs(&api, &req, &server).await?
+                self.pending_pairs(&api, &req, &spec, &server).await?
             };
             return Ok(MachineStatus {
                 provider_id: provider_id(&region, &server.id),
@@ -102,21 +125,18 @@ impl OpenStackDriver {
             .ok_or_else(|| DriverError::not_found(format!("server {}", provider_id(&region, &id))))
     }
 
-    /// The address-pairs step when a pod network port of the server lacks a
-    /// pod CIDR (needs the class; without one nothing is known to be missing).
+    /// The address-pairs step when a pod network port of the server lacks a pod CIDR.
     async fn pending_pairs(
         &self,
         api: &Api<'_>,
         req: &MachineRef,
+        spec: &OpenStackSpec,
         server: &Server,
     ) -> Result<Vec<String>, DriverError> {
-        let Ok(spec) = OpenStackSpec::parse(&req.class.provider_spec) else {
-            return Ok(Vec::new());
-        };
         let cidrs = spec.pod_cidrs();
         let attached = ports::of_server(api, &server.id).await?;
         let creds = OsCredentials::from_secret(&req.secret, "secret")?;
-        let pod_networks = self.pod_network_ids(api, &creds, &spec).await?;
+        let pod_networks = self.pod_network_ids(api, &creds, spec).await?;
         let missing = attached
             .iter()
             .filter(|p| pod_networks.contains(&p.network_id))

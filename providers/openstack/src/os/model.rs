@@ -181,6 +181,9 @@ pub(crate) struct NetworksPage {
     /// The networks.
     #[serde(default)]
     pub(crate) networks: Vec<Named>,
+    /// `next` when Neutron pages the list.
+    #[serde(default)]
+    pub(crate) networks_links: Vec<Link>,
 }
 
 /// `GET /security-groups`.
@@ -189,6 +192,9 @@ pub(crate) struct SecurityGroupsPage {
     /// The security groups.
     #[serde(default)]
     pub(crate) security_groups: Vec<Named>,
+    /// `next` when Neutron pages the list.
+    #[serde(default)]
+    pub(crate) security_groups_links: Vec<Link>,
 }
 
 /// A Glance image.
@@ -214,6 +220,9 @@ pub(crate) struct ImagesPage {
     /// The images.
     #[serde(default)]
     pub(crate) images: Vec<Image>,
+    /// The next page (`/v2/images?marker=…`), when the page is full.
+    #[serde(default)]
+    pub(crate) next: Option<String>,
 }
 
 /// A member of an image.
