@@ -3,5 +3,5 @@
 
 pub use fake_cloud_support::{
     AdminClient as FakeAdmin, CallCounts as Calls, Fault, FaultKind, FaultSpec, Inventory,
-    InventoryInstance as Instance, OpClass, Phase,
+    InventoryInstance as Instance, OpClass, Phase, PlantRequest, Planted,
 };

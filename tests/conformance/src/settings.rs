@@ -62,6 +62,77 @@ pub struct ProviderConformance {
     /// (first call), status initialized, delete.
     #[serde(default)]
     pub gardener_classes: Vec<GardenerClass>,
+    /// VMs to plant beside the driver's (`ownership/*`): how a VM of another
+    /// cluster, one without markers, one the Go provider made and one with
+    /// only a firewall-style marker look in this cloud.
+    #[serde(default)]
+    pub ownership: Option<OwnershipInputs>,
+}
+
+/// Inputs of the `ownership/*` scenarios: the VMs the fake plants through
+/// `POST /_admin/instances`, each described as the cloud would hold it. The
+/// fake knows no driver's conventions; the marker spellings live here.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OwnershipInputs {
+    /// The scope of every planted VM (the fake's keys: region, project, zone,
+    /// ...): the class's cluster scope, so that only the markers differ.
+    #[serde(default)]
+    pub scope: BTreeMap<String, String>,
+    /// The providerID the driver gives a planted VM, with `{id}`, `{name}` and
+    /// `{<scope key>}` of the plant answer filled in (`aws:///{region}/{id}`).
+    pub provider_id: String,
+    /// Same name, another cluster's markers (as that cluster's driver made it, without a uid).
+    pub other_cluster: PlantedVm,
+    /// Same name, no markers at all (made by hand).
+    pub no_markers: PlantedVm,
+    /// This cluster's VM as the Go provider made it (its markers, no uid): the driver adopts and lists it.
+    pub go_made: PlantedVm,
+    /// A VM whose only marker is a firewall-style one (the cluster marker without
+    /// the role, e.g. a GCE network tag a firewall rule targets).
+    pub firewall_tag_only: PlantedVm,
+}
+
+impl OwnershipInputs {
+    /// The providerID of a planted VM: the template with `{id}`, `{name}` and
+    /// the answer's scope keys filled in; an unknown placeholder is an error.
+    pub fn provider_id_of(&self, id: &str, name: &str, scope: &BTreeMap<String, String>) -> Result<String, String> {
+        let mut out = String::new();
+        let mut rest = self.provider_id.as_str();
+        while let Some(open) = rest.find('{') {
+            out.push_str(&rest[..open]);
+            let Some(len) = rest[open..].find('}') else {
+                return Err(format!("ownership.providerId {:?}: unclosed '{{'", self.provider_id));
+            };
+            let key = &rest[open + 1..open + len];
+            let value = match key {
+                "id" => id,
+                "name" => name,
+                other => scope.get(other).map(String::as_str).ok_or_else(|| {
+                    format!("ownership.providerId {:?}: no {{{other}}} in the plant answer", self.provider_id)
+                })?,
+            };
+            out.push_str(value);
+            rest = &rest[open + len + 1..];
+        }
+        out.push_str(rest);
+        Ok(out)
+    }
+}
+
+/// One VM to plant: its markers in the cloud's own representation.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PlantedVm {
+    /// Exactly the tags (GCE labels, Nova metadata) the VM carries.
+    #[serde(default)]
+    pub tags: BTreeMap<String, String>,
+    /// GCE network tags.
+    #[serde(default)]
+    pub network_tags: Vec<String>,
+    /// The code that marks VMs this way (repository, file, function), for the reader.
+    #[serde(default)]
+    pub source: String,
 }
 
 /// One machine class shape as a Gardener provider extension writes it.
@@ -242,6 +313,26 @@ mod tests {
         assert_eq!(ok.invalid_specs[0].field, "providerSpec.machineType");
         assert_eq!(ok.share_image.unwrap().allow_list(), vec!["a".to_string(), "v".to_string()]);
         assert!(serde_json::from_str::<ProviderConformance>(r#"{"invalidSpec":[]}"#).is_err());
+    }
+
+    #[test]
+    fn ownership_provider_ids_fill_the_template() {
+        let o: OwnershipInputs = serde_json::from_value(serde_json::json!({
+            "scope": {"region": "eu-west-1"},
+            "providerId": "aws:///{region}/{id}",
+            "otherCluster": {"tags": {"kubernetes.io/cluster/other": "1"}, "source": "x"},
+            "noMarkers": {},
+            "goMade": {"tags": {}, "networkTags": ["a"]},
+            "firewallTagOnly": {"tags": {}},
+        }))
+        .unwrap();
+        let scope: BTreeMap<String, String> = [("region".to_owned(), "eu-west-1".to_owned())].into();
+        assert_eq!(o.provider_id_of("i-1", "m", &scope).unwrap(), "aws:///eu-west-1/i-1");
+        assert_eq!(o.go_made.network_tags, ["a"]);
+        let gce = OwnershipInputs { provider_id: "gce:///{project}/{zone}/{name}".into(), ..o.clone() };
+        assert!(gce.provider_id_of("1", "m", &scope).unwrap_err().contains("{project}"));
+        let open = OwnershipInputs { provider_id: "x{id".into(), ..o };
+        assert!(open.provider_id_of("1", "m", &scope).is_err());
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::response::{IntoResponse, Response};
-use fake_cloud_support::{CloudHooks, FaultKind, Inventory, OpClass};
+use fake_cloud_support::{CloudHooks, FaultKind, Inventory, OpClass, PlantError, PlantRequest, Planted};
 use serde_json::json;
 
 use crate::api::routes::action_of;
@@ -133,5 +133,10 @@ impl CloudHooks for ArmHooks {
         vm.phase = VmPhase::Deleting { until: now };
         state.advance(now);
         true
+    }
+
+    /// A VM created out of band (`crate::plant`).
+    fn plant(&self, request: &PlantRequest) -> Result<Planted, PlantError> {
+        crate::plant::plant(&self.store, request)
     }
 }

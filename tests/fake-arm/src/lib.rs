@@ -18,6 +18,7 @@ mod arm_admin;
 mod error;
 mod hooks;
 mod paging;
+mod plant;
 mod state;
 mod wire;
 

@@ -13,6 +13,7 @@ mod filters;
 mod ids;
 mod model;
 mod pagination;
+mod plant;
 mod query;
 mod render;
 mod server;

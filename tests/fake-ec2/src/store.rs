@@ -5,7 +5,9 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use axum::response::Response;
-use fake_cloud_support::{CloudHooks, FaultKind, IdempotencyTokens, Inventory, InventoryInstance, OpClass};
+use fake_cloud_support::{
+    CloudHooks, FaultKind, IdempotencyTokens, Inventory, InventoryInstance, OpClass, PlantError, PlantRequest, Planted,
+};
 use serde_json::json;
 
 use crate::caller::{AMAZON_ACCOUNT, OWNER_ACCOUNT};
@@ -261,5 +263,10 @@ impl CloudHooks for Store {
             }
             None => false,
         }
+    }
+
+    /// A running instance launched out of band (`crate::plant`).
+    fn plant(&self, request: &PlantRequest) -> Result<Planted, PlantError> {
+        crate::plant::plant(&mut self.world(), request)
     }
 }

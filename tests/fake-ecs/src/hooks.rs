@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::response::{IntoResponse, Response};
-use fake_cloud_support::{CloudHooks, FaultKind, Inventory, OpClass};
+use fake_cloud_support::{CloudHooks, FaultKind, Inventory, OpClass, PlantError, PlantRequest, Planted};
 use serde_json::json;
 
 use crate::error::{EcsError, STS_HOST};
@@ -88,5 +88,10 @@ impl CloudHooks for EcsHooks {
     fn terminate(&self, id: &str) -> bool {
         let now = Instant::now();
         self.store.lock_at(now).release(id, now)
+    }
+
+    /// A running instance launched out of band (`crate::plant`).
+    fn plant(&self, request: &PlantRequest) -> Result<Planted, PlantError> {
+        crate::plant::plant(&self.store, request)
     }
 }

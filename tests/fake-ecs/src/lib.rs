@@ -19,6 +19,7 @@ mod ecs_admin;
 mod error;
 mod hooks;
 mod params;
+mod plant;
 mod signing;
 mod state;
 mod wire;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::response::{IntoResponse, Response};
-use fake_cloud_support::{CloudHooks, FaultKind, Inventory, OpClass};
+use fake_cloud_support::{CloudHooks, FaultKind, Inventory, OpClass, PlantError, PlantRequest, Planted};
 use serde_json::json;
 
 use crate::error::GceError;
@@ -105,5 +105,10 @@ impl CloudHooks for GceHooks {
         record.lifecycle = Lifecycle::Deleting { until: now };
         state.sweep(now);
         true
+    }
+
+    /// A running instance inserted out of band (`crate::plant`).
+    fn plant(&self, request: &PlantRequest) -> Result<Planted, PlantError> {
+        crate::plant::plant(&self.store, request)
     }
 }

@@ -23,6 +23,7 @@ mod gce_admin;
 mod hooks;
 mod model;
 mod paging;
+mod plant;
 mod state;
 mod sts;
 mod urls;

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use fake_cloud_support::{CloudHooks, FaultKind, Inventory, OpClass};
+use fake_cloud_support::{CloudHooks, FaultKind, Inventory, OpClass, PlantError, PlantRequest, Planted};
 use serde_json::json;
 
 use crate::error::{ApiError, Service};
@@ -163,6 +163,11 @@ impl CloudHooks for OpenStackHooks {
     fn terminate(&self, id: &str) -> bool {
         let now = Instant::now();
         self.store.lock_at(now).remove_server(id, now)
+    }
+
+    /// A server booted out of band (`crate::plant`).
+    fn plant(&self, request: &PlantRequest) -> Result<Planted, PlantError> {
+        crate::plant::plant(&self.store, request)
     }
 }
 

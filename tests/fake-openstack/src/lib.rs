@@ -20,6 +20,7 @@ mod clock;
 mod error;
 mod hooks;
 mod openstack_admin;
+mod plant;
 mod state;
 
 use std::io;

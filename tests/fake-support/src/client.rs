@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use crate::counters::CallCounts;
 use crate::faults::FaultSpec;
 use crate::hooks::{Inventory, InventoryInstance};
+use crate::plant::{PlantRequest, Planted};
 
 /// Connection to `<fake>/_admin`.
 #[derive(Debug, Clone)]
@@ -142,6 +143,21 @@ impl AdminClient {
             "terminate",
         ]);
         self.send(self.http.post(url).json(&json!({})), "/instances/{id}/terminate").await.map(|_| ())
+    }
+
+    /// `POST /instances`: plants a running VM out of band with exactly the
+    /// request's markers (see [`crate::CloudHooks::plant`]). The error names
+    /// the HTTP status and the fake's reason (`501` when the fake cannot plant).
+    pub async fn plant(&self, request: &PlantRequest) -> Result<Planted, String> {
+        let req = self.http.post(format!("{}/instances", self.base)).json(request);
+        let resp = req.send().await.map_err(|e| format!("fake admin POST /instances: {e}"))?;
+        let status = resp.status();
+        let body: Value = resp.json().await.unwrap_or(Value::Null);
+        if !status.is_success() {
+            let why = body.get("error").and_then(Value::as_str).unwrap_or("no reason given");
+            return Err(format!("fake admin POST /instances: HTTP {status}: {why}"));
+        }
+        serde_json::from_value(body).map_err(|e| format!("fake admin POST /instances: {e}"))
     }
 
     /// Live instances named `name`.

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::faults::FaultKind;
 use crate::operations::OpClass;
+use crate::plant::{PlantError, PlantRequest, Planted};
 
 /// The cloud-specific side of the admin API, implemented by each fake.
 ///
@@ -33,6 +34,18 @@ pub trait CloudHooks: Send + Sync + 'static {
     /// as their delete options say). `false` when no live instance has `id`
     /// (`POST /_admin/instances/{id}/terminate`).
     fn terminate(&self, id: &str) -> bool;
+
+    /// Plants a running VM out of band (`POST /_admin/instances`), as another
+    /// cluster, an operator or an older driver would have made it: exactly the
+    /// request's tags (and network tags, where the cloud has them) in the
+    /// cloud's own representation, in the request's scope (defaults from the
+    /// seeded state), visible to reads at once, counting no call. The fake
+    /// knows no driver's conventions: it adds nothing the cloud itself would
+    /// not add. Fakes that cannot plant answer [`PlantError::Unsupported`].
+    fn plant(&self, request: &PlantRequest) -> Result<Planted, PlantError> {
+        let _ = request;
+        Err(PlantError::Unsupported)
+    }
 }
 
 /// Body of `GET /_admin/inventory`.

@@ -1,7 +1,7 @@
 //! Cloud-neutral machinery of the fake clouds' admin API (`docs/fake-admin-api.md`).
 //!
 //! A cloud fake implements [`CloudHooks`] (operation classes, its real error answer per
-//! [`FaultKind`], inventory and reset), creates an [`Admin`], passes every cloud API request
+//! [`FaultKind`], inventory, reset, out-of-band termination and planting), creates an [`Admin`], passes every cloud API request
 //! through [`Admin::begin_call`], merges [`admin_router`] into its own router and serves the
 //! result with [`FakeHandle::serve`]. [`AdminClient`] is the one client of that API.
 
@@ -16,6 +16,7 @@ mod idempotency;
 mod jwt;
 mod main_fn;
 mod operations;
+mod plant;
 mod rate_limit;
 mod router;
 mod settings;
@@ -31,6 +32,7 @@ pub use idempotency::{IdempotencyTokens, Replay};
 pub use jwt::{JwtRefusal, unexpired_claims};
 pub use main_fn::run_fake;
 pub use operations::{OpClass, OpSelector};
+pub use plant::{PlantError, PlantRequest, Planted};
 pub use rate_limit::TokenBucket;
 pub use router::{ADMIN_PREFIX, admin_router};
 pub use settings::{Consistency, LatencyRules, LatencySpec, RateLimitSpec, Timing};

@@ -10,6 +10,7 @@ use crate::admin::Admin;
 use crate::counters::CallCounts;
 use crate::faults::FaultSpec;
 use crate::hooks::Inventory;
+use crate::plant::{PlantError, PlantRequest};
 use crate::settings::{Consistency, LatencySpec, RateLimitSpec, Timing};
 
 /// The path prefix of the admin API.
@@ -27,6 +28,7 @@ pub fn admin_router(admin: Admin) -> Router {
         .route("/_admin/timing", post(timing))
         .route("/_admin/inventory", get(inventory))
         .route("/_admin/reset", post(reset))
+        .route("/_admin/instances", post(plant))
         .route("/_admin/instances/{id}/terminate", post(terminate))
         .with_state(admin)
 }
@@ -83,6 +85,20 @@ async fn terminate(State(admin): State<Admin>, Path(id): Path<String>) -> (Statu
         (StatusCode::OK, Json(json!({})))
     } else {
         (StatusCode::NOT_FOUND, Json(json!({ "error": format!("no live instance {id}") })))
+    }
+}
+
+async fn plant(State(admin): State<Admin>, Json(request): Json<PlantRequest>) -> (StatusCode, Json<Value>) {
+    match admin.hooks().plant(&request) {
+        Ok(planted) => (StatusCode::OK, Json(json!(planted))),
+        Err(error) => {
+            let status = match error {
+                PlantError::Unsupported => StatusCode::NOT_IMPLEMENTED,
+                PlantError::Invalid(_) => StatusCode::BAD_REQUEST,
+                PlantError::Conflict(_) => StatusCode::CONFLICT,
+            };
+            (status, Json(json!({ "error": error.to_string() })))
+        }
     }
 }
 
@@ -199,5 +215,60 @@ mod tests {
         let (status, _) =
             call(&router, Method::POST, "/_admin/faults", Some(json!({"operation": "*", "kind": "nope"}))).await;
         assert!(status.is_client_error());
+
+        let (status, body) = call(&router, Method::POST, "/_admin/instances", Some(json!({"name": "m"}))).await;
+        assert_eq!(status, StatusCode::NOT_IMPLEMENTED);
+        assert_eq!(body["error"], "this fake cannot plant instances");
+    }
+
+    /// Plants `m` in its default region, refuses `taken` as a conflict and anything else as invalid.
+    struct Planting;
+
+    impl CloudHooks for Planting {
+        fn operation_class(&self, _operation: &str) -> Option<OpClass> {
+            None
+        }
+        fn fault_response(&self, _kind: FaultKind, _operation: &str) -> Response {
+            StatusCode::SERVICE_UNAVAILABLE.into_response()
+        }
+        fn inventory(&self) -> Inventory {
+            Inventory::default()
+        }
+        fn reset(&self) {}
+        fn terminate(&self, _id: &str) -> bool {
+            false
+        }
+        fn plant(&self, request: &PlantRequest) -> Result<crate::plant::Planted, PlantError> {
+            request.check_scope_keys(&["region"])?;
+            match request.name.as_str() {
+                "m" => Ok(crate::plant::Planted {
+                    id: format!("i-{}", request.tags.len()),
+                    name: request.name.clone(),
+                    scope: [("region".to_owned(), request.scope_or("region", "r-1"))].into(),
+                }),
+                "taken" => Err(PlantError::Conflict("instance taken exists".into())),
+                other => Err(PlantError::Invalid(format!("bad name {other}"))),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn planting_answers_the_documented_json_and_codes() {
+        let router = admin_router(Admin::new(Arc::new(Planting)));
+        let body = json!({"name": "m", "tags": {"a": "1", "b": ""}, "network_tags": [], "scope": {}});
+        let (status, answer) = call(&router, Method::POST, "/_admin/instances", Some(body)).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(answer, json!({"id": "i-2", "name": "m", "scope": {"region": "r-1"}}));
+        let (status, answer) = call(&router, Method::POST, "/_admin/instances", Some(json!({"name": "taken"}))).await;
+        assert_eq!((status, answer["error"].as_str()), (StatusCode::CONFLICT, Some("instance taken exists")));
+        let (status, _) = call(&router, Method::POST, "/_admin/instances", Some(json!({"name": "x"}))).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        let (status, answer) =
+            call(&router, Method::POST, "/_admin/instances", Some(json!({"name": "m", "scope": {"zone": "z"}}))).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert!(answer["error"].as_str().is_some_and(|e| e.contains("zone")), "{answer}");
+        let (status, _) =
+            call(&router, Method::POST, "/_admin/instances", Some(json!({"name": "m", "labels": {}}))).await;
+        assert!(status.is_client_error(), "unknown fields are refused");
     }
 }

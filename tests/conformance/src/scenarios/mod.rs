@@ -11,6 +11,7 @@ mod initialize;
 mod leak;
 mod lifecycle;
 mod list;
+mod ownership;
 mod registry;
 mod share_image;
 mod status;
@@ -100,6 +101,18 @@ pub fn all() -> Vec<Scenario> {
         scenario("bad-input/malformed-spec-json", "badjson", &[], false, bad_input::malformed_json),
         scenario("bad-input/missing-secret-keys", "badsec", &[], false, bad_input::missing_secret_keys),
         scenario("bad-input/missing-machine-uid", "baduid", &[], false, bad_input::missing_uid),
+        scenario("ownership/status-by-name-foreign", "ownst", &[], true, ownership::status_by_name_foreign),
+        scenario("ownership/delete-by-name-foreign", "owndel", &[], true, ownership::delete_by_name_foreign),
+        scenario(
+            "ownership/delete-by-provider-id-foreign",
+            "owndpid",
+            &[],
+            true,
+            ownership::delete_by_provider_id_foreign,
+        ),
+        scenario("ownership/list-omits-foreign", "ownlist", &[ListMachines], true, ownership::list_omits_foreign),
+        scenario("ownership/create-beside-foreign", "owncr", &[], true, ownership::create_beside_foreign),
+        scenario("ownership/go-made-adopted", "owngo", &[], true, ownership::go_made_adopted),
         scenario("fake/throttle-on-create-unavailable", "thr", &[], true, faults::throttle),
         scenario("fake/capacity-on-create-resource-exhausted", "cap", &[], true, faults::capacity),
         scenario("fake/eventual-consistency", "evc", &[], true, faults::eventual_consistency),

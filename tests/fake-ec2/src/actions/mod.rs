@@ -3,7 +3,7 @@
 mod images;
 mod instances;
 mod interfaces;
-mod run;
+pub(crate) mod run;
 mod tags;
 
 use std::time::Instant;

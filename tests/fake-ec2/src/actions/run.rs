@@ -35,7 +35,7 @@ fn valid_instance_type(text: &str) -> bool {
     family_ok && size_ok
 }
 
-fn validate_tags(tags: &Tags) -> Result<(), Ec2Error> {
+pub(crate) fn validate_tags(tags: &Tags) -> Result<(), Ec2Error> {
     if tags.len() > 50 {
         return Err(Ec2Error::client(
             "TagLimitExceeded",
@@ -215,7 +215,7 @@ fn subnet_octet(subnet_id: &str) -> u32 {
     u32::try_from(hash % 250).unwrap_or(0) + 1
 }
 
-fn private_dns(region: &str, ip: &str) -> String {
+pub(crate) fn private_dns(region: &str, ip: &str) -> String {
     let host = format!("ip-{}", ip.replace('.', "-"));
     if region == "us-east-1" { format!("{host}.ec2.internal") } else { format!("{host}.{region}.compute.internal") }
 }
@@ -228,7 +228,7 @@ fn in_use(world: &World, ip: &str) -> bool {
         .any(|i| i.interfaces.iter().any(|e| e.private_ip == ip))
 }
 
-fn allocate_ip(world: &mut World, subnet_id: &str, wanted: Option<&str>) -> Result<String, Ec2Error> {
+pub(crate) fn allocate_ip(world: &mut World, subnet_id: &str, wanted: Option<&str>) -> Result<String, Ec2Error> {
     let octet = subnet_octet(subnet_id);
     if let Some(ip) = wanted {
         if !ip.starts_with(&format!("10.0.{octet}.")) {
@@ -290,7 +290,7 @@ pub(crate) fn new_ipv6_prefixes(counter: &mut u32, base: &str, count: i64) -> Ve
         .collect()
 }
 
-fn mac() -> String {
+pub(crate) fn mac() -> String {
     let bytes: [u8; 5] = rand::random();
     format!("0e:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", bytes[0], bytes[1], bytes[2], bytes[3], bytes[4])
 }

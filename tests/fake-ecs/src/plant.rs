@@ -1,0 +1,163 @@
+//! `POST /_admin/instances` on ECS: a `Running` instance launched by someone
+//! else, with exactly the requested tags (in the request's key order), named
+//! as requested, in the vSwitch with its security group, from the system
+//! image, with no ClientToken and no user data.
+//!
+//! Scope keys: `account` (default the cluster account), `region` (the only
+//! region), `vswitch` (default the seeded one; it must belong to the account;
+//! the zone is the vSwitch's), `securityGroup` (default the seeded one).
+
+use std::time::{Instant, SystemTime};
+
+use fake_cloud_support::{PlantError, PlantRequest, Planted};
+
+use crate::state::{Instance, Phase, Store};
+use crate::wire::{creation_time, instance_id};
+
+/// The scope keys ECS planting knows.
+const SCOPE_KEYS: &[&str] = &["account", "region", "vswitch", "securityGroup"];
+/// ECS's limit of tags per instance.
+const MAX_TAGS: usize = 20;
+
+/// ECS's rule for a tag key (at most 128 characters, no `aliyun`/`acs:` prefix, no URL).
+fn tag_key_valid(key: &str) -> bool {
+    let lower = key.to_ascii_lowercase();
+    !key.is_empty()
+        && key.chars().count() <= 128
+        && !lower.starts_with("aliyun")
+        && !lower.starts_with("acs:")
+        && !lower.contains("http://")
+        && !lower.contains("https://")
+}
+
+/// ECS's rule for `InstanceName` (2-128 characters, starting with a letter, no URL).
+fn valid_instance_name(name: &str) -> bool {
+    (2..=128).contains(&name.chars().count())
+        && name.chars().next().is_some_and(char::is_alphabetic)
+        && !name.starts_with("http://")
+        && !name.starts_with("https://")
+}
+
+/// Plants the instance described by `request` into `store`.
+pub(crate) fn plant(store: &Store, request: &PlantRequest) -> Result<Planted, PlantError> {
+    request.check_scope_keys(SCOPE_KEYS)?;
+    request.refuse_network_tags("ECS")?;
+    let account = request.scope_or("account", crate::ACCOUNT_ID);
+    let region = request.scope_or("region", crate::REGION);
+    let vswitch_id = request.scope_or("vswitch", crate::VSWITCH);
+    let group = request.scope_or("securityGroup", crate::SECURITY_GROUP);
+    if region != crate::REGION {
+        return Err(PlantError::Invalid(format!("scope.region: the fake serves {} only", crate::REGION)));
+    }
+    if !valid_instance_name(&request.name) {
+        return Err(PlantError::Invalid(format!("{:?} is not a valid InstanceName", request.name)));
+    }
+    if request.tags.len() > MAX_TAGS {
+        return Err(PlantError::Invalid(format!("at most {MAX_TAGS} tags per instance")));
+    }
+    if let Some((key, _)) = request
+        .tags
+        .iter()
+        .find(|(k, v)| !tag_key_valid(k) || v.chars().count() > 128 || v.to_ascii_lowercase().starts_with("acs:"))
+    {
+        return Err(PlantError::Invalid(format!("tag {key:?} is not a valid ECS tag")));
+    }
+    let now = Instant::now();
+    let mut state = store.lock_at(now);
+    let vswitch = state
+        .vswitches
+        .get(&vswitch_id)
+        .filter(|v| v.account == account)
+        .cloned()
+        .ok_or_else(|| PlantError::Invalid(format!("vSwitch {vswitch_id} of account {account} does not exist")))?;
+    if !state.security_groups.get(&group).is_some_and(|g| g.account == account && g.vpc == vswitch.vpc) {
+        return Err(PlantError::Invalid(format!("security group {group} is not in the vSwitch's VPC")));
+    }
+    let private_ip = state
+        .allocate_ip(&vswitch_id)
+        .ok_or_else(|| PlantError::Invalid(format!("no private IP left in {vswitch_id}")))?;
+    let id = instance_id();
+    let seq = state.next_seq;
+    state.next_seq += 1;
+    let instance = Instance {
+        seq,
+        id: id.clone(),
+        account: account.clone(),
+        name: request.name.clone(),
+        host_name: format!("iz{}z", &id[2..]),
+        zone: vswitch.zone.clone(),
+        instance_type: "ecs.g7.large".to_owned(),
+        image_id: crate::PUBLIC_IMAGE.to_owned(),
+        vswitch: vswitch_id.clone(),
+        vpc: vswitch.vpc.clone(),
+        private_ip,
+        security_groups: vec![group],
+        tags: request.tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        user_data: None,
+        client_token: None,
+        creation_time: creation_time(SystemTime::now()),
+        visible_at: now,
+        phase: Phase::Running,
+        instance_charge_type: "PostPaid".to_owned(),
+        internet_charge_type: "PayByTraffic".to_owned(),
+        bandwidth_in: 0,
+        bandwidth_out: 0,
+        spot_strategy: "NoSpot".to_owned(),
+        io_optimized: true,
+        key_pair: None,
+        system_disk: ("cloud_essd".to_owned(), 20),
+        data_disks: Vec::new(),
+    };
+    state.instances.insert(id.clone(), instance);
+    Ok(Planted::new(
+        id,
+        request.name.clone(),
+        [("account", account), ("region", region), ("zone", vswitch.zone), ("vswitch", vswitch_id)],
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(name: &str) -> PlantRequest {
+        PlantRequest {
+            name: name.into(),
+            tags: [("kubernetes.io/cluster/shoot--other".to_owned(), "1".to_owned())].into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn plants_a_running_instance_with_exactly_the_tags() {
+        let store = Store::new();
+        let planted = plant(&store, &request("m-1")).unwrap();
+        assert_eq!(planted.scope["zone"], crate::ZONE_A);
+        let now = Instant::now();
+        let state = store.lock_at(now);
+        let instance = &state.instances[&planted.id];
+        assert_eq!(instance.status(now), "Running");
+        assert_eq!(instance.tags, [("kubernetes.io/cluster/shoot--other".to_owned(), "1".to_owned())]);
+        assert!(instance.client_token.is_none() && instance.user_data.is_none());
+        assert!(instance.private_ip.starts_with("10.250."));
+        drop(state);
+        let again = plant(&store, &request("m-1")).unwrap();
+        assert_ne!(again.id, planted.id, "ECS names need not be unique");
+    }
+
+    #[test]
+    fn refuses_what_ecs_would_not_hold() {
+        let store = Store::new();
+        assert!(plant(&store, &request("1-m")).is_err());
+        let mut bad = request("m-1");
+        bad.tags.insert("acs:x".into(), "1".into());
+        assert!(plant(&store, &bad).is_err());
+        let mut elsewhere = request("m-1");
+        elsewhere.scope.insert("vswitch".into(), "vsw-nope".into());
+        assert!(plant(&store, &elsewhere).is_err());
+        let mut tagged = request("m-1");
+        tagged.network_tags.push("fw".into());
+        assert!(plant(&store, &tagged).is_err());
+        assert!(store.lock_at(Instant::now()).instances.is_empty());
+    }
+}

@@ -1,0 +1,125 @@
+//! `POST /_admin/instances` on Compute Engine: a `RUNNING` instance inserted by
+//! someone else, built through the same path as `instances.insert` (so GCE's
+//! name, label and network tag rules apply): exactly the requested labels
+//! (`tags`) and network tags (`network_tags`, GCE's `tags.items`), a boot disk
+//! from the public image, one interface with an external address, no metadata.
+//!
+//! Scope keys: `project` and `zone` (both required: GCE has no default
+//! project or zone), `network` (default `default`).
+
+use std::time::{Duration, Instant};
+
+use fake_cloud_support::{PlantError, PlantRequest, Planted};
+use serde_json::json;
+
+use crate::build::{self, Target};
+use crate::caller::Caller;
+use crate::model::instance::InstanceRequest;
+use crate::state::lifecycle::Lifecycle;
+use crate::state::{InstanceRecord, Store};
+use crate::urls;
+
+/// The scope keys GCE planting knows.
+const SCOPE_KEYS: &[&str] = &["project", "zone", "network"];
+
+/// Plants the instance described by `request` into `store`.
+pub(crate) fn plant(store: &Store, request: &PlantRequest) -> Result<Planted, PlantError> {
+    request.check_scope_keys(SCOPE_KEYS)?;
+    let project = request.scope_required("project")?;
+    let zone = request.scope_required("zone")?;
+    let network = request.scope_or("network", "default");
+    urls::check_zone(&zone).map_err(|e| PlantError::Invalid(format!("scope.zone: {}", e.message)))?;
+    if !urls::valid_name(&project) || !urls::valid_name(&network) {
+        return Err(PlantError::Invalid(format!(
+            "scope.project {project:?} or scope.network {network:?} is not a name"
+        )));
+    }
+    let body = json!({
+        "name": request.name,
+        "machineType": format!("zones/{zone}/machineTypes/n1-standard-2"),
+        "labels": request.tags,
+        "tags": {"items": request.network_tags},
+        "disks": [{
+            "boot": true,
+            "autoDelete": true,
+            "initializeParams": {"sourceImage": crate::PUBLIC_IMAGE, "diskSizeGb": "10"},
+        }],
+        "networkInterfaces": [{
+            "network": format!("global/networks/{network}"),
+            "accessConfigs": [{"type": "ONE_TO_ONE_NAT", "name": "External NAT"}],
+        }],
+    });
+    let instance_request: InstanceRequest =
+        serde_json::from_value(body).map_err(|e| PlantError::Invalid(format!("instance body: {e}")))?;
+    let now = Instant::now();
+    let mut state = store.lock_at(now);
+    let key = (project.clone(), zone.clone(), request.name.clone());
+    if state.instances.contains_key(&key) {
+        return Err(PlantError::Conflict(format!(
+            "The resource 'projects/{project}/zones/{zone}/instances/{}' already exists",
+            request.name
+        )));
+    }
+    // Nobody in particular: the public image is usable by allUsers.
+    let caller = Caller::default();
+    let target = Target { project: &project, zone: &zone, caller: &caller };
+    let instance =
+        build::instance(instance_request, &target, &mut state).map_err(|e| PlantError::Invalid(e.message))?;
+    let planted = Planted::new(
+        instance.id.clone(),
+        instance.name.clone(),
+        [("project", project), ("zone", zone), ("network", network)],
+    );
+    let lifecycle = Lifecycle::Booting { created: now, boot: Duration::ZERO };
+    state.instances.insert(key, InstanceRecord { resource: instance, lifecycle, visible_at: now });
+    Ok(planted)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(name: &str, network_tags: &[&str]) -> PlantRequest {
+        PlantRequest {
+            name: name.into(),
+            tags: [("name".to_owned(), "worker-a".to_owned())].into(),
+            network_tags: network_tags.iter().map(|t| (*t).to_owned()).collect(),
+            scope: [("project", "demo-project"), ("zone", "europe-west1-b")]
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn plants_a_running_instance_with_exactly_the_labels_and_network_tags() {
+        let store = Store::new();
+        let planted = plant(&store, &request("m-1", &["kubernetes-io-cluster-x"])).unwrap();
+        let now = Instant::now();
+        let state = store.lock_at(now);
+        let key = ("demo-project".to_owned(), "europe-west1-b".to_owned(), "m-1".to_owned());
+        let record = &state.instances[&key];
+        assert_eq!(record.render(now).unwrap().status, "RUNNING");
+        assert_eq!(record.resource.id, planted.id);
+        assert_eq!(record.resource.labels.keys().collect::<Vec<_>>(), ["name"]);
+        assert_eq!(record.resource.tags.items, ["kubernetes-io-cluster-x"]);
+        assert!(record.resource.metadata.items.is_empty());
+        assert_eq!(planted.scope["network"], "default");
+    }
+
+    #[test]
+    fn refuses_what_gce_would_not_hold() {
+        let store = Store::new();
+        plant(&store, &request("m-1", &[])).unwrap();
+        assert!(matches!(plant(&store, &request("m-1", &[])), Err(PlantError::Conflict(_))));
+        assert!(matches!(plant(&store, &request("M_1", &[])), Err(PlantError::Invalid(_))));
+        assert!(matches!(plant(&store, &request("m-2", &["Not A Tag"])), Err(PlantError::Invalid(_))));
+        let mut bad_label = request("m-3", &[]);
+        bad_label.tags.insert("kubernetes.io/cluster".into(), "1".into());
+        assert!(matches!(plant(&store, &bad_label), Err(PlantError::Invalid(_))));
+        let mut no_zone = request("m-4", &[]);
+        no_zone.scope.remove("zone");
+        assert_eq!(plant(&store, &no_zone), Err(PlantError::Invalid("scope.zone is required".into())));
+        assert_eq!(store.lock_at(Instant::now()).instances.len(), 1);
+    }
+}
