@@ -33,8 +33,8 @@
 //!   MCM's deletion flow sends first) it is at hand and costs nothing;
 //!   otherwise it costs one `DescribeInstances` by id, shared with concurrent
 //!   status polls. An instance id is never reused, so a record read minutes
-//!   ago still names the same instance; the window only bounds how long a tag
-//!   removed by hand goes unseen. An instance the read does not show is
+//!   ago still names the same instance; the window (30 s) only bounds how
+//!   long a tag removed by hand goes unseen. An instance the read does not show is
 //!   already gone, unless this process created it in the last moments or the
 //!   machine is young (ECS may not list it yet): then UNAVAILABLE, and the
 //!   retry judges it once ECS shows it.
@@ -46,7 +46,9 @@ use crate::ecs::model::Instance;
 use crate::naming::MACHINE_UID_TAG;
 
 /// How long a record this process read stands for the instance in a delete by providerID.
-pub(crate) const RECORD_TTL: Duration = Duration::from_secs(10 * 60);
+/// MCM's deletion flow polls status right before it deletes, so 30 s keeps
+/// that pair at one read while a tag removed by hand is seen within 30 s.
+pub(crate) const RECORD_TTL: Duration = Duration::from_secs(30);
 /// Most records remembered (least recently used dropped first): an evicted one costs a read.
 const MAX_RECORDS: usize = 4096;
 
