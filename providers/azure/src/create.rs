@@ -27,8 +27,10 @@
 //! Data disks made from an image are PUT before the VM (the VM attaches
 //! them), after a GET of the VM: they cannot be re-PUT under a VM that exists.
 //! A disk of the name that exists already (an earlier attempt's) is read
-//! first and judged as a leftover ([`crate::ownership::judge_leftover`]): one
-//! that is not this machine's is ALREADY_EXISTS, never re-PUT nor attached.
+//! first and judged by its tags ([`crate::ownership`]): the driver tags every
+//! image disk it makes, so one without tags (made by hand, or by someone
+//! else) or with another cluster's or machine's is ALREADY_EXISTS, never
+//! re-PUT (which would give it this machine's tags) nor attached.
 
 use std::time::Duration;
 
@@ -43,7 +45,7 @@ use crate::driver::AzureDriver;
 use crate::errors::ArmFailure;
 use crate::lro::{self, Outcome, Tracker};
 use crate::naming::{NIC_GENERATIONS, VmRef, check_vm_name, data_disk_name};
-use crate::ownership::{Marks, judge_leftover};
+use crate::ownership::Marks;
 use crate::spec::AzureProviderSpec;
 use crate::vm::{self, Provisioning, VirtualMachine};
 
@@ -166,7 +168,8 @@ impl AzureDriver {
 
     /// PUTs a data disk made from an image, and waits for it within the
     /// deadline. A disk of the name that exists is PUT again (an earlier
-    /// attempt's) only when it is this machine's: read first, judged as a leftover.
+    /// attempt's) only when it is this machine's: read first, and its tags
+    /// judged by the kit; an untagged one is not (the driver tags its image disks).
     async fn put_image_disk(
         &self,
         api: &Api<'_>,
@@ -179,7 +182,7 @@ impl AzureDriver {
         let name = data_disk_name(&target.name, disk);
         let Some(image) = &disk.image_ref else { return Ok(()) };
         if let Some(marks) = crate::delete::read_tags(api, target, crate::delete::Leftover::Disk, &name).await?
-            && let Ownership::Foreign(why) = judge_leftover(markers, &marks, machine)
+            && let Ownership::Foreign(why) = markers.judge(&marks, machine)
         {
             return Err(foreign_name_taken(format!("disk {name}"), why));
         }

@@ -1,25 +1,30 @@
 //! DeleteMachine on Azure, by name or by providerID (the spec gives the
 //! resource group, the secret the subscription).
 //!
-//! The VM is read first (one `virtualMachines.get`, or the coalesced list of
-//! the group when deletes arrive together, [`crate::lookup`]) and judged
-//! ([`crate::ownership`]): a VM of the name that is not this machine's
-//! (another cluster's, made by hand, or tagged with another machine's uid) is
-//! answered `already_gone` and nothing is deleted, neither the VM nor the
-//! NICs and disks named after it. A delete by providerID is judged the same
-//! way: the read is one call and the VM record is what the verdict needs (the
-//! Go provider deletes unread). This machine's VM is deleted with one DELETE:
-//! its NIC and disks were created with `deleteOption: Delete` and go with
-//! it, so the call does not wait for the deletion (ARM finishes it; a later
-//! status poll sees the VM gone). 2 calls in all (was 1 without the read).
+//! The VM is read first, with one fresh `virtualMachines.get` of its own
+//! (never a status poll's coalesced read, nor the group list a status batch
+//! keeps for [`crate::lookup::LIST_REUSE`]: the DELETE that follows goes by
+//! name, so the verdict must be on the VM as it is now, not as it was up to
+//! that long ago), and judged ([`crate::ownership`]): a VM of the name that
+//! is not this machine's (another cluster's, made by hand, or tagged with
+//! another machine's uid) is answered `already_gone` and nothing is deleted,
+//! neither the VM nor the NICs and disks named after it. A delete by
+//! providerID is judged the same way: the read is one call and the VM record
+//! is what the verdict needs (the Go provider deletes unread). This machine's
+//! VM is deleted with one DELETE: its NIC and disks were created with
+//! `deleteOption: Delete` and go with it, so the call does not wait for the
+//! deletion (ARM finishes it; a later status poll sees the VM gone). 2 calls
+//! in all (was 1 without the read).
 //!
 //! When the VM is gone, what an earlier attempt (or a Go provider's VM
 //! without `deleteOption`) may have left is read and deleted: every NIC
 //! generation, the OS disk and the spec's data disks, each only when it is
 //! the machine's ([`crate::ownership::judge_leftover`]: tagged and judged
-//! mine, or untagged). As many reads as before there were DELETEs, plus a
-//! DELETE per leftover found. A NIC Azure still keeps reserved answers
-//! UNAVAILABLE with the reservation's delay, and MCM's retry removes it.
+//! mine, or untagged and the request carries the machine's uid; the orphan
+//! collector's delete carries none). As many reads as before there were
+//! DELETEs, plus a DELETE per leftover found. A NIC Azure still keeps
+//! reserved answers UNAVAILABLE with the reservation's delay, and MCM's retry
+//! removes it.
 
 use futures::future::join_all;
 use machine_driver_api::{
@@ -28,11 +33,11 @@ use machine_driver_api::{
 use serde::Deserialize;
 
 use crate::clients::Api;
-use crate::create::{delete_nic, delete_vm};
+use crate::create::{delete_nic, delete_vm, get_vm};
 use crate::credentials::AzureCredentials;
 use crate::driver::AzureDriver;
 use crate::naming::{NIC_GENERATIONS, VmRef, data_disk_name};
-use crate::ownership::{Marks, judge_found, judge_leftover};
+use crate::ownership::{Marks, judge_leftover};
 use crate::spec::AzureProviderSpec;
 
 impl AzureDriver {
@@ -41,9 +46,10 @@ impl AzureDriver {
         let creds = AzureCredentials::from_secret(&req.secret, "secret")?;
         let (target, spec, markers) = self.locate(&req, &creds)?;
         let api = self.pool.api(&creds, spec.cloud(), ctx)?;
-        let found = self.lookups.get(&api, &creds, &target, &self.addresses).await?;
-        if let Some(found) = &found
-            && let Ownership::Foreign(why) = judge_found(&markers, found, &req.machine)
+        // A fresh read of its own: the DELETE below goes by name, unconditionally.
+        let found = get_vm(&api, &target, false).await?;
+        if let Some(vm) = &found
+            && let Ownership::Foreign(why) = markers.judge(&Marks::of_vm(vm), &req.machine)
         {
             tracing::info!(vm = %target.name, %why, "DeleteMachine: the VM of the name is not this machine's; left untouched");
             return Ok(DeletedMachine { last_known_state: String::new(), already_gone: true });

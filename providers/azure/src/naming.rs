@@ -20,8 +20,10 @@ pub(crate) const DATA_DISK_SUFFIX: &str = "-data-disk";
 /// earlier one is reserved for a VM that failed (`NicReservedForAnotherVm`).
 pub(crate) const NIC_GENERATIONS: u32 = 3;
 
-/// The tag carrying the machine's uid on the VM and its NIC (Azure refuses
-/// `/` in tag names).
+/// The tag carrying the machine's uid on the VM and on the data disks made
+/// from an image (Azure refuses `/` in tag names). The NICs and the OS and
+/// `Empty` data disks ARM makes from the VM PUT carry no tags
+/// ([`crate::ownership`], "Leftovers").
 pub(crate) const MACHINE_UID_TAG: &str = "mcm.gardener.cloud-machine-uid";
 
 /// One VM: where it lives and its name.

@@ -24,13 +24,17 @@
 //! - CreateMachine's adopt path (the create-only PUT was refused: the name is
 //!   taken): a foreign VM is ALREADY_EXISTS ([`machine_driver_api::foreign_name_taken`])
 //!   and untouched: no PUT, no delete of a failed one. An existing data disk
-//!   that is to be made from an image is judged as a leftover is (below)
-//!   before it is PUT and attached.
-//! - DeleteMachine, by name and by providerID alike: one read of the VM
-//!   (`virtualMachines.get`, or the coalesced list when deletes arrive
-//!   together) before the DELETE; the Go provider deletes unread. A foreign
-//!   VM is answered `already_gone` and nothing is deleted, neither the VM nor
-//!   the NICs and disks named after it. The read makes a delete 2 calls (was 1).
+//!   that is to be made from an image is PUT again and attached only when
+//!   the kit judges its tags the machine's: the driver tags every image disk
+//!   it makes, so an untagged one (made by hand, or by someone else) is
+//!   ALREADY_EXISTS and untouched, like a foreign tagged one.
+//! - DeleteMachine, by name and by providerID alike: one fresh lone
+//!   `virtualMachines.get` before the DELETE (never the group list a status
+//!   batch keeps for [`crate::lookup::LIST_REUSE`]: the DELETE goes by name,
+//!   so the verdict is on the VM as it is now); the Go provider deletes
+//!   unread. A foreign VM is answered `already_gone` and nothing is deleted,
+//!   neither the VM nor the NICs and disks named after it. The read makes a
+//!   delete 2 calls (was 1).
 //! - ListMachines: VMs with both markers ([`machine_driver_api::ClusterMarkers::lists`]);
 //!   a NIC or disk whose VM is gone, under the VM's name, when its own tags
 //!   carry both markers; never one whose same-named VM exists and is foreign.
@@ -39,15 +43,18 @@
 //! **Leftovers** (the NICs `<vm>-nic[-1|-2]`, the OS disk and the data disks of
 //! a VM that is gone), when DeleteMachine finds no VM: each is read, and a
 //! leftover that carries tags is deleted only when the kit judges them the
-//! machine's; one without any tag is deleted, because the driver's own NICs
-//! and disks carry none: ARM makes them from the VM PUT
-//! (`networkInterfaceConfigurations`, `osDisk`, `Empty` data disks), which
-//! has no way to tag them, and tagging each afterwards would cost a call per
-//! resource on every create. An untagged leftover is therefore taken as the
-//! machine's by its name alone, only by a DeleteMachine of that machine (MCM
-//! sends one only for its own Machine objects, or for names ListMachines
-//! returned, and ListMachines never returns an untagged leftover), and ARM
-//! refuses to delete a NIC or disk still attached to a VM.
+//! machine's. One without any tag may be the driver's own: ARM makes the NICs
+//! and the OS and `Empty` data disks from the VM PUT
+//! (`networkInterfaceConfigurations`, `osDisk`), which has no way to tag
+//! them, and tagging each afterwards would cost a call per resource on every
+//! create. Its name is then all that ties it to the machine, so it is deleted
+//! only by a DeleteMachine that carries the machine's uid: a Machine object
+//! MCM still has (MCM deletes only its own Machines by name). The orphan
+//! collector's delete (by providerID, no uid) of a name ListMachines returned
+//! deletes only the tagged leftovers judged the machine's: in a resource
+//! group shared with others, an untagged NIC or disk of that name need not be
+//! ours. ListMachines never returns an untagged leftover, and ARM refuses to
+//! delete a NIC or disk still attached to a VM.
 
 use std::collections::BTreeMap;
 
@@ -123,7 +130,7 @@ impl<'de> Deserialize<'de> for Marks {
     }
 }
 
-/// The kit's verdict on a VM a status or delete read found, for `machine`.
+/// The kit's verdict on a VM a status read found, for `machine`.
 pub(crate) fn judge_found(markers: &ClusterMarkers, found: &FoundVm, machine: &Machine) -> Ownership {
     match found {
         FoundVm::Full(vm) => markers.judge(&Marks::of_vm(vm), machine),
@@ -131,11 +138,13 @@ pub(crate) fn judge_found(markers: &ClusterMarkers, found: &FoundVm, machine: &M
     }
 }
 
-/// The verdict on a NIC or disk named after `machine`'s VM, to be deleted
-/// (or taken over) for it: when it carries tags, the kit's verdict on them;
-/// when it carries none, [`Ownership::Mine`] (see the module docs, "Leftovers").
+/// The verdict on a NIC or disk named after `machine`'s gone VM, to be
+/// deleted for it: when it carries tags, the kit's verdict on them; when it
+/// carries none, [`Ownership::Mine`] only for a request that carries the
+/// machine's uid (see the module docs, "Leftovers"). Not for an image disk
+/// create would PUT again: the driver tags those, so create asks the kit alone.
 pub(crate) fn judge_leftover(markers: &ClusterMarkers, marks: &Marks, machine: &Machine) -> Ownership {
-    if marks.is_tagged() { markers.judge(marks, machine) } else { Ownership::Mine }
+    if !marks.is_tagged() && !machine.uid.is_empty() { Ownership::Mine } else { markers.judge(marks, machine) }
 }
 
 #[cfg(test)]
@@ -179,14 +188,20 @@ mod tests {
     }
 
     #[test]
-    fn untagged_leftovers_are_the_machines_tagged_ones_are_judged() {
+    fn untagged_leftovers_are_the_machines_only_for_a_request_with_its_uid_tagged_ones_are_judged() {
         let m = markers();
         assert!(judge_leftover(&m, &Marks::default(), &machine("u-1")).is_mine());
+        assert_eq!(
+            judge_leftover(&m, &Marks::default(), &machine("")),
+            Ownership::Foreign(Foreign::OtherCluster),
+            "the orphan collector's delete carries no uid: a name alone is not enough"
+        );
         assert!(!judge_leftover(&m, &marks(json!({"owner": "bob"})), &machine("u-1")).is_mine());
         let ours = marks(
             json!({"kubernetes.io-cluster-shoot--a": "1", "kubernetes.io-role-node": "1", MACHINE_UID_TAG: "u-1"}),
         );
         assert!(judge_leftover(&m, &ours, &machine("u-1")).is_mine());
+        assert!(judge_leftover(&m, &ours, &machine("")).is_mine());
         assert!(!judge_leftover(&m, &ours, &machine("u-9")).is_mine());
     }
 }

@@ -230,6 +230,125 @@ async fn leftovers_without_a_vm_are_deleted_and_listed_only_when_their_tags_are_
     assert_eq!(live, vec!["m-left-nic", "m-left-os-disk"], "the foreign leftovers stay, this machine's go");
 }
 
+/// The ARM tags of the disk `name` (`null` when it has none; panics when it is absent).
+async fn disk_tags(cloud: &FakeCloud, name: &str) -> Value {
+    let (status, disk) = cloud.arm("GET", &cloud.arm_path("Microsoft.Compute/disks", name), "2024-03-02", None).await;
+    assert_eq!(status, 200, "disk {name}: {disk}");
+    disk["tags"].clone()
+}
+
+#[tokio::test]
+async fn an_existing_image_disk_is_re_put_and_attached_only_when_its_tags_are_the_machines() {
+    let cloud = start().await;
+    let driver = cloud.driver();
+    // The example's data disk `containerd` (lun 0), made from an image before the VM.
+    let class = class_with(&cloud.class, |s| {
+        s["properties"]["storageProfile"]["dataDisks"][0]["imageRef"] =
+            json!({"urn": "sap:gardenlinux:greatest:1443.3.0"})
+    });
+    let class_tags: Value = serde_json::from_slice::<Value>(&cloud.class.provider_spec).unwrap()["tags"].clone();
+    let tagged = |uid: &str| {
+        let mut tags = class_tags.clone();
+        tags["mcm.gardener.cloud-machine-uid"] = json!(uid);
+        tags
+    };
+    // Made by hand without tags (the driver tags every image disk it makes), another
+    // cluster's, and this cluster's for another machine of the name.
+    let foreign = [
+        ("img-bare", Value::Null),
+        ("img-other", json!({"kubernetes.io-cluster-shoot--dev--other": "1", "kubernetes.io-role-node": "1"})),
+        ("img-uid", tagged("uid-earlier")),
+    ];
+    for (vm, tags) in &foreign {
+        cloud.put_disk(&format!("{vm}-containerd-0-data-disk"), tags.clone()).await;
+    }
+    // An earlier attempt of this machine left its disk.
+    cloud.put_disk("img-mine-containerd-0-data-disk", tagged("uid-img-mine")).await;
+    tokio::time::sleep(Duration::from_millis(200)).await; // disks settle
+
+    for (vm, tags) in &foreign {
+        cloud.admin.reset_calls().await.unwrap();
+        let mut create = cloud.create_request(vm);
+        create.class = class.clone();
+        let err = driver.create_machine(&ctx("create", 30), create).await.unwrap_err();
+        assert_eq!((err.kind(), err.reason()), (ErrorKind::AlreadyExists, "NAME_TAKEN_BY_FOREIGN_VM"), "{vm}: {err:?}");
+        // Read, never written: no disk PUT (it would take this machine's tags), no VM PUT attaching it.
+        assert_eq!(cloud.calls().await.breakdown(), "disks.get×1, virtualMachines.get×1", "{vm}");
+        assert_eq!(&disk_tags(&cloud, &format!("{vm}-containerd-0-data-disk")).await, tags, "{vm}");
+        assert!(!alive(&cloud, vm).await, "{vm}");
+    }
+
+    cloud.admin.reset_calls().await.unwrap();
+    let mut create = cloud.create_request("img-mine");
+    create.class = class.clone();
+    driver.create_machine(&ctx("create", 30), create).await.unwrap();
+    let calls = cloud.calls().await;
+    assert_eq!(calls.of("disks.createOrUpdate"), 1, "{}", calls.breakdown());
+    assert!(alive(&cloud, "img-mine").await);
+}
+
+#[tokio::test]
+async fn an_untagged_leftover_is_deleted_only_by_a_delete_carrying_the_machines_uid() {
+    let cloud = start().await;
+    let driver = cloud.driver();
+    // A NIC this cluster's machine left (tagged: listed), and an untagged OS disk of the name,
+    // which in a shared resource group may be anyone's.
+    cloud
+        .put_nic("m-orph-nic", json!({"kubernetes.io-cluster-shoot--dev--conf": "1", "kubernetes.io-role-node": "1"}))
+        .await;
+    cloud.put_disk("m-orph-os-disk", Value::Null).await;
+    tokio::time::sleep(Duration::from_millis(200)).await; // disks settle
+    assert_eq!(listed_names(&cloud, &driver, &cloud.class).await, vec!["m-orph"]);
+
+    // The orphan collector deletes the listed name by providerID, without a uid: the tagged NIC only.
+    let orphan = request(&cloud, &cloud.class, "m-orph", "", Some("azure:///westeurope/m-orph"));
+    assert!(driver.delete_machine(&ctx("delete", 10), orphan).await.unwrap().already_gone);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(cloud.live_resources("m-orph").await, vec!["m-orph-os-disk"], "an untagged disk deleted by name alone");
+
+    // A delete of the Machine MCM still has (its uid): the untagged leftover is taken as the machine's.
+    driver.delete_machine(&ctx("delete", 10), cloud.machine_ref("m-orph")).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(cloud.live_resources("m-orph").await.is_empty());
+}
+
+#[tokio::test]
+async fn a_delete_judges_the_vm_as_it_is_now_not_as_a_recent_group_list_shows_it() {
+    let cloud = start().await;
+    let names: Vec<String> = (0..4).map(|i| format!("fresh-{i}")).collect();
+    let creator = cloud.driver();
+    for n in &names {
+        create_running(&cloud, &creator, &cloud.class, n, &format!("uid-{n}")).await;
+    }
+    // A fresh driver polls them together: the first goes alone, the others are read from the group's list,
+    // which then answers this driver's VM reads for LIST_REUSE.
+    let driver = std::sync::Arc::new(cloud.driver());
+    cloud.admin.reset_calls().await.unwrap();
+    let polls = names.iter().map(|n| {
+        let driver = std::sync::Arc::clone(&driver);
+        let req = cloud.machine_ref(n);
+        async move { driver.get_machine_status(&ctx("status", 10), req).await }
+    });
+    for answer in futures::future::join_all(polls).await {
+        assert_eq!(answer.unwrap().vm_state, "running");
+    }
+    let calls = cloud.calls().await;
+    assert_eq!(calls.of("resources.listByResourceGroup"), 1, "{}", calls.breakdown());
+
+    // Meanwhile the VM of the name becomes another cluster's (retagged here; made anew by it alike).
+    let victim = &names[3];
+    let patch = json!({"tags": {"kubernetes.io-cluster-shoot--dev--other": "1", "kubernetes.io-role-node": "1"}});
+    let (status, _) = cloud.arm("PATCH", &cloud.arm_path(VMS, victim), "2024-07-01", Some(patch)).await;
+    assert_eq!(status, 200);
+    cloud.admin.reset_calls().await.unwrap();
+    let deleted = driver.delete_machine(&ctx("delete", 10), cloud.machine_ref(victim)).await.unwrap();
+    assert!(deleted.already_gone);
+    // One lone read of the VM as it is now, and no DELETE.
+    assert_eq!(cloud.calls().await.breakdown(), "virtualMachines.get×1");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(alive(&cloud, victim).await, "another cluster's VM was deleted on a stale verdict");
+}
+
 /// Every RPC of `class` (and of `machine_ref`) is INVALID_ARGUMENT naming `field`, and no ARM call is made.
 async fn refused_everywhere(cloud: &FakeCloud, driver: &AzureDriver, req: MachineRef, field: &str) {
     cloud.admin.reset_calls().await.unwrap();
