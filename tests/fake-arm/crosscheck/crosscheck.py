@@ -95,7 +95,8 @@ class AllowHttpBearer(HeadersPolicy):
 
 
 def client_kwargs(fake):
-    # No SDK retries (so a 429 surfaces), fast LRO polling (the fake sends no Retry-After on VM PUT).
+    # No SDK retries (so a 429 surfaces), fast LRO polling where the fake sends no Retry-After
+    # (Compute operations carry one: the seconds left, at least 1).
     return {"base_url": fake, "headers_policy": AllowHttpBearer(), "retry_total": 0, "polling_interval": 0.05}
 
 

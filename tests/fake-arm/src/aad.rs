@@ -1,32 +1,96 @@
 //! The AAD v2 token endpoint: `POST /{tenant}/oauth2/v2.0/token` (client credentials with a
-//! client secret or a federated `client_assertion`). Token requests are not ARM calls: they
-//! bypass the admin call gate and are counted separately (`GET /_admin/azure/tokens`).
+//! client secret or a federated `client_assertion`), and the tenant's OpenID Connect discovery
+//! document `GET /{tenant}/v2.0/.well-known/openid-configuration` that MSAL-based clients
+//! (azidentity) read the token endpoint from. Token requests are not ARM calls: they bypass
+//! the admin call gate and are counted separately (`GET /_admin/azure/tokens`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use axum::extract::{Path, State};
+use axum::http::HeaderMap;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 use axum::{Form, Json, Router};
 use serde_json::json;
 
 use crate::state::{Store, Token};
-use crate::wire::timestamp;
+use crate::wire::{base_url, timestamp};
 use crate::{
     CLIENT_ID, CLIENT_SECRET, FEDERATED_TOKEN, OWNER_CLIENT_ID, OWNER_CLIENT_SECRET, OWNER_SUBSCRIPTION_ID,
     SUBSCRIPTION_ID, TENANT_ID,
 };
 
-/// The scope ARM tokens must be requested for.
-const ARM_SCOPE: &str = "https://management.azure.com/.default";
+/// The scopes an ARM token may be requested for: `/.default` of the Azure Resource
+/// Manager's application ID URIs, with or without the trailing slash of the resource
+/// (Entra ID takes both `https://management.azure.com/.default`, which this project's
+/// driver sends, and `https://management.core.windows.net//.default`, which azcore's
+/// `cloud.AzurePublic` audience gives).
+const ARM_SCOPES: [&str; 4] = [
+    "https://management.azure.com/.default",
+    "https://management.azure.com//.default",
+    "https://management.core.windows.net/.default",
+    "https://management.core.windows.net//.default",
+];
 const ASSERTION_TYPE: &str = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
 
 /// The token route.
 pub(crate) fn routes(store: Arc<Store>) -> Router {
-    Router::new().route("/{tenant}/oauth2/v2.0/token", post(token)).with_state(store)
+    Router::new()
+        .route("/{tenant}/oauth2/v2.0/token", post(token))
+        .route("/{tenant}/v2.0/.well-known/openid-configuration", get(openid_configuration))
+        .with_state(store)
+}
+
+/// The scopes Entra ID ignores in a client-credentials request (MSAL adds them to every
+/// request; only the one resource scope counts).
+const OIDC_SCOPES: [&str; 4] = ["openid", "offline_access", "profile", "email"];
+
+/// Whether `scope` (space-separated) asks for exactly one resource, an ARM one, as a
+/// client-credentials request must.
+fn arm_scope(scope: &str) -> bool {
+    let resources: Vec<&str> = scope.split_whitespace().filter(|s| !OIDC_SCOPES.contains(s)).collect();
+    matches!(resources.as_slice(), [one] if ARM_SCOPES.contains(one))
+}
+
+/// `GET /{tenant}/v2.0/.well-known/openid-configuration`: Entra's discovery document of the
+/// tenant, its endpoints on this listener's authority (`Host`, and `X-Forwarded-Proto` behind
+/// a TLS proxy). An unknown tenant is 400 `invalid_tenant` (AADSTS90002).
+async fn openid_configuration(Path(tenant): Path<String>, headers: HeaderMap) -> Response {
+    if !tenant.eq_ignore_ascii_case(TENANT_ID) {
+        return aad_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_tenant",
+            90002,
+            &format!(
+                "Tenant '{tenant}' not found. Check to make sure you have the correct tenant ID and are signing into the correct cloud."
+            ),
+        );
+    }
+    let base = base_url(&headers);
+    let at = |path: &str| format!("{base}/{TENANT_ID}/{path}");
+    Json(json!({
+        "token_endpoint": at("oauth2/v2.0/token"),
+        "token_endpoint_auth_methods_supported": ["client_secret_post", "private_key_jwt", "client_secret_basic"],
+        "jwks_uri": at("discovery/v2.0/keys"),
+        "response_modes_supported": ["query", "fragment", "form_post"],
+        "subject_types_supported": ["pairwise"],
+        "id_token_signing_alg_values_supported": ["RS256"],
+        "response_types_supported": ["code", "id_token", "code id_token", "id_token token"],
+        "scopes_supported": ["openid", "profile", "email", "offline_access"],
+        "issuer": at("v2.0"),
+        "request_uri_parameter_supported": false,
+        "authorization_endpoint": at("oauth2/v2.0/authorize"),
+        "device_authorization_endpoint": at("oauth2/v2.0/devicecode"),
+        "end_session_endpoint": at("oauth2/v2.0/logout"),
+        "http_logout_supported": true,
+        "frontchannel_logout_supported": true,
+        "tenant_region_scope": "EU",
+        "cloud_instance_name": "microsoftonline.com",
+    }))
+    .into_response()
 }
 
 /// `(client id, secret, subscription)` of every seeded identity.
@@ -88,7 +152,7 @@ async fn token(
             ),
         );
     };
-    if get("scope") != ARM_SCOPE {
+    if !arm_scope(get("scope")) {
         return aad_error(
             StatusCode::BAD_REQUEST,
             "invalid_scope",

@@ -139,3 +139,73 @@ async fn injected_faults_use_arm_errors() {
     assert_eq!(calls["calls"]["virtualMachines.get"], 7);
     assert_eq!(calls["classes"]["read"], 7);
 }
+
+/// Entra ID issues ARM tokens for `/.default` of either of ARM's application ID URIs,
+/// with or without the resource's trailing slash (azcore's `cloud.AzurePublic` asks for
+/// `https://management.core.windows.net//.default`); other scopes are `invalid_scope`.
+#[tokio::test]
+async fn arm_tokens_for_both_arm_audiences_and_nothing_else() {
+    let fake = Fake::start().await;
+    let request = |scope: &'static str| {
+        let form = format!(
+            "grant_type=client_credentials&client_id={CLIENT_ID}&client_secret={}&scope={}",
+            fake_arm::CLIENT_SECRET,
+            scope.replace(':', "%3A").replace('/', "%2F").replace(' ', "+")
+        );
+        fake.http
+            .post(format!("{}/{TENANT_ID}/oauth2/v2.0/token", fake.handle.url()))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(form)
+            .send()
+    };
+    for scope in [
+        "https://management.core.windows.net//.default",
+        "https://management.azure.com/.default",
+        // MSAL adds the OpenID scopes to every request; Entra ignores them here.
+        "https://management.core.windows.net//.default openid offline_access profile",
+    ] {
+        let resp = request(scope).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::OK, "{scope}");
+        let token = resp.json::<serde_json::Value>().await.unwrap()["access_token"].as_str().unwrap().to_owned();
+        let answer = fake.call_as(&token, Method::GET, &rg_path(), None).await;
+        assert_eq!(answer.status, StatusCode::OK, "a token for {scope} is an ARM token: {}", answer.body);
+    }
+    for scope in [
+        "https://graph.microsoft.com/.default",
+        "https://management.core.windows.net/user_impersonation",
+        "https://management.azure.com/.default https://graph.microsoft.com/.default",
+        "openid profile",
+    ] {
+        let resp = request(scope).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::BAD_REQUEST, "{scope}");
+        assert_eq!(resp.json::<serde_json::Value>().await.unwrap()["error"], "invalid_scope", "{scope}");
+    }
+}
+
+/// MSAL (azidentity) reads the tenant's OpenID discovery document for the token endpoint;
+/// its URLs are on the authority the request came to (behind a TLS proxy: `https`).
+#[tokio::test]
+async fn the_tenant_discovery_document_names_the_token_endpoint() {
+    let fake = Fake::start().await;
+    let url = format!("{}/{TENANT_ID}/v2.0/.well-known/openid-configuration", fake.handle.url());
+    let resp = fake
+        .http
+        .get(&url)
+        .header("host", "login.microsoftonline.com")
+        .header("x-forwarded-proto", "https")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let doc: serde_json::Value = resp.json().await.unwrap();
+    assert_eq!(doc["token_endpoint"], format!("https://login.microsoftonline.com/{TENANT_ID}/oauth2/v2.0/token"));
+    assert_eq!(doc["issuer"], format!("https://login.microsoftonline.com/{TENANT_ID}/v2.0"));
+    assert!(doc["authorization_endpoint"].as_str().unwrap().ends_with("/oauth2/v2.0/authorize"));
+    let plain: serde_json::Value = fake.http.get(&url).send().await.unwrap().json().await.unwrap();
+    assert_eq!(plain["token_endpoint"], format!("{}/{TENANT_ID}/oauth2/v2.0/token", fake.handle.url()));
+    let unknown =
+        format!("{}/00000000-1111-2222-3333-444444444444/v2.0/.well-known/openid-configuration", fake.handle.url());
+    let resp = fake.http.get(&unknown).send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(resp.json::<serde_json::Value>().await.unwrap()["error"], "invalid_tenant");
+}

@@ -39,15 +39,19 @@ async fn nic_then_vm_create_creating_then_succeeded() {
     assert_eq!(created.body["properties"]["provisioningState"], "Creating");
     assert!(created.body["properties"]["vmId"].as_str().unwrap().len() == 36);
     assert!(created.body["properties"]["timeCreated"].is_string());
-    assert!(created.header("retry-after").is_none());
+    // Compute asks clients to wait before polling (azcore waits 30 s without it): the
+    // seconds left of the 200 ms boot, rounded up.
+    assert_eq!(created.header("retry-after"), Some("1"));
     assert!(created.body["properties"]["osProfile"].get("customData").is_none());
     let async_url = created.header("azure-asyncoperation").unwrap().to_owned();
     assert!(async_url.starts_with(&fake.handle.url()), "{async_url}");
     assert!(async_url.contains("/providers/Microsoft.Compute/locations/westeurope/operations/"), "{async_url}");
     let in_progress = fake.get(&async_url).await;
     assert_eq!(in_progress.body["status"], "InProgress");
+    assert_eq!(in_progress.header("retry-after"), Some("1"), "while the operation runs");
     let done = fake.wait_op(&async_url).await;
     assert_eq!(done["status"], "Succeeded");
+    assert!(fake.get(&async_url).await.header("retry-after").is_none(), "a finished operation asks no delay");
     assert!(done["endTime"].is_string());
 
     let vm = fake.get(&format!("{}?$expand=instanceView", vm_path("vm-1"))).await;
@@ -251,6 +255,9 @@ async fn delete_cascades_or_detaches_and_reserves() {
     assert_eq!(fake.call(Method::DELETE, &vm_path("vm-1"), None).await.status, StatusCode::NO_CONTENT);
 
     let deleted = fake.call(Method::DELETE, &vm_path("vm-2"), None).await;
+    assert_eq!(deleted.header("retry-after"), Some("1"), "a running Compute delete asks for a poll delay");
+    let monitor = fake.get(deleted.header("location").unwrap()).await;
+    assert_eq!((monitor.status, monitor.header("retry-after")), (StatusCode::ACCEPTED, Some("1")));
     fake.wait_op(deleted.header("azure-asyncoperation").unwrap()).await;
     let nic = fake.get(&nic_path("vm-2-nic")).await;
     assert_eq!(nic.status, StatusCode::OK, "Detach keeps the NIC");

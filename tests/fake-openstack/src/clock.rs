@@ -20,7 +20,8 @@ pub(crate) fn micros(at: SystemTime) -> String {
     format!("{}000Z", millis(at))
 }
 
-/// Cinder: `2026-12-01T10:00:00.000000` (no zone suffix).
+/// Cinder, and Nova's `OS-SRV-USG:launched_at` / `terminated_at`: `2026-12-01T10:00:00.000000`
+/// (no zone suffix; Nova prints the naive UTC datetime of its database).
 pub(crate) fn cinder(at: SystemTime) -> String {
     format!("{}000", millis(at))
 }

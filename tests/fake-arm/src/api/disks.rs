@@ -6,7 +6,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::Value;
 
-use super::{Ctx, Req, respond};
+use super::{Ctx, Req, operations, respond};
 use crate::error::ArmError;
 use crate::paging;
 use crate::state::{DiskPhase, DiskRecord, key, render};
@@ -107,13 +107,12 @@ pub(crate) fn put(ctx: &Ctx, req: &Req, sub: &str, rg: &str, name: &str) -> Resu
     }
     let op = st.new_operation(sub, now, until, None, None);
     let rendered = st.disks.get(&disk_key).map(render::disk).ok_or_else(|| not_found(name, rg))?;
+    let retry = operations::retry_after(&st, &op, now);
     drop(st);
     let (async_url, location_url) = req.op_urls(sub, "Microsoft.Compute", &location, &op);
-    Ok(respond(
-        StatusCode::ACCEPTED,
-        Some(rendered),
-        &[("Azure-AsyncOperation", async_url), ("Location", location_url)],
-    ))
+    let mut headers = vec![("Azure-AsyncOperation", async_url), ("Location", location_url)];
+    headers.extend(retry);
+    Ok(respond(StatusCode::ACCEPTED, Some(rendered), &headers))
 }
 
 /// `GET .../disks/NAME`.
@@ -168,5 +167,7 @@ pub(crate) fn delete(ctx: &Ctx, req: &Req, sub: &str, rg: &str, name: &str) -> R
     let location = disk.location.clone();
     let op = st.new_operation(sub, now, until, None, None);
     let (async_url, location_url) = req.op_urls(sub, "Microsoft.Compute", &location, &op);
-    Ok(respond(StatusCode::ACCEPTED, None, &[("Azure-AsyncOperation", async_url), ("Location", location_url)]))
+    let mut headers = vec![("Azure-AsyncOperation", async_url), ("Location", location_url)];
+    headers.extend(operations::retry_after(&st, &op, now));
+    Ok(respond(StatusCode::ACCEPTED, None, &headers))
 }

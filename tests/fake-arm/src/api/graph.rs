@@ -1,8 +1,16 @@
 //! Azure Resource Graph: `POST /providers/Microsoft.ResourceGraph/resources`
-//! (`resources`, api-version 2021-03-01), for the one query the driver makes:
-//! the NICs of one resource group with their VM, primary flag and the private
-//! IP of their primary IP configuration. Any other query answers 400
-//! `BadRequest` / `InvalidQuery`: the fake has no KQL engine.
+//! (`resources`, api-version 2021-03-01), for the queries of the clients it serves:
+//! - this driver's: the NICs of one resource group with their VM, primary flag and
+//!   the private IP of their primary IP configuration;
+//! - gardener's Go Azure provider's orphan listing
+//!   (machine-controller-manager-provider-azure `pkg/azure/provider/helpers/resourcegraphprocessor.go`
+//!   `listVmsNICsAndDisksQueryTemplate`): the VMs, NICs and disks of one resource group
+//!   whose tag keys `has` both given keys, projected to `type` (lowercase, as the graph
+//!   stores it) and `name`. `has` is KQL's term match, case-insensitive: the key must
+//!   appear in a tag key at alphanumeric boundaries (so `has 'kubernetes.io-role-node'`
+//!   also matches a key `kubernetes.io-role-node-x`, as on the real service).
+//!
+//! Any other query answers 400 `BadRequest` / `InvalidQuery`: the fake has no KQL engine.
 //!
 //! As the real service:
 //! - subscriptions the caller may not read are skipped (not an error);
@@ -42,6 +50,16 @@ pub(crate) const QUERY_TAIL: &str = " | where isnotempty(properties.virtualMachi
 | project vmId = tostring(properties.virtualMachine.id), nic = name, primary = tobool(properties.primary), \
 privateIp = tostring(ipconfig.properties.privateIPAddress)";
 
+/// Gardener's Go provider's orphan query, around its three literals (resource group,
+/// then the two tag keys); whitespace runs are compared as one space.
+pub(crate) const TAGGED_QUERY: [&str; 4] = [
+    "Resources | where type =~ 'microsoft.compute/virtualmachines' or type =~ 'microsoft.network/networkinterfaces' \
+or type =~ 'microsoft.compute/disks' | where resourceGroup =~ ",
+    " | extend tagKeys = bag_keys(tags) | where tagKeys has ",
+    " and tagKeys has ",
+    " | project type, name",
+];
+
 fn normalize(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
@@ -73,6 +91,67 @@ pub(crate) fn resource_group_of(query: &str) -> Option<String> {
     let rest = query.strip_prefix(&head)?.trim_start();
     let (rg, tail) = kql_literal(rest)?;
     (normalize(tail) == normalize(QUERY_TAIL) && !rg.is_empty()).then_some(rg)
+}
+
+/// The literals of `query` when it is `pieces` with a KQL string literal between each two
+/// (whitespace runs compared as one space), `None` otherwise.
+fn literals_of(query: &str, pieces: &[&str]) -> Option<Vec<String>> {
+    let query = normalize(query);
+    let mut rest = query.as_str();
+    let mut literals = Vec::new();
+    for (index, piece) in pieces.iter().enumerate() {
+        rest = rest.trim_start().strip_prefix(normalize(piece).as_str())?;
+        if index + 1 < pieces.len() {
+            let (literal, tail) = kql_literal(rest.trim_start())?;
+            literals.push(literal);
+            rest = tail;
+        }
+    }
+    rest.trim().is_empty().then_some(literals)
+}
+
+/// The resource group and the two tag keys of the Go provider's orphan query.
+pub(crate) fn tagged_query_of(query: &str) -> Option<(String, [String; 2])> {
+    let literals = literals_of(query, &TAGGED_QUERY)?;
+    let [rg, first, second]: [String; 3] = literals.try_into().ok()?;
+    (!rg.is_empty() && !first.is_empty() && !second.is_empty()).then_some((rg, [first, second]))
+}
+
+/// KQL `has`: `needle` occurs in `text`, case-insensitively, starting and ending at term
+/// boundaries (the characters around it, if any, are not alphanumeric).
+fn has_term(text: &str, needle: &str) -> bool {
+    let (text, needle) = (text.to_lowercase(), needle.to_lowercase());
+    if needle.is_empty() {
+        return false;
+    }
+    let alnum_at = |i: Option<char>| i.is_some_and(char::is_alphanumeric);
+    text.match_indices(&needle).any(|(start, _)| {
+        let before = text[..start].chars().next_back();
+        let after = text[start + needle.len()..].chars().next();
+        !alnum_at(before) && !alnum_at(after)
+    })
+}
+
+/// Whether some tag key of `tags` (a JSON object, or absent) `has` `needle`.
+fn tag_keys_have(tags: Option<&Value>, needle: &str) -> bool {
+    tags.and_then(Value::as_object).is_some_and(|tags| tags.keys().any(|key| has_term(key, needle)))
+}
+
+/// A row of an answer, rendered only when its page is.
+enum Row<'a> {
+    /// This driver's NIC row.
+    Nic(&'a NicRecord),
+    /// `type` and `name` of the Go provider's orphan query.
+    Resource(&'static str, &'a str),
+}
+
+impl Row<'_> {
+    fn render(&self) -> Option<Value> {
+        match self {
+            Row::Nic(nic) => row(nic),
+            Row::Resource(kind, name) => Some(json!({"type": kind, "name": name})),
+        }
+    }
 }
 
 fn bad_request(message: &str, code: &str, detail: &str) -> Response {
@@ -149,12 +228,16 @@ pub(crate) fn query(ctx: &Ctx, req: &Req) -> Result<Response, ArmError> {
     let Some(query) = body.get("query").and_then(Value::as_str) else {
         return Ok(bad_request("Please provide a query.", "InvalidQuery", "The request has no query."));
     };
-    let Some(rg) = resource_group_of(query) else {
-        return Ok(bad_request(
-            "Please provide below info when asking for support: the query.",
-            "InvalidQuery",
-            "Query is invalid. Please refer to the documentation for the Azure Resource Graph service and fix the error before retrying.",
-        ));
+    let (rg, tag_keys) = match (resource_group_of(query), tagged_query_of(query)) {
+        (Some(rg), _) => (rg, None),
+        (None, Some((rg, keys))) => (rg, Some(keys)),
+        (None, None) => {
+            return Ok(bad_request(
+                "Please provide below info when asking for support: the query.",
+                "InvalidQuery",
+                "Query is invalid. Please refer to the documentation for the Azure Resource Graph service and fix the error before retrying.",
+            ));
+        }
     };
     let options = body.get("options").cloned().unwrap_or_else(|| json!({}));
     let top = match options.get("$top") {
@@ -206,14 +289,55 @@ pub(crate) fn query(ctx: &Ctx, req: &Req) -> Result<Response, ArmError> {
     let visible = subscriptions.contains(&caller);
     let (s, r) = (caller, rg.to_ascii_lowercase());
     let lag = st.graph_lag;
-    // Rows by NIC id; only the page's rows are rendered.
-    let mut rows: Vec<(String, &NicRecord)> = Vec::new();
-    if visible {
+    // Rows by resource id; only the page's rows are rendered.
+    let mut rows: Vec<(String, Row<'_>)> = Vec::new();
+    if let (true, Some(keys)) = (visible, &tag_keys) {
+        // VMs and disks are indexed as they are made and dropped as they go; NICs lag.
+        let in_group = |ks: &str, kr: &str| ks == s && kr == r;
+        let tagged = |tags: Option<&Value>| keys.iter().all(|k| tag_keys_have(tags, k));
+        rows.extend(
+            st.vms
+                .iter()
+                .filter(|((ks, kr, _), vm)| in_group(ks, kr) && tagged(crate::wire::field(&vm.model, "tags")))
+                .map(|(_, vm)| {
+                    (vm.id.to_ascii_lowercase(), Row::Resource("microsoft.compute/virtualmachines", &vm.name))
+                }),
+        );
+        rows.extend(
+            st.nics
+                .iter()
+                .filter(|((ks, kr, _), nic)| {
+                    in_group(ks, kr) && indexed(nic, lag, now) && tagged(crate::wire::field(&nic.model, "tags"))
+                })
+                .map(|(_, nic)| {
+                    (nic.id.to_ascii_lowercase(), Row::Resource("microsoft.network/networkinterfaces", &nic.name))
+                }),
+        );
+        rows.extend(
+            st.gone_nics
+                .iter()
+                .filter(|g| {
+                    in_group(&g.nic.sub.to_ascii_lowercase(), &g.nic.rg.to_ascii_lowercase())
+                        && indexed(&g.nic, lag, now)
+                        && now.saturating_duration_since(g.gone_at) < lag
+                        && tagged(crate::wire::field(&g.nic.model, "tags"))
+                })
+                .map(|g| {
+                    (g.nic.id.to_ascii_lowercase(), Row::Resource("microsoft.network/networkinterfaces", &g.nic.name))
+                }),
+        );
+        rows.extend(
+            st.disks
+                .iter()
+                .filter(|((ks, kr, _), disk)| in_group(ks, kr) && tagged(disk.tags.as_ref()))
+                .map(|(_, disk)| (disk.id.to_ascii_lowercase(), Row::Resource("microsoft.compute/disks", &disk.name))),
+        );
+    } else if visible {
         rows.extend(
             st.nics
                 .iter()
                 .filter(|((ks, kr, _), nic)| *ks == s && *kr == r && nic.vm.is_some() && indexed(nic, lag, now))
-                .map(|(_, nic)| (nic.id.to_ascii_lowercase(), nic)),
+                .map(|(_, nic)| (nic.id.to_ascii_lowercase(), Row::Nic(nic))),
         );
         rows.extend(
             st.gone_nics
@@ -225,7 +349,7 @@ pub(crate) fn query(ctx: &Ctx, req: &Req) -> Result<Response, ArmError> {
                         && indexed(&g.nic, lag, now)
                         && now.saturating_duration_since(g.gone_at) < lag
                 })
-                .map(|g| (g.nic.id.to_ascii_lowercase(), &g.nic)),
+                .map(|g| (g.nic.id.to_ascii_lowercase(), Row::Nic(&g.nic))),
         );
     }
     rows.sort_by(|a, b| a.0.cmp(&b.0));
@@ -234,7 +358,7 @@ pub(crate) fn query(ctx: &Ctx, req: &Req) -> Result<Response, ArmError> {
     let start = after.as_deref().map_or(0, |after| rows.partition_point(|(k, _)| k.as_str() <= after));
     let size = usize::try_from(top).unwrap_or(1000);
     let page: Vec<(String, Value)> =
-        rows.into_iter().skip(start).take(size).filter_map(|(k, nic)| Some((k, row(nic)?))).collect();
+        rows.into_iter().skip(start).take(size).filter_map(|(k, row)| Some((k, row.render()?))).collect();
     let mut answer = json!({
         "totalRecords": total,
         "count": page.len(),
@@ -269,6 +393,39 @@ mod tests {
         assert_eq!(resource_group_of(&query_for("'rg' | take 1")), None);
         assert_eq!(resource_group_of(&query_for("'unterminated")), None);
         assert_eq!(resource_group_of(&query_for("''")), None);
+    }
+
+    fn go_query(rg: &str, first: &str, second: &str) -> String {
+        // As the Go provider formats it: a raw string with newlines and tabs.
+        format!(
+            "\n\tResources\n\t| where type =~ 'microsoft.compute/virtualmachines' or type =~ 'microsoft.network/networkinterfaces' or type =~ 'microsoft.compute/disks'\n\t| where resourceGroup =~ '{rg}'\n\t| extend tagKeys = bag_keys(tags)\n\t| where tagKeys has '{first}' and tagKeys has '{second}'\n\t| project type, name\n\t"
+        )
+    }
+
+    #[test]
+    fn the_go_providers_orphan_query_is_understood() {
+        let query = go_query("shoot--dev--conf", "kubernetes.io-cluster-shoot--dev--conf", "kubernetes.io-role-node");
+        let (rg, keys) = tagged_query_of(&query).unwrap();
+        assert_eq!(rg, "shoot--dev--conf");
+        assert_eq!(keys, ["kubernetes.io-cluster-shoot--dev--conf".to_owned(), "kubernetes.io-role-node".to_owned()]);
+        assert_eq!(resource_group_of(&query), None, "not the driver's query");
+        assert_eq!(tagged_query_of(&query_for("'rg'")), None);
+        assert_eq!(tagged_query_of(&format!("{query} | take 1")), None);
+        assert_eq!(tagged_query_of(&go_query("rg", "", "k")), None);
+    }
+
+    #[test]
+    fn has_is_a_case_insensitive_term_match() {
+        assert!(has_term("kubernetes.io-role-node", "kubernetes.io-role-node"));
+        assert!(has_term("Kubernetes.IO-Role-Node", "kubernetes.io-role-node"));
+        assert!(has_term("kubernetes.io-role-node-extra", "kubernetes.io-role-node"), "ends at '-'");
+        assert!(!has_term("kubernetes.io-role-nodes", "kubernetes.io-role-node"), "inside a term");
+        assert!(!has_term("xkubernetes.io-role-node", "kubernetes.io-role-node"));
+        assert!(!has_term("kubernetes.io-cluster-shoot--dev", "kubernetes.io-cluster-shoot--dev--conf"));
+        let tags = json!({"kubernetes.io-cluster-shoot--dev--conf": "1"});
+        assert!(tag_keys_have(Some(&tags), "kubernetes.io-cluster-shoot--dev--conf"));
+        assert!(!tag_keys_have(Some(&tags), "1"), "values are not keys");
+        assert!(!tag_keys_have(None, "k"));
     }
 
     #[test]

@@ -9,8 +9,18 @@ use serde_json::json;
 
 use super::{Ctx, Req, respond};
 use crate::error::ArmError;
-use crate::state::Failure;
+use crate::state::{Failure, State};
 use crate::wire::timestamp;
+
+/// Compute's `Retry-After` for operation `id` while it runs at `now`: the whole seconds
+/// left (at least 1), so that a client following it (azcore's poller waits 30 s without
+/// one) polls when the fake's operation is due. `None` once it is done: a finished
+/// operation asks for no delay.
+pub(crate) fn retry_after(st: &State, id: &str, now: Instant) -> Option<(&'static str, String)> {
+    let done_at = st.operations.get(id)?.done_at;
+    let left = done_at.checked_duration_since(now).filter(|left| !left.is_zero())?;
+    Some(("Retry-After", left.as_millis().div_ceil(1000).max(1).to_string()))
+}
 
 /// The HTTP status a failed operation answers its `Location` poll with.
 fn failure_status(failure: &Failure) -> StatusCode {
@@ -36,13 +46,17 @@ pub(crate) fn get(ctx: &Ctx, req: &Req, sub: &str, id: &str, results: bool) -> R
     let status = op.status(now);
     let end_wall = op.started_wall + op.done_at.saturating_duration_since(op.started);
     let monitor = results || req.param("monitor").is_some_and(|m| m.eq_ignore_ascii_case("true"));
+    // Compute answers its operation polls with `Retry-After` while they run (Network's
+    // operations here finish at once).
+    let compute = req.path.to_ascii_lowercase().contains("/providers/microsoft.compute/");
+    let retry: Vec<(&str, String)> = if compute { retry_after(&st, id, now).into_iter().collect() } else { Vec::new() };
     if monitor {
         return Ok(match (status, &op.failure, &op.output) {
-            ("InProgress", _, _) => respond(
-                StatusCode::ACCEPTED,
-                None,
-                &[("Location", format!("{}{}?{}", req.base, req.path, raw_query(req)))],
-            ),
+            ("InProgress", _, _) => {
+                let mut headers = vec![("Location", format!("{}{}?{}", req.base, req.path, raw_query(req)))];
+                headers.extend(retry);
+                respond(StatusCode::ACCEPTED, None, &headers)
+            }
             (_, Some(failure), _) => {
                 ArmError::new(failure_status(failure), &failure.code, failure.message.clone()).into_response()
             }
@@ -68,7 +82,7 @@ pub(crate) fn get(ctx: &Ctx, req: &Req, sub: &str, id: &str, results: bool) -> R
     {
         body["properties"] = json!({"output": output});
     }
-    Ok(respond(StatusCode::OK, Some(body), &[]))
+    Ok(respond(StatusCode::OK, Some(body), &retry))
 }
 
 fn raw_query(req: &Req) -> String {

@@ -8,7 +8,7 @@ use axum::response::Response;
 use base64::Engine as _;
 use serde_json::{Map, Value, json};
 
-use super::{Ctx, Req, ids, nics, respond};
+use super::{Ctx, Req, ids, nics, operations, respond};
 use crate::error::ArmError;
 use crate::paging;
 use crate::state::seed::{VM_SIZES, marketplace};
@@ -787,9 +787,12 @@ pub(crate) fn put(ctx: &Ctx, req: &Req, sub: &str, rg: &str, name: &str) -> Resu
     let body = render::vm(&record, false);
     let location = record.location.clone();
     st.vms.insert(vm_key, record);
+    let retry = operations::retry_after(&st, &op, now);
     drop(st);
     let (async_url, _) = req.op_urls(sub, "Microsoft.Compute", &location, &op);
-    Ok(respond(StatusCode::CREATED, Some(body), &[("Azure-AsyncOperation", async_url)]))
+    let mut headers = vec![("Azure-AsyncOperation", async_url)];
+    headers.extend(retry);
+    Ok(respond(StatusCode::CREATED, Some(body), &headers))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -861,7 +864,9 @@ fn update(
     };
     let record = st.vms.get(vm_key).ok_or_else(|| not_found(&vm_key.2, rg))?;
     let (async_url, _) = req.op_urls(sub, "Microsoft.Compute", &record.location, &op);
-    Ok(respond(StatusCode::OK, Some(render::vm(record, false)), &[("Azure-AsyncOperation", async_url)]))
+    let mut headers = vec![("Azure-AsyncOperation", async_url)];
+    headers.extend(operations::retry_after(st, &op, now));
+    Ok(respond(StatusCode::OK, Some(render::vm(record, false)), &headers))
 }
 
 /// Deep-merges a JSON merge patch into `target`.
@@ -985,7 +990,9 @@ pub(crate) fn delete(ctx: &Ctx, req: &Req, sub: &str, rg: &str, name: &str) -> R
     let location = record.location.clone();
     let op = st.new_operation(sub, now, until, None, None);
     let (async_url, location_url) = req.op_urls(sub, "Microsoft.Compute", &location, &op);
-    Ok(respond(StatusCode::ACCEPTED, None, &[("Azure-AsyncOperation", async_url), ("Location", location_url)]))
+    let mut headers = vec![("Azure-AsyncOperation", async_url), ("Location", location_url)];
+    headers.extend(operations::retry_after(&st, &op, now));
+    Ok(respond(StatusCode::ACCEPTED, None, &headers))
 }
 
 /// A VM PUT refused synchronously for capacity/quota reserves the NICs its body referenced.

@@ -158,15 +158,28 @@ fn metadata(server: &Map<String, Value>) -> Result<BTreeMap<String, String>, Api
         .collect()
 }
 
-/// A parsed image-to-volume (or blank) block device mapping.
+/// A parsed block device mapping: image or blank to a new volume, image to local, or an
+/// existing volume (`source_type: volume`).
 struct Bdm {
     boot_index: Option<i64>,
     /// `source_type: image`, `destination_type: local`: the image boot itself, no volume.
     local: bool,
     image: Option<String>,
+    /// `source_type: volume`: the existing Cinder volume to attach (no volume is made).
+    volume: Option<String>,
     size: u64,
     volume_type: String,
     delete_on_termination: bool,
+}
+
+/// `boot_index` as Nova reads it (absent or null: not a boot device).
+fn boot_index(item: &Value) -> Result<Option<i64>, ApiError> {
+    match item.get("boot_index") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => Ok(n.as_i64()),
+        Some(Value::String(s)) => Ok(s.parse().ok()),
+        Some(_) => Err(bad("Invalid input for field/attribute boot_index.")),
+    }
 }
 
 fn bdms(call: &Call, server: &Map<String, Value>) -> Result<Vec<Bdm>, ApiError> {
@@ -179,17 +192,19 @@ fn bdms(call: &Call, server: &Map<String, Value>) -> Result<Vec<Bdm>, ApiError> 
             let destination = item.get("destination_type").and_then(Value::as_str).unwrap_or("volume");
             if source == "image" && destination == "local" {
                 let image = item.get("uuid").and_then(Value::as_str).map(str::to_owned);
-                return Ok(Bdm { boot_index: Some(0), local: true, image, size: 0, volume_type: String::new(), delete_on_termination: true });
+                return Ok(Bdm { boot_index: Some(0), local: true, image, volume: None, size: 0, volume_type: String::new(), delete_on_termination: true });
+            }
+            if source == "volume" && destination == "volume" {
+                // An existing volume (Nova's "boot from volume" with a pre-created volume):
+                // its size and type are the volume's own, `volume_size` is ignored as Nova does.
+                let volume = item.get("uuid").and_then(Value::as_str).filter(|u| !u.is_empty()).ok_or_else(|| bad("Block Device Mapping is Invalid: uuid is required."))?;
+                let delete_on_termination = item.get("delete_on_termination").and_then(Value::as_bool).unwrap_or(false);
+                return Ok(Bdm { boot_index: boot_index(item)?, local: false, image: None, volume: Some(volume.to_owned()), size: 0, volume_type: String::new(), delete_on_termination });
             }
             if !matches!(source, "image" | "blank") || destination != "volume" {
-                return Err(bad("Block Device Mapping is Invalid: only image (to local or volume) or blank (to volume) sources are supported."));
+                return Err(bad("Block Device Mapping is Invalid: only image (to local or volume), blank (to volume) or volume (to volume) sources are supported."));
             }
-            let boot_index = match item.get("boot_index") {
-                None | Some(Value::Null) => None,
-                Some(Value::Number(n)) => n.as_i64(),
-                Some(Value::String(s)) => s.parse().ok(),
-                Some(_) => return Err(bad("Invalid input for field/attribute boot_index.")),
-            };
+            let boot_index = boot_index(item)?;
             let image = if source == "image" {
                 Some(item.get("uuid").and_then(Value::as_str).ok_or_else(|| bad("Block Device Mapping is Invalid: uuid is required."))?.to_owned())
             } else {
@@ -210,7 +225,7 @@ fn bdms(call: &Call, server: &Map<String, Value>) -> Result<Vec<Bdm>, ApiError> 
                 Some(kind) => return Err(bad(format!("Volume type {kind} could not be found."))),
             };
             let delete_on_termination = item.get("delete_on_termination").and_then(Value::as_bool).unwrap_or(false);
-            Ok(Bdm { boot_index, local: false, image, size, volume_type, delete_on_termination })
+            Ok(Bdm { boot_index, local: false, image, volume: None, size, volume_type, delete_on_termination })
         })
         .collect()
 }
@@ -297,6 +312,27 @@ fn create(ctx: &Ctx, call: &Call) -> ApiResult {
         if !state.images.get(image).is_some_and(|i| i.visible_to(&call.project_id)) {
             return Err(bad(format!("Image {image} could not be found.")));
         }
+    }
+    let mut attach_volumes: Vec<&str> = Vec::new();
+    for bdm in &bdms {
+        let Some(volume_id) = bdm.volume.as_deref() else { continue };
+        // Nova reads each volume from Cinder (not found → InvalidBDMVolume), reserves an
+        // attachment (only an `available` volume, once) and boots only from a bootable one.
+        let volume = state
+            .volumes
+            .get(volume_id)
+            .filter(|v| v.project_id == call.project_id)
+            .ok_or_else(|| bad(format!("Block Device Mapping is Invalid: failed to get volume {volume_id}.")))?;
+        if volume.status() != "available" || attach_volumes.contains(&volume_id) {
+            let status = if attach_volumes.contains(&volume_id) { "reserved" } else { volume.status() };
+            return Err(bad(format!(
+                "Invalid volume: Volume {volume_id} status must be available or downloading to reserve, but the current status is {status}."
+            )));
+        }
+        if bdm.boot_index == Some(0) && volume.image_id.is_none() {
+            return Err(bad(format!("Block Device {volume_id} is not bootable.")));
+        }
+        attach_volumes.push(volume_id);
     }
     let requested_groups: Vec<String> = match server.get("security_groups") {
         None | Some(Value::Null) => Vec::new(),
@@ -432,9 +468,19 @@ fn create(ctx: &Ctx, call: &Call) -> ApiResult {
     }
     let mut volumes = Vec::new();
     for (index, bdm) in bdms.into_iter().enumerate() {
+        let device = format!("/dev/vd{}", char::from(b'a' + u8::try_from(index.min(25)).unwrap_or(0)));
+        if let Some(volume_id) = bdm.volume {
+            if let Some(volume) = state.volumes.get_mut(&volume_id) {
+                volume.attachment =
+                    Some(Attachment { server_id: id.clone(), attachment_id: uuid::Uuid::new_v4().to_string(), device });
+                volume.delete_on_termination = bdm.delete_on_termination;
+                volume.updated = created;
+            }
+            volumes.push(AttachedVolume { id: volume_id, delete_on_termination: bdm.delete_on_termination });
+            continue;
+        }
         let seq = state.seq();
         let volume_id = uuid::Uuid::new_v4().to_string();
-        let device = format!("/dev/vd{}", char::from(b'a' + u8::try_from(index.min(25)).unwrap_or(0)));
         state.volumes.insert(
             volume_id.clone(),
             Volume {
@@ -547,7 +593,9 @@ fn server_json(state: &State, server: &Server, call: &Call, now: Instant) -> Val
         "OS-EXT-AZ:availability_zone": server.availability_zone,
         "config_drive": if server.config_drive { "True" } else { "" },
         "key_name": server.key_name,
-        "OS-SRV-USG:launched_at": if server.status() == "BUILD" { Value::Null } else { json!(clock::seconds(server.created)) },
+        // Nova's usage fields are naive datetimes with microseconds and no zone
+        // (`2026-12-01T10:00:00.000000`), unlike `created`/`updated`.
+        "OS-SRV-USG:launched_at": if server.status() != "ACTIVE" { Value::Null } else { json!(clock::cinder(server.created)) },
         "OS-SRV-USG:terminated_at": null,
         "security_groups": server.security_groups.iter().map(|n| json!({"name": n})).collect::<Vec<_>>(),
         "OS-EXT-STS:task_state": server.task_state(now),
