@@ -11,7 +11,8 @@
 #      no secret value may appear in anything captured (scripts/canary-check.sh),
 #      then its soak at small N (mixed faults and driver kills; each well
 #      under a minute, its time printed);
-#   4. the Go adapter's tests, its lifecycle run through each provider's sidecar.
+#   4. the Go adapter's tests, its lifecycle run through each provider's sidecar;
+#   5. gardener's Go providers (OpenStack, Azure) against the fakes (goproviders/).
 # Providers are discovered: every providers/<cloud>/examples/conformance.json
 # names the fake its binary machine-driver-<cloud> is tested against.
 set -euo pipefail
@@ -71,3 +72,11 @@ echo "==> Go adapter (adapter/): translation tests and the lifecycle through eve
 bin_dir="$(cd "$TARGET/debug" && pwd)"
 # -count=1: the tests run the Rust binaries, which Go's test cache does not track.
 (cd adapter && MACHINE_DRIVER_BIN_DIR="$bin_dir" go test -count=1 ./...)
+
+# The Go providers as independent clients (goproviders/README.md): gardener's
+# OpenStack and Azure drivers, unmodified, against the fakes; a missing fake
+# binary fails these tests here (CI=true), it never skips them.
+echo "==> Go providers (goproviders/): gardener's OpenStack and Azure drivers against the fakes"
+started=$SECONDS
+(cd goproviders && CI=true GOFLAGS=-mod=mod MACHINE_DRIVER_BIN_DIR="$bin_dir" go test -count=1 -v ./...)
+echo "==> Go providers took $((SECONDS - started)) s"
