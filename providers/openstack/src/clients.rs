@@ -184,10 +184,33 @@ impl<'r> Call<'r> {
     }
 }
 
+/// A machine uid or server id under the credentials and region a request
+/// used: what this process remembers of its creates is keyed so, so that a
+/// request with other credentials (another project, user or Keystone) or in
+/// another region never gets an answer or a record kept for another's.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct Scoped {
+    /// The credentials' fingerprint ([`OsCredentials::fingerprint`]).
+    fingerprint: [u8; 32],
+    /// The region.
+    region: Arc<str>,
+    /// The machine uid or server id.
+    key: String,
+}
+
 impl Api<'_> {
     /// The region of this handle.
     pub(crate) fn region(&self) -> &str {
         &self.shared.region
+    }
+
+    /// `key` (a machine uid or server id) under this handle's credentials and region.
+    pub(crate) fn scoped(&self, key: &str) -> Scoped {
+        Scoped {
+            fingerprint: self.shared.session.fingerprint(),
+            region: Arc::clone(&self.shared.region),
+            key: key.to_string(),
+        }
     }
 
     /// The RPC's context.

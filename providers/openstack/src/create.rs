@@ -21,8 +21,13 @@
 //!   lookup is the main guard; the port, bound once a compute host takes the
 //!   server, is a second one for a cloud whose reads lag; Nova has no client
 //!   token, so these lookups are what keeps a lost answer or a restart from
-//!   making a second server);
-//! - created by this process a moment ago: the same answer, no call (unless
+//!   making a second server). Such an adoption rests on what anyone in the
+//!   project can set (a port's `device_id` and tags), so its record is not
+//!   kept as the server's: delete and initialization by providerID read Nova
+//!   first and judge Nova's record;
+//! - created by this process a moment ago under the same credentials and
+//!   region, and judged the machine's under this request's class (the record
+//!   keeps the creating class's markers): the same answer, no call (unless
 //!   the request's providerID names that server: a create with a providerID
 //!   follows GetMachineStatus answering NOT_FOUND, so it is gone and the
 //!   lookups decide);
@@ -78,11 +83,19 @@ impl OpenStackDriver {
         // may not list it yet). Unless the request names that server: a create
         // with a providerID follows GetMachineStatus answering NOT_FOUND, so
         // the server is gone (an operator, a failed host) and a new one is due.
-        if let Some(id) = self.created_by_uid.get(&req.machine.uid).filter(|id| !self.deleted.contains(id)) {
-            if names_server(req.machine.provider_id.as_deref(), &id) {
-                self.created_by_uid.forget(&req.machine.uid);
+        // Only under the same credentials and region, and only when the record
+        // (the creating class's markers, name and uid) is the machine's under
+        // this request's class: a create of the uid under another class gets
+        // no server made for another, and leaves that server's record alone.
+        let uid_key = api.scoped(&req.machine.uid);
+        if let Some(record) = self.created_by_uid.get(&uid_key).filter(|r| !self.deleted.contains(&r.id)) {
+            if names_server(req.machine.provider_id.as_deref(), &record.id) {
+                self.created_by_uid.forget(&uid_key);
             } else {
-                return Ok(self.answer(&spec, owned_record(&id, name, &markers, &req.machine.uid), true, false));
+                match markers.judge(&record, &req.machine) {
+                    Ownership::Mine => return Ok(self.answer(&api, &spec, record, Source::Posted)),
+                    Ownership::Foreign(why) => log_foreign("create", &record, why),
+                }
             }
         }
 
@@ -91,7 +104,7 @@ impl OpenStackDriver {
         // Nova does not keep names unique: a foreign server of this name is left alone, not adopted.
         let judged = judge_all(&markers, named.servers, &req.machine);
         if let Some(server) = at_most_one(judged.mine, name)? {
-            return Ok(self.answer(&spec, server, false, true));
+            return Ok(self.answer(&api, &spec, server, Source::Read));
         }
         // Neutron unbinds a deleted server's ports a moment later: a port still
         // naming the server the request says is gone does not bring it back.
@@ -102,8 +115,8 @@ impl OpenStackDriver {
             .into_iter()
             .filter(|p| port_is_mine(&markers, p, &req.machine))
             .partition(|p| !p.device_id.is_empty() && !gone(&p.device_id));
-        if let Some(adopted) = self.adopt_through_port(&api, &markers, &req, &bound, &named_ids).await? {
-            return Ok(self.answer(&spec, adopted, false, false));
+        if let Some((adopted, source)) = self.adopt_through_port(&api, &markers, &req, &bound, &named_ids).await? {
+            return Ok(self.answer(&api, &spec, adopted, source));
         }
 
         let mut ports = Vec::new();
@@ -113,8 +126,9 @@ impl OpenStackDriver {
         };
         match made {
             Ok(id) => {
-                self.created_by_uid.record(req.machine.uid.clone(), id.clone());
-                Ok(self.answer(&spec, owned_record(&id, name, &markers, &req.machine.uid), true, false))
+                let record = owned_record(&id, name, &markers, &req.machine.uid);
+                self.created_by_uid.record(uid_key, record.clone());
+                Ok(self.answer(&api, &spec, record, Source::Posted))
             }
             Err(e) if is_for_good(&e) => {
                 if e.kind() == ErrorKind::InvalidArgument {
@@ -138,9 +152,11 @@ impl OpenStackDriver {
     /// lost made it. `bound` are the machine's ports (both markers) attached
     /// to a server; one not among the servers the name lookup showed
     /// (`listed`, each judged there) is read (`GET /servers/{id}`) and adopted
-    /// when judged the machine's; one Nova does not show yet (a lagging
-    /// cloud) is adopted on its port's markers alone, and one of another
-    /// name, cluster or machine is not.
+    /// when judged the machine's ([`Source::Read`]); one Nova does not show
+    /// yet (a lagging cloud) is adopted on its port's markers alone
+    /// ([`Source::Unverified`]: a port's `device_id` and tags can be set by
+    /// anyone in the project, so nothing later trusts that adoption without
+    /// reading Nova), and one of another name, cluster or machine is not.
     async fn adopt_through_port(
         &self,
         api: &Api<'_>,
@@ -148,18 +164,19 @@ impl OpenStackDriver {
         req: &CreateMachine,
         bound: &[Port],
         listed: &[String],
-    ) -> Result<Option<Server>, DriverError> {
+    ) -> Result<Option<(Server, Source)>, DriverError> {
         let name = req.machine.name.as_str();
         for port in bound.iter().filter(|p| !listed.contains(&p.device_id)) {
             answered_id("the device_id of a port", &port.device_id)?;
-            let record = match get_server(api, &port.device_id).await? {
-                Some(server) => server,
-                None => owned_record(&port.device_id, name, markers, &req.machine.uid),
+            let (record, source) = match get_server(api, &port.device_id).await? {
+                Some(server) => (server, Source::Read),
+                // The port's markers stand for the server's: judged as the port (both markers).
+                None => (owned_record(&port.device_id, name, markers, &req.machine.uid), Source::Unverified),
             };
             match markers.judge(&record, &req.machine) {
                 Ownership::Mine => {
-                    tracing::info!(machine = name, server = %record.id, "adopting the server a port of the machine is attached to");
-                    return Ok(Some(record));
+                    tracing::info!(machine = name, server = %record.id, verified = matches!(source, Source::Read), "adopting the server a port of the machine is attached to");
+                    return Ok(Some((record, source)));
                 }
                 Ownership::Foreign(why) => log_foreign("create", &record, why),
             }
@@ -169,17 +186,23 @@ impl OpenStackDriver {
 
     /// The create's answer for the server `record` (judged the machine's, or
     /// made by this create), remembered for the polls, the initialization and
-    /// a delete that follow; its addresses when `read` (a record Nova answered).
-    fn answer(&self, spec: &OpenStackSpec, record: Server, pairs_done: bool, read: bool) -> CreatedMachine {
+    /// a delete that follow (a record of [`Source::Unverified`] is not: those
+    /// read Nova); its addresses when Nova answered the record.
+    fn answer(&self, api: &Api<'_>, spec: &OpenStackSpec, record: Server, source: Source) -> CreatedMachine {
         let id = record.id.clone();
         let name = record.name.clone();
-        self.recent.record(id.clone(), Created { name: name.clone() });
-        if pairs_done {
+        let key = api.scoped(&id);
+        self.recent.record(key.clone(), Created { name: name.clone() });
+        if matches!(source, Source::Posted) {
             self.pairs_complete.insert(id.clone(), std::sync::Arc::new(()));
         }
         self.deleted.forget(&id);
-        let addresses = if read { addresses(&record) } else { Vec::new() };
-        self.made.record(id.clone(), record);
+        let addresses = if matches!(source, Source::Read) { addresses(&record) } else { Vec::new() };
+        match source {
+            Source::Posted | Source::Read => self.made.record(key, record),
+            // Never kept as the server's record, nor left standing from an earlier answer.
+            Source::Unverified => self.made.forget(&key),
+        }
         CreatedMachine {
             provider_id: provider_id(&spec.region, &id),
             node_name: name,
@@ -265,6 +288,22 @@ impl OpenStackDriver {
             .map(str::to_string)
             .ok_or_else(|| DriverError::internal("compute servers.create answered without a server id"))
     }
+}
+
+/// Where the record a create answers with comes from, which decides whether
+/// it may stand in for Nova's record later ([`OpenStackDriver::made`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    /// This process's `POST /servers` (name, markers and uid as sent; its
+    /// ports were made with every pod CIDR).
+    Posted,
+    /// Nova's record, read by this create and judged the machine's.
+    Read,
+    /// Made up from the request (its name, markers and uid) for a server a
+    /// port of the machine is attached to while Nova does not show it: the
+    /// create answers it, but delete and initialization read Nova first and
+    /// judge Nova's record.
+    Unverified,
 }
 
 /// True when `provider_id` names server `id`.

@@ -8,8 +8,10 @@
 //! Only a server the class's markers prove the machine's is deleted
 //! ([`crate::ownership`]); a foreign one is answered as already gone, and
 //! neither it nor any of its ports is touched. By providerID the server's
-//! record is judged: the one this process created or adopted in the last 10
-//! minutes (no call), else one `GET /servers/{id}`, read alongside the ports
+//! record is judged: the one this process created, or adopted from Nova's
+//! record, in the last 10 minutes under the same credentials and region (no
+//! call; never one adopted on its port's markers while Nova did not show
+//! it), else one `GET /servers/{id}`, read alongside the ports
 //! when the request names the machine (the Go provider reads it too, and
 //! requires both metadata keys). Without a providerID the machine's servers
 //! are found by name (duplicates too) and each judged.
@@ -49,7 +51,7 @@ impl OpenStackDriver {
                 Some(pid) => {
                     let (region, id) = parse_provider_id(pid)?;
                     let api = self.pool.api(&creds, &region, ctx)?;
-                    let (server, named_ports) = match self.made.get(&id) {
+                    let (server, named_ports) = match self.made.get(&api.scoped(&id)) {
                         Some(record) => (Some(record), None),
                         None if !name.is_empty() => {
                             let (server, named) = tokio::join!(get_server(&api, &id), ports::named(&api, &name));
@@ -113,8 +115,9 @@ impl OpenStackDriver {
     /// `DELETE /servers/{id}`; true when the server existed.
     async fn delete_server(&self, api: &Api<'_>, id: &str) -> Result<bool, DriverError> {
         let path = format!("/servers/{}", request_id("machine.providerID", id)?);
-        self.recent.forget(&id.to_string());
-        self.made.forget(&id.to_string());
+        let key = api.scoped(id);
+        self.recent.forget(&key);
+        self.made.forget(&key);
         let existed = match api.raw(Call::new(Service::Compute, "servers.delete", Verb::Delete, &path), &[], None).await
         {
             Ok(_) => true,

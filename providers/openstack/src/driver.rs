@@ -8,10 +8,11 @@ use machine_driver_api::{
     RecentCreates, RevokedImageShare, SecretKeys, ShareImage, SharedImage,
 };
 
-use crate::clients::ClientPool;
+use crate::clients::{ClientPool, Scoped};
 use crate::config::OpenStackConfig;
 use crate::credentials::AUTH_URL_KEYS;
 use crate::lookup::{CreateLookups, ServerLookups};
+use crate::os::model::Server;
 use crate::resolve::Resolver;
 
 /// Largest user data Nova takes: 65535 bytes of base64.
@@ -33,18 +34,26 @@ pub(crate) struct Created {
 #[derive(Debug)]
 pub struct OpenStackDriver {
     pub(crate) pool: ClientPool,
-    /// Servers created in the last moments (by id), for status polls Nova cannot answer yet
-    /// and the InitializeMachine that follows a create.
-    pub(crate) recent: RecentCreates<String, Created>,
-    /// The server each machine uid got from this process's create in the last moments.
-    pub(crate) created_by_uid: RecentCreates<String, String>,
+    /// Servers created or adopted in the last moments (by credentials, region
+    /// and server id), for status polls Nova cannot answer yet and the
+    /// InitializeMachine that follows a create.
+    pub(crate) recent: RecentCreates<Scoped, Created>,
+    /// The record of the server each machine uid got from this process's
+    /// `POST /servers` in the last moments (by credentials, region and uid),
+    /// with the markers of the class that made it: a repeated create answers
+    /// it without a call only when it is judged the machine's under the
+    /// repeat's own class ([`crate::ownership`]).
+    pub(crate) created_by_uid: RecentCreates<Scoped, Server>,
     /// Servers deleted in the last moments: gone is NOT_FOUND, not "not visible yet".
     pub(crate) deleted: RecentCreates<String>,
-    /// The record of each server this process created or adopted in the
-    /// last 10 minutes, as Nova shows it (name, markers, uid; by server id):
-    /// a delete or initialization by providerID right after judges it
-    /// ([`crate::ownership`]) without reading it again.
-    pub(crate) made: RecentCreates<String, crate::os::model::Server>,
+    /// The record of each server this process created (its `POST /servers`)
+    /// or adopted from Nova's record in the last 10 minutes (by credentials,
+    /// region and server id): name, the creator's markers, uid. A delete or
+    /// initialization by providerID right after judges it under its own
+    /// class ([`crate::ownership`]) without reading it again. A server
+    /// adopted on its port's markers while Nova did not show it has no record
+    /// here: what the driver would make up is not Nova's word.
+    pub(crate) made: RecentCreates<Scoped, Server>,
     pub(crate) lookups: ServerLookups,
     /// The creates' lookups of servers and ports by machine name, coalesced.
     pub(crate) create_lookups: CreateLookups,

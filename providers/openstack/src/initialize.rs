@@ -39,8 +39,9 @@ impl OpenStackDriver {
             Some(pid) => {
                 let (region, id) = parse_provider_id(pid)?;
                 let api = self.pool.api(&creds, &region, ctx)?;
-                // The server's record: this process's own (no call), else read; judged before any port is touched.
-                let server = match self.made.get(&id) {
+                // The server's record: this process's own (no call; never one made up for an
+                // adoption through a port), else read; judged before any port is touched.
+                let server = match self.made.get(&api.scoped(&id)) {
                     Some(record) => record,
                     None => match get_server(&api, &id).await? {
                         Some(server) => server,
@@ -88,7 +89,7 @@ impl OpenStackDriver {
         let pod_networks = self.pod_network_ids(&api, &creds, &spec).await?;
         let pod_ports: Vec<_> = attached.iter().filter(|p| pod_networks.contains(&p.network_id)).collect();
         if pod_ports.is_empty() {
-            if self.recent.contains(&id) || req.machine.is_young() {
+            if self.recent.contains(&api.scoped(&id)) || req.machine.is_young() {
                 return Err(DriverError::unavailable(
                     "PORTS_NOT_ATTACHED",
                     format!("server {id} has no port on a pod network yet"),

@@ -30,10 +30,15 @@
 //! adopted by create (Nova does not keep names unique: a new server is made).
 //!
 //! Delete by providerID judges the server's record: the one this process
-//! created or adopted in the last 10 minutes ([`Owned`], no call), else one
+//! created (its `POST /servers`, with the creating class's markers) or
+//! adopted from Nova's record in the last 10 minutes, under the same
+//! credentials and region ([`owned_record`], no call), else one
 //! `GET /servers/{id}` (read alongside the machine's ports when the request
-//! names the machine). Ports are deleted only alongside a server judged the
-//! machine's (attached to it) or when they carry both markers themselves.
+//! names the machine). A server adopted on its port's markers while Nova did
+//! not show it has no such record (the port's `device_id` and tags are
+//! anyone's to set in the project): delete and initialization read Nova
+//! first. Ports are deleted only alongside a server judged the machine's
+//! (attached to it) or when they carry both markers themselves.
 
 use machine_driver_api::{ClusterMarkers, DriverError, Foreign, Machine, MarkedVm, Ownership};
 
@@ -111,10 +116,12 @@ pub(crate) fn port_is_mine(markers: &ClusterMarkers, port: &Port, machine: &Mach
     markers.judge(port, machine).is_mine()
 }
 
-/// What `GET /servers/{id}` would show of a server this process created or
-/// adopted a moment ago (its name, markers and uid), kept so that a delete
-/// or initialization right after needs no read to judge it. Judged with the
-/// same impl as a server read from Nova.
+/// What `GET /servers/{id}` would show of a server this process created a
+/// moment ago (its name, the creating class's markers and uid), kept so that
+/// a delete or initialization right after needs no read to judge it. Judged
+/// with the same impl as a server read from Nova, against the markers of the
+/// request at hand. Also what a create adopts on a port's markers while Nova
+/// does not show the server; that one is never kept as the server's record.
 pub(crate) fn owned_record(id: &str, name: &str, markers: &ClusterMarkers, uid: &str) -> Server {
     let mut metadata = std::collections::BTreeMap::new();
     metadata.insert(markers.cluster().to_string(), String::new());

@@ -95,7 +95,7 @@ impl OpenStackDriver {
         let Located { api, id, server, spec } = self.locate(ctx, &req).await?;
         let region = api.region().to_string();
         if let Some(server) = server {
-            self.recent.forget(&server.id);
+            self.recent.forget(&api.scoped(&server.id));
             if server.status.eq_ignore_ascii_case("ERROR") && !server.is_deleting() {
                 return Err(server_error(&server));
             }
@@ -116,7 +116,7 @@ impl OpenStackDriver {
         let Some(id) = id else {
             return Err(DriverError::not_found(format!("server of machine {}", req.machine.name)));
         };
-        if let Some(created) = self.recent.get(&id) {
+        if let Some(created) = self.recent.get(&api.scoped(&id)) {
             return Ok(MachineStatus::not_visible_yet(provider_id(&region, &id), created.name));
         }
         Some(&req.machine)

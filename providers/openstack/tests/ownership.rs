@@ -289,3 +289,101 @@ async fn a_traversal_in_a_path_building_field_reaches_no_url() {
     let revoked = driver.revoke_image_share(&ctx("revoke", 10), ok).await.unwrap();
     assert_eq!(revoked.consumer_account, fake_openstack::PROJECT_ID);
 }
+
+/// Review finding 1: a port's `device_id` and Neutron tags can be set by
+/// anyone in the project. A create adopts the server such a port names on the
+/// port's markers while Nova does not show it (a lost create answer on a
+/// lagging cloud); that record is the driver's own making, so initialize and
+/// delete by providerID must read Nova and judge Nova's record, not trust it.
+#[tokio::test]
+async fn a_server_adopted_on_a_ports_markers_while_nova_hides_it_is_read_before_initialize_or_delete() {
+    let cloud = start().await;
+    // Nova shows servers only a minute after their POST; deletes take effect at once.
+    cloud.admin("/consistency", json!({"invisible_ms": 60_000})).await;
+    let theirs = other_clusters_machine(&cloud, "m-theirs").await;
+    let their_ports = live_ports(&cloud, "m-theirs").await;
+    assert_eq!(their_ports.len(), 1);
+    // Someone in the project makes a port of machine m-lure, with this cluster's
+    // markers, naming the other cluster's (not yet visible) server as its device.
+    let lure = cloud
+        .os(
+            reqwest::Method::POST,
+            "/network/v2.0/ports",
+            Some(json!({"port": {
+                "name": "m-lure", "network_id": fake_openstack::NETWORK_ID,
+                "tags": [CLUSTER, ROLE], "device_id": theirs}})),
+        )
+        .await;
+    assert_eq!(lure["port"]["device_id"], theirs.as_str(), "{lure}");
+    let driver = cloud.driver();
+    // Adoption on the port's markers stays (a lost create answer, see lifecycle.rs).
+    let created = driver.create_machine(&ctx("create", 30), cloud.create_request("m-lure")).await.unwrap();
+    assert_eq!(created.provider_id, pid(&theirs));
+
+    cloud.admin.reset_calls().await.unwrap();
+    // Initialize reads Nova, which does not show the server: nothing is written on its ports.
+    let e = driver.initialize_machine(&ctx("init", 10), mine(&cloud, "m-lure", Some(&theirs))).await.unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::NotFound | ErrorKind::Unavailable), "{e:?}");
+    // Delete reads Nova too: no server delete is sent for a server Nova did not show as the machine's.
+    driver.delete_machine(&ctx("delete", 10), mine(&cloud, "m-lure", Some(&theirs))).await.unwrap();
+    let calls = cloud.calls().await;
+    assert_eq!(calls.calls.get("servers.get"), Some(&2), "{}", calls.breakdown());
+    assert_eq!(calls.calls.get("servers.delete"), None, "{}", calls.breakdown());
+    assert_eq!(calls.calls.get("ports.update"), None, "{}", calls.breakdown());
+    assert_eq!(cloud.live_named("m-theirs").await, vec![theirs.clone()]);
+    assert_eq!(live_ports(&cloud, "m-theirs").await, their_ports);
+}
+
+/// Review finding 2: what a create remembers is the creating class's and
+/// credentials' own. The same machine uid under another class gets no answer
+/// from it (and does not rewrite its record with its own markers), and under
+/// other credentials it is not there at all: a later delete by providerID
+/// judges the creator's record (or reads Nova) under the request's own class.
+#[tokio::test]
+async fn a_create_of_the_uid_under_another_class_or_credentials_does_not_get_or_rewrite_the_creators_record() {
+    let cloud = start().await;
+    let driver = cloud.driver();
+    let ours = driver.create_machine(&ctx("create", 30), cloud.create_request("m-uid")).await.unwrap();
+    let ours_id = ours.provider_id.strip_prefix("openstack:///RegionOne/").unwrap().to_string();
+
+    // The same machine and class under other credentials (another project): not this project's answer...
+    let mut elsewhere = cloud.create_request("m-uid");
+    elsewhere.secret = cloud.owner_secret();
+    let answered = driver.create_machine(&ctx("create", 30), elsewhere).await;
+    assert!(!matches!(&answered, Ok(c) if c.provider_id == ours.provider_id), "{answered:?}");
+    // ...nor its record trusted by a delete by providerID: Nova is read with those credentials (404 there).
+    cloud.admin.reset_calls().await.unwrap();
+    let mut by_elsewhere = mine(&cloud, "m-uid", Some(&ours_id));
+    by_elsewhere.secret = cloud.owner_secret();
+    driver.delete_machine(&ctx("delete", 10), by_elsewhere).await.unwrap();
+    let calls = cloud.calls().await;
+    assert_eq!(calls.calls.get("servers.get"), Some(&1), "{}", calls.breakdown());
+    assert_eq!(calls.calls.get("servers.delete"), None, "{}", calls.breakdown());
+    assert!(cloud.live_named("m-uid").await.contains(&ours_id));
+
+    // The same machine (name and uid) under another cluster's class: its own server.
+    let mut other = cloud.create_request("m-uid");
+    other.class = other_cluster_class(&cloud);
+    let theirs = driver.create_machine(&ctx("create", 30), other).await.unwrap();
+    assert_ne!(theirs.provider_id, ours.provider_id);
+    let live = cloud.live_named("m-uid").await;
+    assert_eq!(live.len(), 2, "{live:?}");
+
+    // Deleting our server by providerID under the other class: not that class's server.
+    cloud.admin.reset_calls().await.unwrap();
+    let mut by_other = mine(&cloud, "m-uid", Some(&ours_id));
+    by_other.class = other_cluster_class(&cloud);
+    assert!(driver.delete_machine(&ctx("delete", 10), by_other).await.unwrap().already_gone);
+    assert!(cloud.live_named("m-uid").await.contains(&ours_id));
+    let calls = cloud.calls().await;
+    assert_eq!(calls.calls.get("servers.delete"), None, "{}", calls.breakdown());
+
+    // The creator's own delete still needs no read (3 calls: the conformance budget).
+    cloud.admin.reset_calls().await.unwrap();
+    let deleted = driver.delete_machine(&ctx("delete", 10), mine(&cloud, "m-uid", Some(&ours_id))).await.unwrap();
+    assert!(!deleted.already_gone);
+    let calls = cloud.calls().await;
+    assert_eq!(calls.calls.get("servers.get"), None, "{}", calls.breakdown());
+    assert_eq!(calls.total, 3, "{}", calls.breakdown());
+    assert!(!cloud.live_named("m-uid").await.contains(&ours_id));
+}

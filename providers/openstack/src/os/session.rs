@@ -51,6 +51,12 @@ impl Session {
         &self.http
     }
 
+    /// The fingerprint of the session's credentials (Keystone, the user or
+    /// application credential, the project scope, TLS settings).
+    pub(crate) fn fingerprint(&self) -> [u8; 32] {
+        self.creds.fingerprint
+    }
+
     fn cached(&self) -> Option<Arc<Token>> {
         self.current.lock().unwrap_or_else(PoisonError::into_inner).clone().filter(|t| t.is_fresh())
     }
