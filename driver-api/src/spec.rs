@@ -11,8 +11,12 @@
 //!
 //! - a `null` value is the same as an absent key (the field's default);
 //! - a key matching a field only in case is that field (an exact match wins);
-//! - an unknown key is skipped, logged once per class with its path, and
-//!   counted in `machine_driver_provider_spec_unknown_fields_total{field}`;
+//! - an unknown key is skipped, logged once per class (one warning listing at
+//!   most 10 paths), and counted in
+//!   `machine_driver_provider_spec_unknown_fields_total{field}`, whose label is
+//!   the path with array indices dropped (`disks[].x`) for the first 64
+//!   distinct paths of the process and `other` beyond them, so that no spec
+//!   can grow the series without bound;
 //!   with [`set_strict_provider_spec`] (the server's `--strict-provider-spec`)
 //!   it is refused instead, INVALID_ARGUMENT naming it.
 //!
@@ -31,10 +35,8 @@ use crate::error::DriverError;
 
 static STRICT: AtomicBool = AtomicBool::new(false);
 
-/// Most (class, field) pairs remembered for "logged once per class".
-const MAX_WARNED: usize = 4096;
-
-static WARNED: Mutex<Option<HashSet<(u64, String)>>> = Mutex::new(None);
+/// The unknown-field reports of this process (metric labels, classes warned about).
+static REPORTS: Mutex<Option<UnknownFields>> = Mutex::new(None);
 
 /// Refuse unknown providerSpec keys (INVALID_ARGUMENT) instead of skipping
 /// them with a warning. Process-wide; set once at start from the server's
@@ -83,25 +85,127 @@ fn trim(e: impl std::fmt::Display) -> String {
     }
 }
 
-/// Logs each unknown field once per class (by the spec's content) and counts it.
+/// Logs the unknown fields once per class (by the spec's content) and counts them.
 fn report_unknown(raw: &[u8], unknown: &[String]) {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    raw.hash(&mut h);
-    let class = h.finish();
-    let mut warned = WARNED.lock().unwrap_or_else(PoisonError::into_inner);
-    let warned = warned.get_or_insert_with(HashSet::new);
-    for field in unknown {
-        metrics::counter!("machine_driver_provider_spec_unknown_fields_total", "field" => field.clone()).increment(1);
-        if warned.len() >= MAX_WARNED {
-            warned.clear();
+    let mut reports = REPORTS.lock().unwrap_or_else(PoisonError::into_inner);
+    reports.get_or_insert_with(UnknownFields::default).report(raw, unknown);
+}
+
+/// Distinct `field` label values of `machine_driver_provider_spec_unknown_fields_total`
+/// a process records; every further field is counted under [`OTHER_FIELDS`].
+const MAX_UNKNOWN_FIELD_LABELS: usize = 64;
+
+/// The `field` label of unknown fields beyond the first [`MAX_UNKNOWN_FIELD_LABELS`]
+/// distinct ones, and of any field path longer than [`MAX_LABELLED_FIELD_LEN`].
+const OTHER_FIELDS: &str = "other";
+
+/// Longest field path that gets a label of its own.
+const MAX_LABELLED_FIELD_LEN: usize = 128;
+
+/// Most classes remembered for "logged once per class" (forgotten all at once beyond it).
+const MAX_WARNED_CLASSES: usize = 4096;
+
+/// Most unknown field paths one warning lists (the rest are counted).
+const MAX_WARNED_FIELDS: usize = 10;
+
+/// Longest field path a warning shows (longer ones are cut).
+const MAX_WARNED_FIELD_LEN: usize = 128;
+
+/// What the unknown-field reports remember: bounded by construction, whatever
+/// the specs hold (a spec can carry any number of keys of any length).
+#[derive(Debug, Default)]
+struct UnknownFields {
+    /// The field labels given out so far, at most [`MAX_UNKNOWN_FIELD_LABELS`].
+    labels: HashSet<String>,
+    /// Classes (hashes of their spec) already warned about.
+    warned: HashSet<u64>,
+}
+
+/// What one report did (for tests).
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Reported {
+    /// Whether a warning was logged.
+    warned: bool,
+    /// Fields counted under [`OTHER_FIELDS`].
+    others: u64,
+}
+
+impl UnknownFields {
+    /// Counts `unknown` (the paths of one spec's unknown fields) under bounded
+    /// labels, and logs one warning for the class unless it already got one.
+    fn report(&mut self, raw: &[u8], unknown: &[String]) -> Reported {
+        let mut others = 0u64;
+        for field in unknown {
+            let label = label_of(field);
+            if self.labels.contains(label.as_str())
+                || (self.labels.len() < MAX_UNKNOWN_FIELD_LABELS
+                    && label.len() <= MAX_LABELLED_FIELD_LEN
+                    && self.labels.insert(label.clone()))
+            {
+                metrics::counter!("machine_driver_provider_spec_unknown_fields_total", "field" => label).increment(1);
+            } else {
+                others += 1;
+            }
         }
-        if warned.insert((class, field.clone())) {
-            tracing::warn!(
-                field = %format!("providerSpec.{field}"),
-                "providerSpec has a field this driver does not know: ignored (a newer Gardener extension, or a typo?)"
-            );
+        if others > 0 {
+            metrics::counter!("machine_driver_provider_spec_unknown_fields_total", "field" => OTHER_FIELDS)
+                .increment(others);
         }
+        let warned = self.warn_once(raw, unknown);
+        Reported { warned, others }
+    }
+
+    /// One warning per class, listing at most [`MAX_WARNED_FIELDS`] fields.
+    fn warn_once(&mut self, raw: &[u8], unknown: &[String]) -> bool {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        raw.hash(&mut h);
+        if self.warned.len() >= MAX_WARNED_CLASSES {
+            self.warned.clear();
+        }
+        if !self.warned.insert(h.finish()) {
+            return false;
+        }
+        let mut fields: Vec<String> = unknown.iter().take(MAX_WARNED_FIELDS).map(|f| shown_field(f)).collect();
+        if unknown.len() > MAX_WARNED_FIELDS {
+            fields.push(format!("and {} more", unknown.len() - MAX_WARNED_FIELDS));
+        }
+        tracing::warn!(
+            fields = %fields.join(", "),
+            count = unknown.len(),
+            "providerSpec has fields this driver does not know: ignored (a newer Gardener extension, or a typo?)"
+        );
+        true
+    }
+}
+
+/// The metric label of an unknown field's path: array indices dropped
+/// (`disks[0].x` and `disks[1].x` are one field, `disks[].x`).
+fn label_of(path: &str) -> String {
+    let mut label = String::with_capacity(path.len());
+    let mut in_index = false;
+    for c in path.chars() {
+        match c {
+            '[' => {
+                in_index = true;
+                label.push('[');
+            }
+            ']' => {
+                in_index = false;
+                label.push(']');
+            }
+            c if in_index && c.is_ascii_digit() => {}
+            c => label.push(c),
+        }
+    }
+    label
+}
+
+/// `providerSpec.<path>` as a warning shows it, cut to [`MAX_WARNED_FIELD_LEN`] characters.
+fn shown_field(path: &str) -> String {
+    match path.char_indices().nth(MAX_WARNED_FIELD_LEN) {
+        Some((cut, _)) => format!("providerSpec.{}...", &path[..cut]),
+        None => format!("providerSpec.{path}"),
     }
 }
 
@@ -375,5 +479,83 @@ mod tests {
         let err = parse::<Spec>(raw, true).unwrap_err();
         assert!(err.field().is_some_and(|f| f.starts_with("providerSpec.")), "{err:?}");
         assert!(parse::<Spec>(raw, false).is_ok());
+    }
+
+    /// Records the `field` label of every unknown-field counter series registered.
+    #[derive(Debug, Default)]
+    struct SeriesRecorder {
+        series: Mutex<HashSet<String>>,
+    }
+
+    impl metrics::Recorder for SeriesRecorder {
+        fn describe_counter(&self, _: metrics::KeyName, _: Option<metrics::Unit>, _: metrics::SharedString) {}
+        fn describe_gauge(&self, _: metrics::KeyName, _: Option<metrics::Unit>, _: metrics::SharedString) {}
+        fn describe_histogram(&self, _: metrics::KeyName, _: Option<metrics::Unit>, _: metrics::SharedString) {}
+        fn register_counter(&self, key: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Counter {
+            if key.name() == "machine_driver_provider_spec_unknown_fields_total" {
+                let field = key.labels().find(|l| l.key() == "field").map(|l| l.value().to_string());
+                self.series.lock().unwrap().insert(field.unwrap_or_default());
+            }
+            metrics::Counter::noop()
+        }
+        fn register_gauge(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Gauge {
+            metrics::Gauge::noop()
+        }
+        fn register_histogram(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Histogram {
+            metrics::Histogram::noop()
+        }
+    }
+
+    /// A spec with `n` unknown keys named after `tag`, one of them in an array.
+    fn spec_with_unknown_keys(tag: &str, n: usize) -> (Vec<u8>, Vec<String>) {
+        let mut spec = serde_json::json!({"machineType": "m", "disks": [{"sizeGb": 1, "x": 1}, {"sizeGb": 2, "x": 2}]});
+        let obj = spec.as_object_mut().unwrap();
+        for i in 0..n {
+            obj.insert(format!("{tag}-{i}"), Value::from(i));
+        }
+        let raw = serde_json::to_vec(&spec).unwrap();
+        let unknown = RefCell::new(Vec::new());
+        let value: Value = serde_json::from_slice(&raw).unwrap();
+        let _: Spec =
+            serde_path_to_error::deserialize(Lenient { value, path: String::new(), unknown: &unknown }).unwrap();
+        (raw, unknown.into_inner())
+    }
+
+    #[test]
+    fn unknown_field_series_and_warnings_are_bounded_whatever_the_specs_hold() {
+        let recorder = SeriesRecorder::default();
+        let mut reports = UnknownFields::default();
+        let mut results = Vec::new();
+        metrics::with_local_recorder(&recorder, || {
+            // A class with only the array's unknown field comes first (so that it has a label whatever the key order).
+            let (raw, unknown) = spec_with_unknown_keys("none", 0);
+            assert_eq!(reports.report(&raw, &unknown), Reported { warned: true, others: 0 });
+            for tag in ["a", "b", "c"] {
+                let (raw, unknown) = spec_with_unknown_keys(tag, 5_000);
+                assert_eq!(unknown.len(), 5_002, "5,000 top-level keys and disks[0].x, disks[1].x");
+                results.push(reports.report(&raw, &unknown));
+                // The same class again: counted, not logged again.
+                results.push(reports.report(&raw, &unknown));
+            }
+        });
+        let series = recorder.series.lock().unwrap().clone();
+        assert!(series.len() <= MAX_UNKNOWN_FIELD_LABELS + 1, "{} series", series.len());
+        assert!(series.contains(OTHER_FIELDS), "fields beyond the first {MAX_UNKNOWN_FIELD_LABELS} are `other`");
+        assert!(series.contains("disks[].x"), "array indices are not part of the label: {series:?}");
+        assert!(!series.iter().any(|s| s.starts_with("c-")), "the third spec's keys got no series of their own");
+        let warnings: Vec<bool> = results.iter().map(|r| r.warned).collect();
+        assert_eq!(warnings, [true, false, true, false, true, false], "one warning per class");
+        assert_eq!(results[0].others, 5_000 - (MAX_UNKNOWN_FIELD_LABELS as u64 - 1));
+        assert_eq!(results[2].others, 5_000, "only disks[].x has a label of its own");
+        assert_eq!(results[4].others, 5_000);
+        assert_eq!(reports.labels.len(), MAX_UNKNOWN_FIELD_LABELS);
+
+        // A field path longer than the label limit is `other` even while labels are left.
+        let mut fresh = UnknownFields::default();
+        let long = "k".repeat(MAX_LABELLED_FIELD_LEN + 1);
+        assert_eq!(fresh.report(b"{}", std::slice::from_ref(&long)).others, 1);
+        assert!(fresh.labels.is_empty());
+        assert_eq!(shown_field(&long).len(), "providerSpec.".len() + MAX_WARNED_FIELD_LEN + 3);
+        assert_eq!(label_of("disks[12].ebs[3].x"), "disks[].ebs[].x");
     }
 }

@@ -14,6 +14,7 @@ use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use machine_driver_proto::v1 as pb;
 
+use crate::admission::Arrival;
 use crate::status::{code_for, to_status};
 
 /// How MCM's Go providers count an answer in MCM's driver metrics.
@@ -68,14 +69,20 @@ pub(crate) struct CallLabels<'a> {
 /// before it gives up on its own and sees only CANCELLED.
 ///
 /// No call runs longer than [`LONGEST_CALL`], whatever the caller asked for.
-pub(crate) fn context(rpc: &'static str, metadata: &MetadataMap, default_timeout: Duration) -> CallContext {
-    let timeout = metadata
+///
+/// The deadline counts from when the request's headers arrived (the
+/// [`Arrival`] the admission recorded), so that the time its body took and
+/// its wait for a call slot are spent from it, as they are from the caller's.
+pub(crate) fn context<T>(rpc: &'static str, request: &tonic::Request<T>, default_timeout: Duration) -> CallContext {
+    let timeout = request
+        .metadata()
         .get("grpc-timeout")
         .and_then(|v| v.to_str().ok())
         .and_then(parse_grpc_timeout)
         .map(|t| t.saturating_sub((t / 10).min(Duration::from_millis(250))))
         .unwrap_or(default_timeout);
-    CallContext::with_timeout(rpc, timeout.min(LONGEST_CALL))
+    let from = request.extensions().get::<Arrival>().map_or_else(tokio::time::Instant::now, |a| a.0);
+    CallContext::new(rpc, from + timeout.min(LONGEST_CALL))
 }
 
 /// Longest any call may run, whatever deadline the caller asked for. Enforced
@@ -301,11 +308,22 @@ mod tests {
 
     #[test]
     fn no_call_runs_longer_than_the_longest_call() {
-        let mut metadata = MetadataMap::new();
-        metadata.insert("grpc-timeout", "2H".parse().expect("header"));
-        let ctx = context("CreateMachine", &metadata, Duration::from_secs(60));
+        let mut request = tonic::Request::new(());
+        request.metadata_mut().insert("grpc-timeout", "2H".parse().expect("header"));
+        let ctx = context("CreateMachine", &request, Duration::from_secs(60));
         assert!(ctx.remaining() <= LONGEST_CALL, "{:?}", ctx.remaining());
         assert!(ctx.remaining() > LONGEST_CALL - Duration::from_secs(5));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_deadline_counts_from_the_arrival_of_the_request() {
+        let mut request = tonic::Request::new(());
+        request.metadata_mut().insert("grpc-timeout", "10S".parse().expect("header"));
+        request.extensions_mut().insert(Arrival(tokio::time::Instant::now()));
+        tokio::time::advance(Duration::from_secs(4)).await;
+        let ctx = context("GetMachineStatus", &request, Duration::from_secs(60));
+        // 10 s less 250 ms of margin, of which 4 s went by before the handler ran.
+        assert_eq!(ctx.remaining(), Duration::from_millis(5_750));
     }
 
     #[test]

@@ -45,9 +45,48 @@ pub struct ServerArgs {
     #[arg(long, env = "MACHINE_DRIVER_DEFAULT_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
     pub default_timeout: Duration,
 
-    /// Most RPCs served at once; further calls wait for a slot.
+    /// Most RPCs served at once; further calls wait for a slot. A call takes
+    /// its slot only once its request has arrived in full; health checks and
+    /// the Identity service take none (they answer while every slot is taken).
     #[arg(long, env = "MACHINE_DRIVER_MAX_CONCURRENT_CALLS", default_value_t = 1024)]
     pub max_concurrent_calls: usize,
+
+    /// How long a request may take to arrive in full once its headers have:
+    /// a stream whose request is not complete by then is answered
+    /// DEADLINE_EXCEEDED and reset. Until it is complete it holds no call slot.
+    #[arg(long, env = "MACHINE_DRIVER_REQUEST_BODY_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub request_body_timeout: Duration,
+
+    /// Most request bytes held at once by calls that are arriving, waiting for
+    /// a slot or running (`256MiB`, `1GiB`, or bytes); a request waits for room
+    /// before it is read further. At least one largest request (4 MiB).
+    #[arg(long, env = "MACHINE_DRIVER_MAX_BUFFERED_REQUEST_BYTES", default_value = "256MiB", value_parser = parse_size)]
+    pub max_buffered_request_bytes: usize,
+
+    /// Most client connections open at once; a connection beyond it is closed
+    /// as soon as it is accepted (and counted in `machine_driver_connections_refused_total`).
+    #[arg(long, env = "MACHINE_DRIVER_MAX_CONNECTIONS", default_value_t = 64)]
+    pub max_connections: usize,
+
+    // 400, well below --max-concurrent-calls so that no one connection takes
+    // every call slot, and twice the 200 ids the AWS and GCP drivers read per
+    // cloud call: 10,000 concurrent polls on one connection arrive in waves of
+    // this size, 2 cloud calls each. With 512 (the earlier value) a wave took
+    // 3 (52-59 calls in all) and 256 took 81 calls (two calls per 256), where
+    // the bench's target is 60; 1,024 took the driver's peak RSS to 72.6 MiB.
+    /// Most HTTP/2 streams (calls) one connection may have open at once; a
+    /// client beyond it queues its calls on its side.
+    #[arg(long, env = "MACHINE_DRIVER_MAX_STREAMS_PER_CONNECTION", default_value_t = 400)]
+    pub max_streams_per_connection: u32,
+
+    /// Interval of the HTTP/2 keepalive PINGs the server sends on a
+    /// connection that has sent nothing for that long (`0` turns them off).
+    #[arg(long, env = "MACHINE_DRIVER_HTTP2_KEEPALIVE_INTERVAL", default_value = "30s", value_parser = parse_duration)]
+    pub http2_keepalive_interval: Duration,
+
+    /// How long the client has to answer a keepalive PING before its connection is closed.
+    #[arg(long, env = "MACHINE_DRIVER_HTTP2_KEEPALIVE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub http2_keepalive_timeout: Duration,
 
     /// How long in-flight calls may take to finish after SIGTERM/SIGINT.
     #[arg(long, env = "MACHINE_DRIVER_SHUTDOWN_GRACE", default_value = "20s", value_parser = parse_duration)]
@@ -176,6 +215,22 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     })
 }
 
+/// Parses a size: bytes, or a number with `KiB`, `MiB` or `GiB`.
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: usize = num.parse().map_err(|_| format!("{s:?}: expected a size like 256MiB"))?;
+    let scale: usize = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        other => return Err(format!("{s:?}: unknown unit {other:?} (use KiB, MiB or GiB)")),
+    };
+    n.checked_mul(scale).ok_or_else(|| format!("{s:?}: too large"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -197,5 +252,10 @@ mod tests {
         assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
         assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
         assert!(parse_duration("2 weeks").is_err());
+        assert_eq!(parse_size("256MiB"), Ok(256 << 20));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("1 GiB"), Ok(1 << 30));
+        assert!(parse_size("1MB").is_err());
+        assert!(parse_size("99999999999999999999GiB").is_err());
     }
 }

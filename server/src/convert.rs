@@ -16,9 +16,69 @@ pub(crate) enum MachineNeeds {
     NameOrProviderId,
 }
 
-/// Checks and converts a request's machine.
+/// Longest Kubernetes object name (a DNS-1123 subdomain).
+const MAX_NAME_LEN: usize = 253;
+
+/// Whether `name` is a DNS-1123 subdomain, by Kubernetes' `IsDNS1123Subdomain`:
+/// at most 253 characters, lowercase alphanumerics, `-` and `.`, made of
+/// dot-separated labels that each start and end with an alphanumeric. Every
+/// Machine name the machine-controller sends is one, and nothing else reaches
+/// a provider: `*` and `?` are wildcards in EC2 filters, `/` and `..` walk
+/// request paths.
+pub(crate) fn is_dns1123_subdomain(name: &str) -> bool {
+    let alnum = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    !name.is_empty()
+        && name.len() <= MAX_NAME_LEN
+        && name.split('.').all(|label| {
+            let b = label.as_bytes();
+            matches!((b.first(), b.last()), (Some(&f), Some(&l)) if alnum(f) && alnum(l))
+                && b.iter().all(|&c| alnum(c) || c == b'-')
+        })
+}
+
+/// Refuses a name that is not a DNS-1123 subdomain, naming `field`; the
+/// message shows the name only when it is short and printable.
+fn check_dns1123_subdomain(field: &str, name: &str) -> Result<(), DriverError> {
+    if is_dns1123_subdomain(name) {
+        return Ok(());
+    }
+    let shown = if name.len() <= 64 && name.chars().all(|c| c.is_ascii_graphic() || c == ' ') {
+        format!("{name:?} ")
+    } else {
+        format!("({} bytes) ", name.len())
+    };
+    Err(DriverError::invalid_argument(
+        field,
+        format!(
+            "{shown}is not a DNS-1123 subdomain (at most {MAX_NAME_LEN} characters: lowercase letters, digits, \
+             '-' and '.', each dot-separated part starting and ending with a letter or digit)"
+        ),
+    ))
+}
+
+/// Refuses a Kubernetes name that is clearly unsafe to pass on: longer than
+/// 253 bytes, or holding a control character, whitespace, a path separator or
+/// a wildcard. Kept loose on purpose (neither the namespace nor the class name
+/// reaches a cloud request): every name Gardener writes passes. Empty passes.
+fn check_plain_name(field: &str, name: &str) -> Result<(), DriverError> {
+    let unsafe_char = |c: char| c.is_control() || c.is_whitespace() || matches!(c, '/' | '\\' | '*' | '?');
+    if name.len() > MAX_NAME_LEN {
+        return Err(DriverError::invalid_argument(field, format!("is longer than {MAX_NAME_LEN} bytes")));
+    }
+    if name.chars().any(unsafe_char) {
+        return Err(DriverError::invalid_argument(
+            field,
+            "holds a control character, whitespace, '/', '\\', '*' or '?' (not a Kubernetes name)",
+        ));
+    }
+    Ok(())
+}
+
+/// Checks and converts a request's machine. A machine name must be a DNS-1123
+/// subdomain ([`is_dns1123_subdomain`]); it may be empty (blank) only where
+/// the RPC allows no name (delete by provider_id), and is then passed on empty.
 pub(crate) fn machine(m: Option<pb::Machine>, needs: MachineNeeds) -> Result<api::Machine, DriverError> {
-    let m = m.ok_or_else(|| DriverError::invalid_argument("machine", "is required"))?;
+    let mut m = m.ok_or_else(|| DriverError::invalid_argument("machine", "is required"))?;
     let has_name = !m.name.trim().is_empty();
     match needs {
         MachineNeeds::NameAndUid | MachineNeeds::Name if !has_name => {
@@ -32,6 +92,12 @@ pub(crate) fn machine(m: Option<pb::Machine>, needs: MachineNeeds) -> Result<api
         }
         _ => {}
     }
+    if has_name {
+        check_dns1123_subdomain("machine.name", &m.name)?;
+    } else {
+        m.name.clear();
+    }
+    check_plain_name("machine.namespace", &m.namespace)?;
     if needs == MachineNeeds::NameAndUid && m.uid.trim().is_empty() {
         return Err(DriverError::invalid_argument("machine.uid", "is required (it keys create idempotency)"));
     }
@@ -65,6 +131,7 @@ pub(crate) fn machine_class(
     c: Option<pb::MachineClass>,
 ) -> Result<(api::MachineClass, Option<pb::RegistryConfig>), DriverError> {
     let c = c.ok_or_else(|| DriverError::invalid_argument("machine_class", "is required"))?;
+    check_plain_name("machine_class.name", &c.name)?;
     if c.provider_spec.trim().is_empty() {
         return Err(DriverError::invalid_argument("providerSpec", "is required"));
     }
@@ -158,6 +225,71 @@ mod tests {
         assert_eq!(trimmed.provider_id.as_deref(), Some("gce://p/z/m"), "trimmed once, here");
         let blank = pb::Machine { name: "m".into(), provider_id: "  ".into(), ..Default::default() };
         assert_eq!(machine(Some(blank), MachineNeeds::Name).unwrap().provider_id, None);
+    }
+
+    #[test]
+    fn machine_names_are_dns1123_subdomains() {
+        let longest = format!("{}.{}", "a".repeat(200), "b".repeat(52));
+        assert_eq!(longest.len(), 253);
+        for good in ["m", "m-1", "0", "shoot--garden--x-worker-z1-5d6f7-abcde", "a.b-c.d", longest.as_str()] {
+            assert!(is_dns1123_subdomain(good), "{good:?}");
+        }
+        let too_long = format!("{longest}c");
+        for bad in [
+            "*",
+            "m-?",
+            "../x",
+            "M-1",
+            "",
+            "-a",
+            "a-",
+            "a..b",
+            ".a",
+            "a.",
+            "a_b",
+            "m 1",
+            "m\n",
+            "a/b",
+            "ä",
+            too_long.as_str(),
+        ] {
+            assert!(!is_dns1123_subdomain(bad), "{bad:?}");
+        }
+        for needs in [MachineNeeds::NameAndUid, MachineNeeds::Name, MachineNeeds::NameOrProviderId] {
+            for bad in ["*", "m-?", "../x", "M-1", " m", "m\u{0}"] {
+                let m =
+                    pb::Machine { name: bad.into(), uid: "u".into(), provider_id: "p".into(), ..Default::default() };
+                let err = machine(Some(m), needs).unwrap_err();
+                assert_eq!(err.field(), Some("machine.name"), "{bad:?} {needs:?}");
+                assert_eq!(err.kind(), api::ErrorKind::InvalidArgument);
+            }
+        }
+        // Delete by provider_id alone: a blank name is passed on empty.
+        let m = pb::Machine { name: "  ".into(), provider_id: "p".into(), ..Default::default() };
+        assert_eq!(machine(Some(m), MachineNeeds::NameOrProviderId).unwrap().name, "");
+        let long_garbage = pb::Machine { name: "\u{1b}[31m".repeat(100), uid: "u".into(), ..Default::default() };
+        let err = machine(Some(long_garbage), MachineNeeds::Name).unwrap_err();
+        assert!(!err.message().contains('\u{1b}'), "control characters are not echoed: {}", err.message());
+    }
+
+    #[test]
+    fn namespace_and_class_name_refuse_only_unsafe_characters() {
+        let with_ns = |ns: &str| pb::Machine { name: "m".into(), namespace: ns.into(), ..Default::default() };
+        for ok in ["", "shoot--garden--x", "machine-controller"] {
+            assert!(machine(Some(with_ns(ok)), MachineNeeds::Name).is_ok(), "{ok:?}");
+        }
+        for bad in ["a/b", "*", "a b", "x\n", &"n".repeat(254)] {
+            let err = machine(Some(with_ns(bad)), MachineNeeds::Name).unwrap_err();
+            assert_eq!(err.field(), Some("machine.namespace"), "{bad:?}");
+        }
+        let class =
+            |name: &str| Some(pb::MachineClass { name: name.into(), provider_spec: "{}".into(), ..Default::default() });
+        for ok in ["", "shoot--garden--x-worker-z1-5d6f7", "class", "aws-demo"] {
+            assert!(machine_class(class(ok)).is_ok(), "{ok:?}");
+        }
+        for bad in ["../c", "c?", "c\t"] {
+            assert_eq!(machine_class(class(bad)).unwrap_err().field(), Some("machine_class.name"), "{bad:?}");
+        }
     }
 
     #[test]

@@ -28,3 +28,16 @@ pub fn create_machine_request(
     preparer.prepare(&secret, registry.as_ref(), max_user_data)?;
     Ok(Some(()))
 }
+
+/// Feeds `data` to the HTTP/2 `:authority` rewriter every Unix connection
+/// passes through (`authority::frames`): the first byte picks the size of the
+/// pieces the rest arrives in, the rest is what a client sends. `Err` names
+/// the property broken: the same output fed at once and in pieces, a
+/// connection that is not rewritten unchanged, a rewritten one well-formed
+/// (complete header blocks, literals only, usable `:authority`).
+pub fn authority_rewrite(data: &[u8]) -> Result<(), String> {
+    let Some((&step, input)) = data.split_first() else {
+        return Ok(());
+    };
+    crate::authority::frames::check_invariants(input, usize::from(step % 64) + 1)
+}

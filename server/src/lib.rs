@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
 
+mod admission;
 mod authority;
 mod call;
 mod config;
@@ -25,9 +26,10 @@ use machine_driver_proto::v1::identity_service_server::IdentityServiceServer;
 use machine_driver_proto::v1::machine_driver_service_server::MachineDriverServiceServer;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
-use tower::limit::GlobalConcurrencyLimitLayer;
 
-pub use config::{CloudArgs, Endpoint, LogFormat, ServerArgs, parse_duration};
+use admission::{Admission, Limits};
+
+pub use config::{CloudArgs, Endpoint, LogFormat, ServerArgs, parse_duration, parse_size};
 #[doc(hidden)]
 pub mod fuzzing;
 pub use error::ServeError;
@@ -55,11 +57,34 @@ struct Preflight {
 }
 
 impl Preflight {
-    /// Checks every server flag: the endpoint, the call limit, the registry configuration file.
+    /// Checks every server flag: the endpoint, the transport limits, the registry configuration file.
     fn check(args: &ServerArgs) -> Result<Self, ServeError> {
         let endpoint = Endpoint::parse(&args.endpoint).map_err(ServeError::Config)?;
-        if args.max_concurrent_calls == 0 {
-            return Err(ServeError::Config("--max-concurrent-calls must be at least 1".into()));
+        let at_least_one = [
+            ("--max-concurrent-calls", args.max_concurrent_calls),
+            ("--max-connections", args.max_connections),
+            ("--max-streams-per-connection", args.max_streams_per_connection as usize),
+        ];
+        for (flag, value) in at_least_one {
+            if value == 0 {
+                return Err(ServeError::Config(format!("{flag} must be at least 1")));
+            }
+            if value > tokio::sync::Semaphore::MAX_PERMITS {
+                return Err(ServeError::Config(format!("{flag} is too large")));
+            }
+        }
+        if args.request_body_timeout.is_zero() {
+            return Err(ServeError::Config("--request-body-timeout must be longer than 0".into()));
+        }
+        if !args.http2_keepalive_interval.is_zero() && args.http2_keepalive_timeout.is_zero() {
+            return Err(ServeError::Config("--http2-keepalive-timeout must be longer than 0".into()));
+        }
+        let budget = args.max_buffered_request_bytes;
+        if !(Limits::MIN_BYTE_BUDGET..=tokio::sync::Semaphore::MAX_PERMITS).contains(&budget) {
+            return Err(ServeError::Config(format!(
+                "--max-buffered-request-bytes must hold at least one largest request ({} bytes)",
+                Limits::MIN_BYTE_BUDGET
+            )));
         }
         let user_data = user_data::UserDataPreparer::load(args.registry_config.as_deref())?;
         machine_driver_api::set_strict_provider_spec(args.strict_provider_spec);
@@ -107,6 +132,13 @@ async fn serve_checked<D: Driver>(
         tracing::info!(%local, "metrics and healthz listening");
     }
 
+    // The driver service's calls take a call slot once their request has
+    // arrived (`admission`); health checks and Identity take none, so that
+    // they answer while every slot is taken. Both get the request body timeout.
+    let calls =
+        Arc::new(Limits::calls(args.max_concurrent_calls, args.max_buffered_request_bytes, args.request_body_timeout));
+    let light = Arc::new(Limits::light(args.request_body_timeout));
+    let keepalive = Some(args.http2_keepalive_interval).filter(|i| !i.is_zero());
     // No server-wide timeout layer: every handler takes its deadline from
     // `call::context` (the caller's, capped at `call::LONGEST_CALL`) and
     // answers DEADLINE_EXCEEDED itself.
@@ -114,13 +146,22 @@ async fn serve_checked<D: Driver>(
         // Streams a connection may have open at once (HTTP/2 SETTINGS): a
         // client beyond it queues its calls on its side instead of flooding
         // the connection with streams the server cannot take yet.
-        .max_concurrent_streams(MAX_STREAMS_PER_CONNECTION)
-        .layer(GlobalConcurrencyLimitLayer::new(args.max_concurrent_calls))
-        .add_service(health_service)
+        .max_concurrent_streams(args.max_streams_per_connection)
+        // A peer that stops answering PINGs (gone without closing) loses its connection.
+        .http2_keepalive_interval(keepalive)
+        .http2_keepalive_timeout(Some(args.http2_keepalive_timeout))
+        .add_service(Admission::new(health_service, light.clone()))
         .add_service(reflection().build_v1().map_err(|e| ServeError::Config(e.to_string()))?)
         .add_service(reflection().build_v1alpha().map_err(|e| ServeError::Config(e.to_string()))?)
-        .add_service(IdentityServiceServer::new(identity))
-        .add_service(MachineDriverServiceServer::new(driver_service));
+        .add_service(Admission::new(
+            IdentityServiceServer::new(identity).max_decoding_message_size(admission::MAX_LIGHT_REQUEST),
+            light,
+        ))
+        .add_service(Admission::new(
+            MachineDriverServiceServer::new(driver_service).max_decoding_message_size(admission::MAX_REQUEST_MESSAGE),
+            calls,
+        ));
+    let connections = Arc::new(listener::ConnectionSlots::new(args.max_connections));
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let bound = listener::bind(&endpoint, args.socket_mode).await?;
@@ -133,17 +174,17 @@ async fn serve_checked<D: Driver>(
     let serving = async move {
         match bound {
             listener::Bound::Unix(l, guard) => {
-                let r = router
-                    .serve_with_incoming_shutdown(
-                        UnixListenerStream::new(l).map_ok(authority::AuthorityFix::new),
-                        server_stop,
-                    )
-                    .await;
+                let incoming = UnixListenerStream::new(l)
+                    .try_filter_map(move |io| std::future::ready(Ok(connections.admit(io))))
+                    .map_ok(authority::AuthorityFix::new);
+                let r = router.serve_with_incoming_shutdown(incoming, server_stop).await;
                 drop(guard);
                 r
             }
             listener::Bound::Tcp(l) => {
-                router.serve_with_incoming_shutdown(TcpListenerStream::new(l), server_stop).await
+                let incoming =
+                    TcpListenerStream::new(l).try_filter_map(move |io| std::future::ready(Ok(connections.admit(io))));
+                router.serve_with_incoming_shutdown(incoming, server_stop).await
             }
         }
     };
@@ -182,16 +223,6 @@ async fn serve_checked<D: Driver>(
 /// How long abandoned calls get to send their UNAVAILABLE answer.
 const ABANDON_FLUSH: std::time::Duration = std::time::Duration::from_millis(200);
 
-/// Most HTTP/2 streams one connection may have open at once. MCM runs up to
-/// 50 calls at a time; beyond this a client waits for a stream to close. Without
-/// it a client that opens thousands of streams at once had its connection
-/// closed under it (broken pipe), every call on it lost (`hostile_input` tests).
-/// 512 rather than 1,024: each admitted call holds its request, span and task,
-/// and 10,000 concurrent AWS polls peaked at 72.6 MiB with 1,024 and 55-57 MiB
-/// with 512, in as few cloud calls (52-59) and under 1 s at p99 (the bench's
-/// 10,000 fleet, release build); 256 took 81 calls.
-const MAX_STREAMS_PER_CONNECTION: u32 = 512;
-
 /// Reflection serves the contract, health, and the `google.rpc` error
 /// details the answers carry (ErrorInfo, RetryInfo, BadRequest), so that
 /// grpcurl prints those decoded instead of as raw bytes.
@@ -215,5 +246,41 @@ pub async fn shutdown_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         () = term => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        server: ServerArgs,
+    }
+
+    fn args(flags: &[&str]) -> ServerArgs {
+        let argv = std::iter::once("driver").chain(flags.iter().copied());
+        <Cli as clap::Parser>::try_parse_from(argv).expect("flags parse").server
+    }
+
+    #[test]
+    fn transport_limits_are_checked_before_anything_is_bound() {
+        assert!(Preflight::check(&args(&[])).is_ok(), "the defaults pass");
+        let bad: [&[&str]; 6] = [
+            &["--max-concurrent-calls", "0"],
+            &["--max-connections", "0"],
+            &["--max-streams-per-connection", "0"],
+            &["--request-body-timeout", "0s"],
+            &["--max-buffered-request-bytes", "1MiB"],
+            &["--http2-keepalive-timeout", "0s"],
+        ];
+        for flags in bad {
+            let err = Preflight::check(&args(flags)).expect_err(flags[0]);
+            assert!(err.to_string().contains(flags[0]), "{err}");
+        }
+        assert!(
+            Preflight::check(&args(&["--http2-keepalive-interval", "0s", "--http2-keepalive-timeout", "0s"])).is_ok()
+        );
     }
 }

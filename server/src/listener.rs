@@ -1,12 +1,18 @@
 //! Binding the gRPC endpoint: a Unix socket with the conventions of local
 //! plugins (stale socket replaced, anything else refused, mode set, file removed
-//! on shutdown), or TCP for debugging.
+//! on shutdown), or TCP for debugging; and the cap on open connections.
 
 use std::io;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, UnixListener};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::config::Endpoint;
 use crate::error::ServeError;
@@ -64,5 +70,107 @@ pub(crate) async fn bind(endpoint: &Endpoint, mode: u32) -> Result<Bound, ServeE
             std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(bind_err)?;
             Ok(Bound::Unix(listener, guard))
         }
+    }
+}
+
+/// The server's connection slots: a connection beyond them is closed as soon
+/// as it is accepted, so that no peer can hold more than the cap.
+#[derive(Debug)]
+pub(crate) struct ConnectionSlots {
+    slots: Arc<Semaphore>,
+    max: usize,
+    /// When a refusal was last logged (one warning per [`REFUSAL_LOG_EVERY`]).
+    last_warned: Mutex<Option<Instant>>,
+}
+
+/// How often refused connections are logged at most.
+const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(10);
+
+impl ConnectionSlots {
+    /// `max` connections at once.
+    pub(crate) fn new(max: usize) -> Self {
+        Self { slots: Arc::new(Semaphore::new(max)), max, last_warned: Mutex::new(None) }
+    }
+
+    /// `io` holding a slot until it is dropped, or `None` (and `io` dropped:
+    /// closed) when every slot is taken.
+    pub(crate) fn admit<S>(&self, io: S) -> Option<Counted<S>> {
+        match self.slots.clone().try_acquire_owned() {
+            Ok(slot) => Some(Counted { inner: io, _slot: slot }),
+            Err(_) => {
+                metrics::counter!("machine_driver_connections_refused_total").increment(1);
+                let mut last = self.last_warned.lock().unwrap_or_else(PoisonError::into_inner);
+                if last.is_none_or(|t| t.elapsed() >= REFUSAL_LOG_EVERY) {
+                    *last = Some(Instant::now());
+                    tracing::warn!(
+                        max_connections = self.max,
+                        "connection refused: the server has --max-connections open (logged at most every 10 s)"
+                    );
+                }
+                None
+            }
+        }
+    }
+}
+
+/// An accepted connection holding one of the server's connection slots.
+#[derive(Debug)]
+pub(crate) struct Counted<S> {
+    inner: S,
+    _slot: OwnedSemaphorePermit,
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Counted<S> {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Counted<S> {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
+impl<S: tonic::transport::server::Connected> tonic::transport::server::Connected for Counted<S> {
+    type ConnectInfo = S::ConnectInfo;
+
+    fn connect_info(&self) -> Self::ConnectInfo {
+        self.inner.connect_info()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_connection_beyond_the_cap_is_refused_until_one_closes() {
+        let slots = ConnectionSlots::new(2);
+        let a = slots.admit(1u8).expect("first");
+        let _b = slots.admit(2u8).expect("second");
+        assert!(slots.admit(3u8).is_none(), "third refused");
+        drop(a);
+        assert!(slots.admit(4u8).is_some(), "a slot is given back when its connection is dropped");
     }
 }

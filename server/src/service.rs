@@ -49,7 +49,7 @@ impl<D: Driver> MachineDriverService for DriverService<D> {
         &self,
         request: Request<pb::CreateMachineRequest>,
     ) -> Result<Response<pb::CreateMachineResponse>, Status> {
-        let ctx = call::context("CreateMachine", request.metadata(), self.settings.default_timeout);
+        let ctx = call::context("CreateMachine", &request, self.settings.default_timeout);
         let (metadata, _, req) = request.into_parts();
         let labels = Self::labels(&req.machine);
         let work = async {
@@ -71,7 +71,7 @@ impl<D: Driver> MachineDriverService for DriverService<D> {
         &self,
         request: Request<pb::InitializeMachineRequest>,
     ) -> Result<Response<pb::InitializeMachineResponse>, Status> {
-        let ctx = call::context("InitializeMachine", request.metadata(), self.settings.default_timeout);
+        let ctx = call::context("InitializeMachine", &request, self.settings.default_timeout);
         let (metadata, _, req) = request.into_parts();
         let labels = Self::labels(&req.machine);
         let work = async {
@@ -94,7 +94,7 @@ impl<D: Driver> MachineDriverService for DriverService<D> {
         &self,
         request: Request<pb::GetMachineStatusRequest>,
     ) -> Result<Response<pb::GetMachineStatusResponse>, Status> {
-        let ctx = call::context("GetMachineStatus", request.metadata(), self.settings.default_timeout);
+        let ctx = call::context("GetMachineStatus", &request, self.settings.default_timeout);
         let (metadata, _, req) = request.into_parts();
         let labels = Self::labels(&req.machine);
         let work = async {
@@ -119,7 +119,7 @@ impl<D: Driver> MachineDriverService for DriverService<D> {
         &self,
         request: Request<pb::DeleteMachineRequest>,
     ) -> Result<Response<pb::DeleteMachineResponse>, Status> {
-        let ctx = call::context("DeleteMachine", request.metadata(), self.settings.default_timeout);
+        let ctx = call::context("DeleteMachine", &request, self.settings.default_timeout);
         let (metadata, _, req) = request.into_parts();
         let labels = Self::labels(&req.machine);
         let work = async {
@@ -138,7 +138,7 @@ impl<D: Driver> MachineDriverService for DriverService<D> {
         &self,
         request: Request<pb::ListMachinesRequest>,
     ) -> Result<Response<pb::ListMachinesResponse>, Status> {
-        let ctx = call::context("ListMachines", request.metadata(), self.settings.default_timeout);
+        let ctx = call::context("ListMachines", &request, self.settings.default_timeout);
         let (metadata, _, req) = request.into_parts();
         let work = async {
             if !self.info.capabilities.list_machines {
@@ -158,7 +158,7 @@ impl<D: Driver> MachineDriverService for DriverService<D> {
         &self,
         request: Request<pb::GetVolumeIDsRequest>,
     ) -> Result<Response<pb::GetVolumeIDsResponse>, Status> {
-        let ctx = call::context("GetVolumeIDs", request.metadata(), self.settings.default_timeout);
+        let ctx = call::context("GetVolumeIDs", &request, self.settings.default_timeout);
         let (metadata, _, req) = request.into_parts();
         let work = async {
             if !self.info.capabilities.get_volume_ids {
@@ -185,7 +185,7 @@ impl<D: Driver> MachineDriverService for DriverService<D> {
         &self,
         request: Request<pb::ShareImageRequest>,
     ) -> Result<Response<pb::ShareImageResponse>, Status> {
-        let ctx = call::context("ShareImage", request.metadata(), self.settings.default_timeout);
+        let ctx = call::context("ShareImage", &request, self.settings.default_timeout);
         let (metadata, _, req) = request.into_parts();
         let work = async {
             if !self.info.capabilities.share_image {
@@ -214,7 +214,7 @@ impl<D: Driver> MachineDriverService for DriverService<D> {
         &self,
         request: Request<pb::RevokeImageShareRequest>,
     ) -> Result<Response<pb::RevokeImageShareResponse>, Status> {
-        let ctx = call::context("RevokeImageShare", request.metadata(), self.settings.default_timeout);
+        let ctx = call::context("RevokeImageShare", &request, self.settings.default_timeout);
         let (metadata, _, req) = request.into_parts();
         let work = async {
             if !self.info.capabilities.revoke_image_share {
@@ -242,7 +242,7 @@ impl<D: Driver> MachineDriverService for DriverService<D> {
         &self,
         request: Request<pb::ListImageSharesRequest>,
     ) -> Result<Response<pb::ListImageSharesResponse>, Status> {
-        let ctx = call::context("ListImageShares", request.metadata(), self.settings.default_timeout);
+        let ctx = call::context("ListImageShares", &request, self.settings.default_timeout);
         let (metadata, _, req) = request.into_parts();
         let work = async {
             if !self.info.capabilities.revoke_image_share {

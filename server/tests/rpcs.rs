@@ -259,3 +259,46 @@ async fn registry_config_is_merged_before_the_provider_sees_user_data() {
     assert_eq!(err.code(), Code::InvalidArgument);
     srv.stop();
 }
+
+#[tokio::test]
+async fn machine_names_that_are_not_dns1123_subdomains_are_refused_on_every_rpc() {
+    let mut srv = start("names", |_| {}).await;
+    let mut c = client(&srv.socket).await;
+    let long = "a".repeat(254);
+    for name in ["*", "m-?", "../x", "M-1", "m 1", "a..b", "-m", "m/../../x", long.as_str()] {
+        let with = |name: &str| {
+            let (mut machine, machine_class, secret) = parts(name);
+            if let Some(m) = machine.as_mut() {
+                m.provider_id = "test:///i-1".into();
+            }
+            (machine, machine_class, secret)
+        };
+        let (machine, machine_class, secret) = with(name);
+        let create = c.create_machine(pb::CreateMachineRequest { machine, machine_class, secret }).await;
+        let (machine, machine_class, secret) = with(name);
+        let init = c.initialize_machine(pb::InitializeMachineRequest { machine, machine_class, secret }).await;
+        let (machine, machine_class, secret) = with(name);
+        let status = c.get_machine_status(pb::GetMachineStatusRequest { machine, machine_class, secret }).await;
+        let (machine, machine_class, secret) = with(name);
+        let delete = c.delete_machine(pb::DeleteMachineRequest { machine, machine_class, secret }).await;
+        let answers = [
+            ("CreateMachine", create.map(|_| ())),
+            ("InitializeMachine", init.map(|_| ())),
+            ("GetMachineStatus", status.map(|_| ())),
+            ("DeleteMachine", delete.map(|_| ())),
+        ];
+        for (rpc, answer) in answers {
+            let err = answer.expect_err(&format!("{rpc} accepted machine name {name:?}"));
+            assert_eq!(err.code(), Code::InvalidArgument, "{rpc} {name:?}: {err:?}");
+            let info = err.get_error_details().error_info().expect("ErrorInfo").clone();
+            assert_eq!(info.metadata.get("field").map(String::as_str), Some("machine.name"), "{rpc} {name:?}");
+        }
+    }
+    assert_eq!(srv.driver.seen.calls.load(Ordering::SeqCst), 0, "provider code ran for a refused name");
+
+    // The same RPCs with a DNS-1123 name (dots included) reach the provider.
+    let (machine, machine_class, secret) = parts("shoot--x--y-worker-z1.a-1");
+    c.get_machine_status(pb::GetMachineStatusRequest { machine, machine_class, secret }).await.expect("valid name");
+    assert_eq!(srv.driver.seen.calls.load(Ordering::SeqCst), 1);
+    srv.stop();
+}

@@ -124,7 +124,6 @@ impl ClientFrames {
     }
 
     /// Whether this connection's header blocks are being rewritten.
-    #[cfg(test)]
     pub(crate) fn is_rewriting(&self) -> bool {
         self.mode == Mode::Rewriting
     }
@@ -385,6 +384,111 @@ fn frame_header(len: usize, kind: u8, flags: u8, stream: u32, out: &mut Vec<u8>)
     out.extend_from_slice(&stream.to_be_bytes());
 }
 
+/// What must hold for any client byte stream (the fuzz target's property):
+/// `input` fed at once and fed in pieces of `step` bytes gives the same bytes
+/// and the same verdict; a connection that is not rewritten reaches the
+/// server unchanged (what was released is a prefix of what was sent); a
+/// rewritten one reaches it as well-formed frames whose every header block
+/// decodes with an empty HPACK table (literals only) and carries only usable
+/// `:authority` values, in frames no larger than every peer accepts.
+pub(crate) fn check_invariants(input: &[u8], step: usize) -> Result<(), String> {
+    let mut whole = ClientFrames::new();
+    let mut out_whole = Vec::new();
+    let verdict_whole = whole.feed(input, &mut out_whole).is_ok();
+    let mut pieces = ClientFrames::new();
+    let mut out_pieces = Vec::new();
+    let mut verdict_pieces = true;
+    for chunk in input.chunks(step.max(1)) {
+        if pieces.feed(chunk, &mut out_pieces).is_err() {
+            verdict_pieces = false;
+            break;
+        }
+    }
+    if verdict_whole != verdict_pieces || out_whole != out_pieces {
+        return Err(format!(
+            "feeding at once (ok: {verdict_whole}, {} bytes out) and in pieces of {step} (ok: {verdict_pieces}, {} bytes out) differ",
+            out_whole.len(),
+            out_pieces.len()
+        ));
+    }
+    if whole.is_rewriting() != pieces.is_rewriting() {
+        return Err(format!(
+            "rewriting once fed at once: {}, in pieces: {}",
+            whole.is_rewriting(),
+            pieces.is_rewriting()
+        ));
+    }
+    if !whole.is_rewriting() {
+        if !input.starts_with(&out_whole) {
+            return Err("a connection that is not rewritten reached the server changed".into());
+        }
+        if whole.passes_through() && out_whole.len() != input.len() {
+            return Err("a connection passing through lost bytes".into());
+        }
+        return Ok(());
+    }
+    check_rewritten(&out_whole)
+}
+
+/// The server side of a rewritten connection: the preface, then frames (the
+/// last one may be cut off where the input ended); header blocks complete,
+/// literal-only, with usable authorities, in frames of at most [`MAX_EMITTED_PAYLOAD`].
+fn check_rewritten(out: &[u8]) -> Result<(), String> {
+    let mut rest = out.strip_prefix(PREFACE).ok_or("a rewritten connection lost its preface")?;
+    let mut block: Option<(u32, Vec<u8>)> = None;
+    while rest.len() >= FRAME_HEADER_LEN {
+        let len = usize::from(rest[0]) << 16 | usize::from(rest[1]) << 8 | usize::from(rest[2]);
+        let (kind, flags) = (rest[3], rest[4]);
+        let stream = u32::from_be_bytes([rest[5], rest[6], rest[7], rest[8]]) & 0x7fff_ffff;
+        let header_frame = kind == HEADERS || kind == CONTINUATION;
+        if rest.len() < FRAME_HEADER_LEN + len {
+            if header_frame || block.is_some() {
+                return Err("a header frame reached the server cut off".into());
+            }
+            return Ok(());
+        }
+        let payload = &rest[FRAME_HEADER_LEN..FRAME_HEADER_LEN + len];
+        rest = &rest[FRAME_HEADER_LEN + len..];
+        match (kind, block.as_mut()) {
+            (CONTINUATION, Some((s, fragment))) if *s == stream => fragment.extend_from_slice(payload),
+            (_, Some(_)) => return Err("a rewritten header block was interrupted".into()),
+            (HEADERS, None) => {
+                if flags & PADDED != 0 {
+                    return Err("a rewritten HEADERS frame is padded".into());
+                }
+                let skip = if flags & PRIORITY != 0 { PRIORITY_LEN } else { 0 };
+                let fragment = payload.get(skip..).ok_or("a rewritten HEADERS frame lost its priority fields")?;
+                block = Some((stream, fragment.to_vec()));
+            }
+            (CONTINUATION, None) => return Err("a CONTINUATION reached the server without HEADERS".into()),
+            _ => continue,
+        }
+        if len > MAX_EMITTED_PAYLOAD {
+            return Err(format!("a rewritten header frame of {len} bytes"));
+        }
+        if flags & END_HEADERS != 0
+            && let Some((_, fragment)) = block.take()
+        {
+            let mut fresh = Decoder::new();
+            let headers = fresh.decode(&fragment).map_err(|e| format!("a rewritten block does not decode: {e:?}"))?;
+            if headers.iter().any(|(n, v)| n == b":authority" && http::uri::Authority::try_from(v.as_slice()).is_err())
+            {
+                return Err("a rewritten block carries an unusable :authority".into());
+            }
+            if fragment.first().is_some_and(|b| b & 0xf0 != 0) {
+                return Err("a rewritten block uses HPACK indexing".into());
+            }
+        }
+    }
+    if block.is_some() {
+        return Err("a rewritten header block reached the server unfinished".into());
+    }
+    if !rest.is_empty() {
+        return Err("part of a frame header reached the server".into());
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -580,6 +684,33 @@ mod tests {
         input.extend(headers_frame(3, END_HEADERS, &[0xbf, 0x7f])); // index out of range
         let mut f = ClientFrames::new();
         assert!(matches!(f.feed(&input, &mut Vec::new()), Err(FrameError::Hpack(_))));
+    }
+
+    #[test]
+    fn the_fuzz_property_holds_for_well_formed_and_broken_connections() {
+        let mut enc = loona_hpack::Encoder::new();
+        let socket = request("/tmp/x.sock");
+        let rewritten = connection(&[client_block(&mut enc, &socket), client_block(&mut enc, &socket)]);
+        let mut enc = loona_hpack::Encoder::new();
+        let usable = connection(&[client_block(&mut enc, &request("localhost"))]);
+        let mut broken = rewritten.clone();
+        broken.extend_from_slice(&[0, 0, 1, HEADERS, END_HEADERS, 0, 0, 0, 5, 0xff]);
+        for input in [&rewritten, &usable, &broken, &b"GET / HTTP/1.1\r\n\r\n".to_vec()] {
+            for step in [1, 2, 9, 64, input.len()] {
+                check_invariants(input, step).unwrap_or_else(|e| panic!("step {step}: {e}"));
+                check_invariants(&input[..input.len() / 2], step).unwrap_or_else(|e| panic!("half, step {step}: {e}"));
+            }
+        }
+        // The checker itself fails on what it must catch.
+        let mut indexed = PREFACE.to_vec();
+        indexed.extend(headers_frame(1, END_HEADERS, &[0x40, 1, b'a', 1, b'b']));
+        assert!(check_rewritten(&indexed).is_err(), "incremental indexing");
+        let mut bad_authority = PREFACE.to_vec();
+        bad_authority.extend(headers_frame(1, END_HEADERS, &encode_block(&request("/tmp/x.sock"))));
+        assert!(check_rewritten(&bad_authority).is_err(), "unusable authority");
+        let mut unfinished = PREFACE.to_vec();
+        unfinished.extend(headers_frame(1, 0, &encode_block(&request("localhost"))));
+        assert!(check_rewritten(&unfinished).is_err(), "block without END_HEADERS");
     }
 
     #[test]

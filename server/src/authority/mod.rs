@@ -9,7 +9,7 @@
 //! of the connection gets `:authority: localhost` (see [`frames`]). Writes
 //! (server→client) are never touched.
 
-mod frames;
+pub(crate) mod frames;
 
 use std::io;
 use std::pin::Pin;
