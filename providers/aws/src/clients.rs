@@ -55,7 +55,17 @@ pub(crate) struct AwsClients {
     pub(crate) instances_by_id: Coalescer<String, aws_sdk_ec2::types::Instance>,
     /// Raised when EC2 refused these clients' credentials ([`crate::aws_call::noting_refusal`]).
     pub(crate) credentials_refused: Arc<AtomicBool>,
+    /// Which credentials these clients sign with (without the region): what
+    /// this process remembers of its launches is keyed by it, so that other
+    /// credentials (another account) naming the same instance or uid do not
+    /// use the record.
+    pub(crate) credentials: CredentialsKey,
 }
+
+/// The credentials part of a client key: (access key id, SHA-256 of the
+/// secret access key) for static keys, (role ARN, SHA-256 of the token file
+/// path) for workload identity. Holds no secret.
+pub(crate) type CredentialsKey = (String, String);
 
 type ClientKey = (String, String, String);
 
@@ -136,7 +146,7 @@ impl ClientCache {
             tracing::debug!(access_key_id = %keys.access_key_id, region, "building AWS clients");
             let creds =
                 Credentials::new(&keys.access_key_id, &keys.secret_access_key, None, None, "machine-class-secret");
-            self.build(&keys.access_key_id, creds, region)
+            self.build((key.0.clone(), key.1.clone()), creds, region)
         })
     }
 
@@ -152,7 +162,7 @@ impl ClientCache {
         {
             return Ok(Arc::clone(&keys.clients));
         }
-        match self.assume_role(ctx, identity, region).await {
+        match self.assume_role(ctx, identity, (key.0.clone(), key.1.clone()), region).await {
             Ok(keys) => {
                 let clients = Arc::clone(&keys.clients);
                 *current = Some(keys);
@@ -176,8 +186,15 @@ impl ClientCache {
         }
     }
 
-    /// Exchanges the token for the role's temporary keys (one STS call).
-    async fn assume_role(&self, ctx: &CallContext, identity: &WebIdentity, region: &str) -> Result<SessionKeys> {
+    /// Exchanges the token for the role's temporary keys (one STS call); the
+    /// clients are keyed by `credentials` (the role and its token file).
+    async fn assume_role(
+        &self,
+        ctx: &CallContext,
+        identity: &WebIdentity,
+        credentials: CredentialsKey,
+        region: &str,
+    ) -> Result<SessionKeys> {
         let token = identity.read_token()?;
         let limiter = self.limiter(&identity.role_arn, region);
         let assume = self
@@ -202,7 +219,7 @@ impl ClientCache {
             Some(expiration),
             "workload-identity",
         );
-        let clients = Arc::new(self.build(&identity.role_arn, creds, region));
+        let clients = Arc::new(self.build(credentials, creds, region));
         Ok(SessionKeys { clients, renew_at: renew_at(issued, expiration), expires: expiration })
     }
 
@@ -225,9 +242,9 @@ impl ClientCache {
         })
     }
 
-    /// Clients signing with `creds`, under the rate limiter of `identity` (the
-    /// access key id or the role ARN) in `region`.
-    fn build(&self, identity: &str, creds: Credentials, region: &str) -> AwsClients {
+    /// Clients signing with `creds`, known as `credentials`, under the rate
+    /// limiter of its identity (the access key id or the role ARN) in `region`.
+    fn build(&self, credentials: CredentialsKey, creds: Credentials, region: &str) -> AwsClients {
         let mut ec2 = aws_sdk_ec2::Config::builder()
             .behavior_version(BehaviorVersion::latest())
             .region(Region::new(region.to_string()))
@@ -247,7 +264,7 @@ impl ClientCache {
             sts = sts.endpoint_url(url);
         }
         let ec2 = aws_sdk_ec2::Client::from_conf(ec2.build());
-        let limiter = self.limiter(identity, region);
+        let limiter = self.limiter(&credentials.0, region);
         let credentials_refused = Arc::new(AtomicBool::new(false));
         let instances_by_id = Coalescer::new(
             "ec2 DescribeInstances",
@@ -262,6 +279,7 @@ impl ClientCache {
             limiter,
             instances_by_id,
             credentials_refused,
+            credentials,
         }
     }
 }
@@ -286,6 +304,11 @@ mod tests {
         assert!(Arc::ptr_eq(&a.limiter, &rotated.limiter), "one limiter per access key and region");
         let other_region = cache.get(&ctx, &secret("AK1", "s1"), "us-east-1").await.unwrap();
         assert!(!Arc::ptr_eq(&a.limiter, &other_region.limiter));
+        assert_eq!(a.credentials, other_region.credentials, "the credentials key holds no region");
+        assert_ne!(a.credentials, rotated.credentials, "another secret key, other credentials");
+        let other_key = cache.get(&ctx, &secret("AK2", "s1"), "eu-west-1").await.unwrap();
+        assert_ne!(a.credentials, other_key.credentials, "another access key, other credentials");
+        assert!(!a.credentials.1.contains("s1"), "no secret in the key");
     }
 
     #[test]

@@ -89,7 +89,7 @@ impl AwsDriver {
         let id = instance.instance_id().unwrap_or_default().to_string();
         let node_name = instance.private_dns_name().unwrap_or_default().to_string();
         self.launched.record(
-            id.clone(),
+            crate::initialize::launched_key(&c, &id),
             if launched_now {
                 Launched {
                     node_name: node_name.clone(),
@@ -105,7 +105,7 @@ impl AwsDriver {
             },
         );
         let launch = Launch::now(&id, &c.region, &node_name);
-        self.recent.record(req.machine.uid.clone(), launch.clone());
+        self.recent.record((c.credentials.clone(), req.machine.uid.clone()), launch.clone());
         tracing::info!(machine = %req.machine.name, instance_id = %id, "instance launched");
         Ok(CreatedMachine {
             provider_id: provider_id::encode(&c.region, &id),

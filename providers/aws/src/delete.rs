@@ -43,7 +43,7 @@ impl AwsDriver {
                 },
                 // Launched a moment ago and not visible yet: answering "gone"
                 // would leave it running with no Machine to claim it.
-                None if self.recent_launch(&req).is_some_and(|l| l.instance_id == id) => {
+                None if self.recent_launch(&req, &c).is_some_and(|l| l.instance_id == id) => {
                     return Err(DriverError::unavailable(
                         "NOT_VISIBLE_YET",
                         "the instance was launched a moment ago and is not visible in EC2 yet",
@@ -59,7 +59,7 @@ impl AwsDriver {
                 .collect(),
         };
         if !req.machine.uid.is_empty() {
-            self.recent.forget(&req.machine.uid);
+            self.recent.forget(&(c.credentials.clone(), req.machine.uid.clone()));
         }
         if ids.is_empty() {
             return Ok(gone());

@@ -11,7 +11,7 @@ use machine_driver_api::{
 use crate::clients::{AwsClients, ClientCache};
 use crate::config::AwsConfig;
 use crate::credentials::{ACCESS_KEY_ID_KEYS, ROLE_ARN_KEYS, SECRET_ACCESS_KEY_KEYS, TOKEN_FILE_KEYS};
-use crate::initialize::Launched;
+use crate::initialize::{Launched, LaunchedKey};
 use crate::recent::RecentLaunches;
 use crate::spec::AwsProviderSpec;
 use crate::{provider_id, volumes};
@@ -23,10 +23,12 @@ pub(crate) const MAX_ROOT_DEVICES: usize = 1024;
 /// The machine driver for AWS EC2.
 pub struct AwsDriver {
     pub(crate) clients: ClientCache,
+    /// Launches of the last minutes, by (credentials, machine uid).
     pub(crate) recent: RecentLaunches,
     /// What RunInstances answered for instances launched a moment ago, by
-    /// instance id: the InitializeMachine that follows needs no read.
-    pub(crate) launched: RecentCreates<String, Launched>,
+    /// (credentials, region, instance id): the InitializeMachine that follows
+    /// with the same credentials needs no read.
+    pub(crate) launched: RecentCreates<LaunchedKey, Launched>,
     /// AMI root device names by (region, AMI id); images never change them.
     /// Bounded: [`MAX_ROOT_DEVICES`].
     pub(crate) root_devices: KeyedCache<(String, String), String>,

@@ -4,9 +4,11 @@
 //! while the instance is still `pending`. EC2 accepts interface changes then
 //! (the interfaces exist from launch), so initialization does not wait for
 //! `running`. EC2 call cost:
-//! - right after this process launched the instance: no read at all; the work
-//!   is computed from the interfaces RunInstances returned ([`Launched`]),
-//!   which is used once;
+//! - right after this process launched the instance with the same credentials
+//!   in the same region: no read at all; the work is computed from the
+//!   interfaces RunInstances returned ([`Launched`], kept by [`launched_key`]:
+//!   credentials, region and instance id, so other credentials naming the id
+//!   read instead), which is used once;
 //! - otherwise the status lookup (1-2 DescribeInstances);
 //! - either way the kit judges the instance (the launch record carries the
 //!   tags it was launched with) and a foreign one is NOT_FOUND, untouched;
@@ -43,15 +45,27 @@ pub(crate) struct Launched {
     pub(crate) tags: Vec<Tag>,
 }
 
+/// The key of a launch record ([`AwsDriver::launched`]): the credentials and
+/// region of `c`, and the instance id. An instance id alone names no account:
+/// other credentials naming it must read (and be judged), not use the record.
+pub(crate) fn launched_key(c: &AwsClients, instance_id: &str) -> LaunchedKey {
+    (c.credentials.clone(), c.region.clone(), instance_id.to_string())
+}
+
+/// (credentials, region, instance id): see [`launched_key`].
+pub(crate) type LaunchedKey = (crate::clients::CredentialsKey, String, String);
+
 impl AwsDriver {
     pub(crate) async fn initialize(&self, ctx: &CallContext, req: MachineRef) -> Result<InitializedMachine> {
         let (spec, markers) = crate::ownership::class(&req.class.provider_spec)?;
         crate::ownership::check_machine_name(&req.machine.name)?;
         let (region, instance_id) = Self::locate(&spec, &req.machine)?;
         let c = self.clients(ctx, &req.secret, &region).await?;
-        let known_id = instance_id.clone().or_else(|| self.recent_launch(&req).map(|l| l.instance_id));
+        let known_id = instance_id.clone().or_else(|| self.recent_launch(&req, &c).map(|l| l.instance_id));
         // Taken, not read: a retry after a failed or lost write computes its work from a fresh read.
-        if let Some((id, launched)) = known_id.and_then(|id| self.launched.take(&id).map(|l| (id, l))) {
+        // Only a record of a launch with these credentials in this region.
+        let record = |id: String| self.launched.take(&launched_key(&c, &id)).map(|l| (id, l));
+        if let Some((id, launched)) = known_id.and_then(record) {
             if let Ownership::Foreign(why) = markers.judge(&Tagged(&launched.tags), &req.machine) {
                 return Err(foreign_not_found(format!("instance {id}"), why));
             }

@@ -6,6 +6,7 @@
 use aws_sdk_ec2::types::Instance;
 use machine_driver_api::{CallContext, DriverError, MachineRef, MachineStatus, Result};
 
+use crate::clients::AwsClients;
 use crate::driver::AwsDriver;
 use crate::lookup::{self, Lookup};
 use crate::recent::Launch;
@@ -13,6 +14,18 @@ use crate::spec::AwsProviderSpec;
 use crate::{provider_id, steps};
 
 impl AwsDriver {
+    /// GetMachineStatus: the machine's live instance when the kit judges it
+    /// this machine's (NOT_FOUND for a foreign one); NOT_FOUND for a dead one.
+    /// When EC2 shows nothing: "not visible yet" for a launch of the last 10
+    /// minutes ([`AwsDriver::recent_launch`]) or a young machine, NOT_FOUND
+    /// otherwise.
+    ///
+    /// A launch known only from the request's `lastKnownState` (no record of
+    /// this process for these credentials and this uid, e.g. after a restart)
+    /// is answered "not visible yet" with the state's instance id and region
+    /// (both syntax-checked) although no instance was read or judged: nothing
+    /// of the cloud is acted on, and the first status after EC2 shows the
+    /// instance judges it (NOT_FOUND if it is not this machine's).
     pub(crate) async fn status(&self, ctx: &CallContext, req: MachineRef) -> Result<MachineStatus> {
         let (spec, markers) = crate::ownership::class(&req.class.provider_spec)?;
         crate::ownership::check_machine_name(&req.machine.name)?;
@@ -21,7 +34,7 @@ impl AwsDriver {
         match lookup::machine_instance(ctx, &c, &markers, &req.machine, instance_id.as_deref()).await? {
             Lookup::Live(i) => Ok(machine_status(&spec, &region, &i)),
             Lookup::Dead => Err(DriverError::not_found(format!("instance of machine {}", req.machine.name))),
-            Lookup::Missing => match self.recent_launch(&req) {
+            Lookup::Missing => match self.recent_launch(&req, &c) {
                 Some(l) => Ok(MachineStatus::not_visible_yet(
                     provider_id::encode(&l.region, &l.instance_id),
                     l.node_name.clone(),
@@ -37,11 +50,16 @@ impl AwsDriver {
     }
 
     /// A launch of this machine within the visibility grace period, from this
-    /// process's record or from the machine's lastKnownState.
-    pub(crate) fn recent_launch(&self, req: &MachineRef) -> Option<Launch> {
-        let from_state = Launch::from_state(&req.machine.last_known_state).filter(Launch::is_recent);
-        let from_record = (!req.machine.uid.is_empty()).then(|| self.recent.get(&req.machine.uid)).flatten();
-        let launch = from_record.or(from_state)?;
+    /// process's record of a launch with `c`'s credentials for the machine's
+    /// uid, or else from the machine's lastKnownState (its ids syntax-checked,
+    /// [`Launch::from_state`]). Only a launch in `c`'s region, and of the
+    /// providerID's instance when there is one.
+    pub(crate) fn recent_launch(&self, req: &MachineRef, c: &AwsClients) -> Option<Launch> {
+        let from_state = || Launch::from_state(&req.machine.last_known_state).filter(Launch::is_recent);
+        let from_record = (!req.machine.uid.is_empty())
+            .then(|| self.recent.get(&(c.credentials.clone(), req.machine.uid.clone())))
+            .flatten();
+        let launch = from_record.or_else(from_state).filter(|l| l.region == c.region)?;
         // A providerID naming another instance is not this launch.
         match req.machine.provider_id.as_deref().map(provider_id::decode) {
             Some(Ok((_, id))) if id != launch.instance_id => None,

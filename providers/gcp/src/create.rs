@@ -22,7 +22,7 @@ use machine_driver_api::{
 
 use crate::clients::Api;
 use crate::credentials::GcpCredentials;
-use crate::driver::GcpDriver;
+use crate::driver::{GcpDriver, Inserter};
 use crate::errors::{GceFailure, RETRY_SOON};
 use crate::instance::{InstanceTarget, addresses, build_instance};
 use crate::naming::{InstanceRef, insert_request_id, is_gce_name};
@@ -110,7 +110,7 @@ impl GcpDriver {
                 }
                 Err(f) => return Err(f.into_driver_error()),
             };
-            self.recent.record(target.clone(), ());
+            self.recent.record(target.clone(), Inserter::new(&markers, &key));
             self.deleted.forget(&target);
             self.failed_inserts.forget(&target);
             if !is_done(&op) {

@@ -5,7 +5,7 @@
 use machine_driver_api::{CallContext, DeletedMachine, DriverError, MachineRef, Ownership};
 
 use crate::credentials::GcpCredentials;
-use crate::driver::GcpDriver;
+use crate::driver::{GcpDriver, Inserter};
 use crate::errors::GceFailure;
 use crate::ownership;
 use crate::spec::GcpProviderSpec;
@@ -21,8 +21,11 @@ impl GcpDriver {
     /// is another cluster's, hand-made or an earlier machine's is left alone and
     /// answered as already gone (MCM then lets go of the machine, as it does
     /// for an instance that does not exist). An instance Compute does not show
-    /// is gone, unless this process inserted it a moment ago (not visible yet):
-    /// that one is deleted all the same.
+    /// is gone, unless this process inserted it a moment ago (not visible yet)
+    /// for a request of the same class markers and credentials as this one
+    /// ([`GcpDriver::inserted_by`]): that one is deleted all the same. An
+    /// unseen instance another class or other credentials inserted is answered
+    /// as gone, and its insert record is left for its own requests.
     pub(crate) async fn delete(&self, ctx: &CallContext, req: MachineRef) -> Result<DeletedMachine, DriverError> {
         let spec = GcpProviderSpec::parse(&req.class.provider_spec)?;
         let markers = spec.markers()?;
@@ -42,8 +45,15 @@ impl GcpDriver {
                     return Ok(already_gone());
                 }
             }
-            None if self.recent.contains(&target) => {
+            None if self.inserted_by(&target, &Inserter::new(&markers, &key)) => {
                 tracing::debug!(provider_id = %target.provider_id(), "delete: inserted a moment ago, not visible yet");
+            }
+            None if self.recent.contains(&target) => {
+                tracing::info!(
+                    provider_id = %target.provider_id(),
+                    "delete: not visible, and inserted for another class or other credentials; not deleted"
+                );
+                return Ok(already_gone());
             }
             None => {
                 self.forget_insert(&target);

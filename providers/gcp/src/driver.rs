@@ -3,9 +3,9 @@
 //! `share_image`, `volumes`); which instances they may act on, in `ownership`.
 
 use machine_driver_api::{
-    CallContext, Capabilities, CloudOptions, CreateMachine, CreatedMachine, DeletedMachine, Driver, DriverError,
-    DriverInfo, ImageShares, ListMachines, MachineRef, MachineStatus, Provider, RecentCreates, RevokedImageShare,
-    SecretKeys, ShareImage, SharedImage,
+    CallContext, Capabilities, CloudOptions, ClusterMarkers, CreateMachine, CreatedMachine, DeletedMachine, Driver,
+    DriverError, DriverInfo, ImageShares, ListMachines, MachineRef, MachineStatus, Provider, RecentCreates,
+    RevokedImageShare, SecretKeys, ShareImage, SharedImage,
 };
 
 use crate::clients::{ClientPool, ComputeEndpoint};
@@ -24,8 +24,10 @@ pub const MAX_USER_DATA_BYTES: usize = 262_144;
 #[derive(Debug)]
 pub struct GcpDriver {
     pub(crate) pool: ClientPool,
-    /// Inserts of the last moments, for status polls Compute cannot answer yet.
-    pub(crate) recent: RecentCreates<InstanceRef>,
+    /// Inserts of the last moments, for status polls Compute cannot answer yet,
+    /// each with who inserted it ([`Inserter`]): only a request of the same
+    /// class markers and credentials is answered from it.
+    pub(crate) recent: RecentCreates<InstanceRef, Inserter>,
     /// Deletes of the last moments: a young machine's instance that is gone
     /// after this process deleted it is NOT_FOUND, not "not visible yet".
     pub(crate) deleted: RecentCreates<InstanceRef>,
@@ -38,7 +40,32 @@ pub struct GcpDriver {
     pub(crate) op_waiters: OperationWaiters,
 }
 
+/// Who inserted an instance this process remembers: the class's markers the
+/// insert put on it and the fingerprint of the credentials it was made with.
+/// The record is keyed by project, zone and name only, which another class
+/// (another cluster of the same project) or other credentials may name too;
+/// so it speaks for an unseen instance only to a request whose markers and
+/// credentials are the inserter's ([`GcpDriver::inserted_by`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Inserter {
+    markers: ClusterMarkers,
+    fingerprint: [u8; 32],
+}
+
+impl Inserter {
+    /// The inserter of a request with `markers` and `key`.
+    pub(crate) fn new(markers: &ClusterMarkers, key: &GcpCredentials) -> Self {
+        Self { markers: markers.clone(), fingerprint: key.fingerprint }
+    }
+}
+
 impl GcpDriver {
+    /// True when this process inserted `target` within the last minutes with
+    /// the class markers and credentials of `by` (the current request's).
+    pub(crate) fn inserted_by(&self, target: &InstanceRef, by: &Inserter) -> bool {
+        self.recent.get(target).is_some_and(|inserter| inserter == *by)
+    }
+
     /// A driver with `config`; builds no client until the first call.
     pub fn new(config: GcpConfig) -> Self {
         match &config.endpoint {

@@ -32,9 +32,16 @@
 //! judged the same way (the orphan collector's request carries no uid: only
 //! the markers are checked then). So every DeleteMachine of an instance that
 //! exists is 1 read + 1 `instances.delete` (the Go provider's was 1 delete).
-//! The one exception: an instance this process inserted in the last minutes
-//! and Compute does not show yet (reads are eventually consistent) is deleted
-//! without a judgement, since its insert carried this cluster's markers.
+//! The one exception: an instance Compute does not show yet (reads are
+//! eventually consistent) that this process inserted in the last 10 minutes
+//! for a request with the *same* class markers and the *same* credentials
+//! (fingerprint) as the delete is deleted without a judgement: the insert
+//! record ([`crate::driver::Inserter`]) holds the markers the insert put on it.
+//! The record is keyed by project, zone and name only, so a delete from
+//! another class or with other credentials does not use it: it is answered
+//! "already gone" like any instance Compute does not show, and no
+//! `instances.delete` is sent. GetMachineStatus answers "not visible yet"
+//! from the record under the same condition.
 
 use std::borrow::Cow;
 

@@ -5,7 +5,7 @@
 use machine_driver_api::{CallContext, DriverError, MachineRef, MachineStatus, Ownership, foreign_not_found};
 
 use crate::credentials::GcpCredentials;
-use crate::driver::GcpDriver;
+use crate::driver::{GcpDriver, Inserter};
 use crate::instance::{addresses, status_word};
 use crate::ownership;
 use crate::spec::GcpProviderSpec;
@@ -15,7 +15,8 @@ impl GcpDriver {
     /// another cluster's, a hand-made or an earlier machine's instance of the
     /// name, so that MCM does not adopt it), or, when Compute does not show
     /// it: the failure of its insert operation, "not visible yet" for an
-    /// insert of a moment ago or a young machine, NOT_FOUND otherwise.
+    /// insert of a moment ago by a request of this class's markers and these
+    /// credentials, or for a young machine, NOT_FOUND otherwise.
     pub(crate) async fn status(&self, ctx: &CallContext, req: MachineRef) -> Result<MachineStatus, DriverError> {
         let spec = GcpProviderSpec::parse(&req.class.provider_spec)?;
         let markers = spec.markers()?;
@@ -46,7 +47,7 @@ impl GcpDriver {
         if let Some(failed) = self.insert_outcome(&api, &target).await {
             return Err(failed);
         }
-        if self.recent.contains(&target) {
+        if self.inserted_by(&target, &Inserter::new(&markers, &key)) {
             return Ok(MachineStatus::not_visible_yet(target.provider_id(), target.name.clone()));
         }
         Some(&req.machine)

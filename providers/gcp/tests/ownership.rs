@@ -307,3 +307,47 @@ async fn traversal_in_a_path_part_reaches_no_url() {
     assert_eq!(s.calls().await.total, 0, "a hostile part reached Compute");
     assert_untouched(&s, "m-5").await;
 }
+
+/// The example secret with another service account of the same project: other credentials.
+fn other_secret(s: &FakeCloud) -> machine_driver_api::SecretData {
+    let mut secret = s.secret.clone();
+    let key = String::from_utf8(secret.get("serviceAccountJSON").unwrap().to_vec())
+        .unwrap()
+        .replace("machine-driver@demo-project", "other-driver@demo-project");
+    secret.insert("serviceAccountJSON", key);
+    secret
+}
+
+#[tokio::test]
+async fn an_unseen_instance_is_deleted_unread_only_for_its_inserters_class_and_credentials() {
+    let (s, driver) = start().await;
+    // Compute does not show new instances for the whole test.
+    s.admin("consistency", json!({"invisible_ms": 600_000})).await;
+    other_cluster_creates(&s, &driver, "m-9").await;
+    reset_calls(&s).await;
+
+    // This cluster's class (same project, zone, name and secret): not the inserter's markers.
+    let err = driver.get_machine_status(&ctx(), mine(&s, "m-9", "uid-mine")).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound, "answered for another class's insert: {err:?}");
+    assert!(driver.delete_machine(&ctx(), mine(&s, "m-9", "uid-mine")).await.unwrap().already_gone);
+    assert!(driver.delete_machine(&ctx(), by_provider_id(&s, &provider_id("m-9"))).await.unwrap().already_gone);
+    // The inserter's class with other credentials.
+    let mut other_key = mine(&s, "m-9", "uid-other");
+    other_key.class = other_class(&s);
+    other_key.secret = other_secret(&s);
+    let err = driver.get_machine_status(&ctx(), other_key.clone()).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound, "{err:?}");
+    assert!(driver.delete_machine(&ctx(), other_key).await.unwrap().already_gone);
+    let calls = s.calls().await;
+    assert_eq!(calls.of("instances.delete"), 0, "{calls:?}");
+    assert_untouched(&s, "m-9").await;
+
+    // The inserter itself (its class, its credentials) still gets both answers.
+    let mut theirs = mine(&s, "m-9", "uid-other");
+    theirs.class = other_class(&s);
+    let status = driver.get_machine_status(&ctx(), theirs.clone()).await.unwrap();
+    assert_eq!(status.provider_id, provider_id("m-9"));
+    assert!(!driver.delete_machine(&ctx(), theirs).await.unwrap().already_gone, "its own delete");
+    assert_eq!(s.calls().await.of("instances.delete"), 1);
+    assert_eq!(s.admin.live_named("m-9").await.unwrap()[0].state, "STOPPING");
+}
