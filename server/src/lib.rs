@@ -8,6 +8,7 @@ mod config;
 mod convert;
 mod error;
 mod identity;
+mod io_delegate;
 mod listener;
 mod metrics_http;
 mod provider_main;
