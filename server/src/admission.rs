@@ -28,10 +28,23 @@ use http_body_util::BodyExt;
 use hyper::body::{Body as HttpBody, Frame, SizeHint};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
-use tonic::Status;
 use tonic::body::Body;
 use tonic::server::NamedService;
 use tower::{Service, ServiceExt};
+
+/// Why admission answered a stream itself, before any service ran (turned
+/// into its gRPC status in `status.rs`, the one place statuses are built).
+#[derive(Debug)]
+pub(crate) enum Refused {
+    /// The request did not arrive in full within the body timeout.
+    BodyTimeout(Duration),
+    /// The request is larger than the limit (bytes).
+    TooLarge(usize),
+    /// The request body failed while it was read (the peer reset it).
+    Reading(String),
+    /// The server is shutting down.
+    ShuttingDown,
+}
 
 /// Largest request message the driver service decodes (tonic's default, set
 /// explicitly on the service so that both stay in step).
@@ -124,21 +137,17 @@ where
             let (mut parts, body) = request.into_parts();
             let (body, bytes) = match tokio::time::timeout(limits.body_timeout, read_body(body, &limits)).await {
                 Ok(Ok(read)) => read,
-                Ok(Err(refused)) => return Ok(refused.into_http()),
+                Ok(Err(refused)) => return Ok(refused.into_status().into_http()),
                 Err(_) => {
                     metrics::counter!("machine_driver_request_body_timeouts_total").increment(1);
                     tracing::debug!(path = parts.uri.path(), "request body did not arrive in time: stream answered");
-                    return Ok(Status::deadline_exceeded(format!(
-                        "the request did not arrive in full within the server's request body timeout ({} ms)",
-                        limits.body_timeout.as_millis()
-                    ))
-                    .into_http());
+                    return Ok(Refused::BodyTimeout(limits.body_timeout).into_status().into_http());
                 }
             };
             let slot = match &limits.calls {
                 Some(calls) => match calls.clone().acquire_owned().await {
                     Ok(slot) => Some(slot),
-                    Err(_) => return Ok(Status::unavailable("the server is shutting down").into_http()),
+                    Err(_) => return Ok(Refused::ShuttingDown.into_status().into_http()),
                 },
                 None => None,
             };
@@ -151,12 +160,12 @@ where
 }
 
 /// Reads a request body to its end, within `limits` (size, byte budget).
-async fn read_body(mut body: Body, limits: &Limits) -> Result<(Arrived, Option<OwnedSemaphorePermit>), Status> {
+async fn read_body(mut body: Body, limits: &Limits) -> Result<(Arrived, Option<OwnedSemaphorePermit>), Refused> {
     let mut arrived = Arrived::default();
     let mut total = 0usize;
     let mut held: Option<OwnedSemaphorePermit> = None;
     while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|e| Status::cancelled(format!("reading the request: {e}")))?;
+        let frame = frame.map_err(|e| Refused::Reading(e.to_string()))?;
         let data = match frame.into_data() {
             Ok(data) => data,
             Err(frame) => {
@@ -171,19 +180,12 @@ async fn read_body(mut body: Body, limits: &Limits) -> Result<(Arrived, Option<O
         }
         total = total.saturating_add(data.len());
         if total > limits.max_body {
-            return Err(Status::out_of_range(format!(
-                "request larger than the server's limit of {} bytes",
-                limits.max_body
-            )));
+            return Err(Refused::TooLarge(limits.max_body));
         }
         if let Some(budget) = &limits.bytes {
             // At most `max_body` (checked above), far below u32::MAX.
-            let n = u32::try_from(data.len()).map_err(|_| Status::out_of_range("request frame too large"))?;
-            let permit = budget
-                .clone()
-                .acquire_many_owned(n)
-                .await
-                .map_err(|_| Status::unavailable("the server is shutting down"))?;
+            let n = u32::try_from(data.len()).map_err(|_| Refused::TooLarge(limits.max_body))?;
+            let permit = budget.clone().acquire_many_owned(n).await.map_err(|_| Refused::ShuttingDown)?;
             match held.as_mut() {
                 Some(h) => h.merge(permit),
                 None => held = Some(permit),
@@ -248,6 +250,6 @@ mod tests {
     async fn a_body_beyond_the_limit_is_out_of_range() {
         let body = Body::new(http_body_util::Full::new(Bytes::from(vec![0u8; MAX_LIGHT_REQUEST + 1])));
         let err = read_body(body, &Limits::light(Duration::from_secs(1))).await.expect_err("too large");
-        assert_eq!(err.code(), tonic::Code::OutOfRange);
+        assert_eq!(err.into_status().code(), tonic::Code::OutOfRange);
     }
 }

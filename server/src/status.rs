@@ -44,6 +44,24 @@ pub fn to_status(err: &DriverError) -> Status {
     Status::with_error_details(code_for(err.kind()), err.message(), details)
 }
 
+impl crate::admission::Refused {
+    /// The gRPC status admission answers with (no driver code ran).
+    pub(crate) fn into_status(self) -> Status {
+        use crate::admission::Refused;
+        match self {
+            Refused::BodyTimeout(timeout) => Status::deadline_exceeded(format!(
+                "the request did not arrive in full within the server's request body timeout ({} ms)",
+                timeout.as_millis()
+            )),
+            Refused::TooLarge(limit) => {
+                Status::out_of_range(format!("request larger than the server's limit of {limit} bytes"))
+            }
+            Refused::Reading(e) => Status::cancelled(format!("reading the request: {e}")),
+            Refused::ShuttingDown => Status::unavailable("the server is shutting down"),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
