@@ -72,7 +72,16 @@ impl OpenStackDriver {
                                 return Ok(DeletedMachine { last_known_state: String::new(), already_gone: true });
                             }
                         },
-                        None => (api, Vec::new(), Some(id), named_ports),
+                        // Nova does not show it: nothing is deleted unread. It is
+                        // remembered as deleted (and no longer as a create of a moment
+                        // ago), so that a status poll answers NOT_FOUND, not "not visible
+                        // yet"; a server that still shows up later carries its markers
+                        // and is listed for MCM's orphan collection.
+                        None => {
+                            self.recent.forget(&api.scoped(&id));
+                            self.deleted.record(id.clone(), ());
+                            (api, Vec::new(), Some(id), named_ports)
+                        }
                     }
                 }
                 None => {
