@@ -58,14 +58,20 @@ impl AlicloudDriver {
             }
         };
         let Some(instance) = record else {
-            if !self.deleted.contains(&id) && (self.recent.contains(&id) || req.machine.is_young()) {
-                // Launched a moment ago and not listed by ECS yet: judged on a retry, never deleted unseen.
+            if !self.deleted.contains(&id) && self.recent.contains(&id) {
+                // This process launched it a moment ago and ECS does not list it yet: judged
+                // on a retry, never deleted unseen. (A young machine alone is not enough: ECS
+                // forgets deleted instances, and after a restart the retries of a delete whose
+                // answer was lost would be refused until the machine is 10 minutes old.)
                 return Err(DriverError::unavailable(
                     "INSTANCE_NOT_VISIBLE_YET",
                     format!("instance {} is not visible in ECS yet", provider_id(&region, &id)),
                     crate::errors::RETRY_SOON,
                 ));
             }
+            // Gone: remembered, so that a status poll of the young machine answers
+            // NOT_FOUND, not "not visible yet".
+            self.deleted.record(id.clone(), ());
             return Ok(gone);
         };
         match markers.judge(&instance, &req.machine) {

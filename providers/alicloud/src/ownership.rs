@@ -35,9 +35,9 @@
 //!   status polls. An instance id is never reused, so a record read minutes
 //!   ago still names the same instance; the window (30 s) only bounds how
 //!   long a tag removed by hand goes unseen. An instance the read does not show is
-//!   already gone, unless this process created it in the last moments or the
-//!   machine is young (ECS may not list it yet): then UNAVAILABLE, and the
-//!   retry judges it once ECS shows it.
+//!   already gone, unless this process created it in the last moments (ECS
+//!   may not list it yet): then UNAVAILABLE, and the retry judges it once ECS
+//!   shows it.
 
 use machine_driver_api::{KeyedCache, MarkedVm};
 use tokio::time::{Duration, Instant};
