@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use fake_cloud_support::{PlantError, PlantRequest, Planted};
 
-use crate::actions::run::{allocate_ip, ipv6_base, mac, private_dns, validate_tags};
+use crate::actions::run::{allocate_ip, ipv6_base, mac, private_dns, root_volume, validate_tags};
 use crate::caller::CLUSTER_ACCOUNT;
 use crate::ids::{is_account_id, new_id, well_formed};
 use crate::model::{Instance, NetworkInterface, Tags, Volume};
@@ -84,22 +84,7 @@ pub(crate) fn plant(world: &mut World, request: &PlantRequest) -> Result<Planted
     };
     let root = world.images.iter().find(|i| i.id == PUBLIC_IMAGE).map(|i| (i.root_device_name.clone(), i));
     let (root_device_name, volume) = match root {
-        Some((device, image)) => (
-            device.clone(),
-            Volume {
-                id: new_id("vol"),
-                device_name: device,
-                size_gib: image.volume_size,
-                volume_type: "gp3".to_owned(),
-                delete_on_termination: true,
-                encrypted: false,
-                iops: None,
-                throughput: None,
-                kms_key_id: None,
-                snapshot_id: Some(image.snapshot_id.clone()),
-                tags: Tags::new(),
-            },
-        ),
+        Some((device, image)) => (device, Volume { id: new_id("vol"), ..root_volume(image, Tags::new()) }),
         None => return Err(PlantError::Invalid(format!("the seeded image {PUBLIC_IMAGE} is gone"))),
     };
     let instance = Instance {

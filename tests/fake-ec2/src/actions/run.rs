@@ -295,8 +295,10 @@ pub(crate) fn mac() -> String {
     format!("0e:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", bytes[0], bytes[1], bytes[2], bytes[3], bytes[4])
 }
 
-fn volumes(params: &Params, image: &Image, tags: &Tags) -> Result<Vec<Volume>, Ec2Error> {
-    let mut root = Volume {
+/// The root volume EC2 makes from `image` when no block device mapping
+/// changes it (id not yet assigned).
+pub(crate) fn root_volume(image: &Image, tags: Tags) -> Volume {
+    Volume {
         id: String::new(),
         device_name: image.root_device_name.clone(),
         size_gib: image.volume_size,
@@ -307,8 +309,12 @@ fn volumes(params: &Params, image: &Image, tags: &Tags) -> Result<Vec<Volume>, E
         throughput: None,
         kms_key_id: None,
         snapshot_id: Some(image.snapshot_id.clone()),
-        tags: tags.clone(),
-    };
+        tags,
+    }
+}
+
+fn volumes(params: &Params, image: &Image, tags: &Tags) -> Result<Vec<Volume>, Ec2Error> {
+    let mut root = root_volume(image, tags.clone());
     let mut extra = Vec::new();
     for mapping in params.members("BlockDeviceMapping") {
         let device_name =
