@@ -23,7 +23,7 @@ pub(crate) struct ArmHooks {
 pub(crate) fn fault_error(kind: FaultKind, operation: &str) -> ArmError {
     match kind {
         FaultKind::Throttle => ArmError::throttled(),
-        FaultKind::Capacity => ArmError::quota_exceeded(),
+        FaultKind::Capacity | FaultKind::Placement => ArmError::quota_exceeded(),
         FaultKind::Unavailable => ArmError::unavailable(),
         FaultKind::Internal => ArmError::internal(),
         FaultKind::Auth => ArmError::invalid_token("The access token is missing or invalid (injected fault)."),

@@ -71,7 +71,7 @@ impl Ec2Error {
             FaultKind::Throttle => {
                 Self::new(StatusCode::SERVICE_UNAVAILABLE, "RequestLimitExceeded", "Request limit exceeded.")
             }
-            FaultKind::Capacity => Self::new(
+            FaultKind::Capacity | FaultKind::Placement => Self::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "InsufficientInstanceCapacity",
                 "We currently do not have sufficient capacity in the Availability Zone you requested. \
@@ -129,7 +129,7 @@ impl StsError {
     pub(crate) fn from_fault(kind: FaultKind) -> Self {
         let (status, code, message) = match kind {
             FaultKind::Throttle => (StatusCode::BAD_REQUEST, "Throttling", "Rate exceeded"),
-            FaultKind::Capacity | FaultKind::Internal => {
+            FaultKind::Capacity | FaultKind::Placement | FaultKind::Internal => {
                 (StatusCode::INTERNAL_SERVER_ERROR, "InternalFailure", "An internal error has occurred.")
             }
             FaultKind::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailable", "Service unavailable."),

@@ -35,7 +35,7 @@ pub(crate) const STS_ACTIONS: &[(&str, OpClass)] = &[("GetCallerIdentity", OpCla
 pub(crate) fn fault_error(kind: FaultKind, operation: &str) -> EcsError {
     let error = match kind {
         FaultKind::Throttle => EcsError::throttled(),
-        FaultKind::Capacity => EcsError::no_stock(),
+        FaultKind::Capacity | FaultKind::Placement => EcsError::no_stock(),
         FaultKind::Unavailable => EcsError::unavailable(),
         FaultKind::Internal => EcsError::internal(),
         FaultKind::Auth => EcsError::access_key_not_found(),

@@ -25,7 +25,7 @@ pub(crate) struct GceHooks {
 pub(crate) fn fault_error(kind: FaultKind, operation: &str) -> GceError {
     match kind {
         FaultKind::Throttle => GceError::rate_limited(),
-        FaultKind::Capacity => GceError::quota_exceeded(),
+        FaultKind::Capacity | FaultKind::Placement => GceError::quota_exceeded(),
         FaultKind::Unavailable => GceError::backend_error(),
         FaultKind::Internal => GceError::internal(),
         FaultKind::Auth => GceError::unauthenticated(),

@@ -76,7 +76,7 @@ pub(crate) fn fault_error(kind: FaultKind, operation: &str, identity_uri: &str) 
             let message = if neutron { "Too many requests" } else { "Rate limit exceeded" };
             typed(StatusCode::TOO_MANY_REQUESTS, "TooManyRequests", message.to_owned())
         }
-        FaultKind::Capacity => match operation {
+        FaultKind::Capacity | FaultKind::Placement => match operation {
             "servers.create" => ApiError::forbidden(
                 service,
                 "Quota exceeded for instances: Requested 1, but already used 100 of 100 instances",

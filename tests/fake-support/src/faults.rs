@@ -12,6 +12,11 @@ pub enum FaultKind {
     Throttle,
     /// No capacity or quota for the requested machine.
     Capacity,
+    /// The cloud cannot place the machine where it was asked: its size or a
+    /// feature it asks for is not offered in that region or zone (EC2
+    /// `Unsupported`, ARM `SkuNotAvailable`, ECS `Zone.NotOnSale`, Nova's
+    /// "No valid host was found"). Each fake answers its cloud's own error.
+    Placement,
     /// The service is temporarily unavailable.
     Unavailable,
     /// An internal server error.
