@@ -19,6 +19,7 @@ mod recent_list;
 mod secret;
 mod secret_keys;
 mod spec;
+pub mod spec_walk;
 
 pub use cache::KeyedCache;
 pub use cloud_call::{CallFailure, CloudCall, CloudCaller, CloudFailure, cloud_call};
