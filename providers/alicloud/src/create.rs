@@ -141,6 +141,8 @@ pub(crate) fn run_instances_params(spec: &AlicloudProviderSpec, req: &CreateMach
         .opt("InternetMaxBandwidthIn", spec.internet_max_bandwidth_in)
         .opt("InternetMaxBandwidthOut", spec.internet_max_bandwidth_out)
         .opt("SpotStrategy", spec.spot_strategy.as_deref())
+        .opt("SpotPriceLimit", spec.spot_price_limit)
+        .opt("SpotDuration", spec.spot_duration)
         .opt("IoOptimized", spec.io_optimized.as_deref())
         .opt("KeyPairName", spec.key_pair_name.as_deref())
         .set("ClientToken", idempotency_token("create", &req.machine.uid, CLIENT_TOKEN_LEN))
@@ -279,5 +281,17 @@ mod tests {
         assert_eq!(p["Tag.3.Key"], MACHINE_UID_TAG);
         assert_eq!(p["Tag.3.Value"], "uid-1");
         assert!(!p.contains_key("PrivateIpAddress"));
+        assert!(!p.contains_key("SpotPriceLimit") && !p.contains_key("SpotDuration"));
+
+        let mut v = crate::spec::tests_support::example();
+        v["spotStrategy"] = "SpotWithPriceLimit".into();
+        v["spotPriceLimit"] = 0.98.into();
+        v["spotDuration"] = 0.into();
+        let (spec, _) = AlicloudProviderSpec::parse(&serde_json::to_vec(&v).unwrap()).unwrap();
+        let p = run_instances_params(&spec, &req).0;
+        assert_eq!(
+            (p["SpotStrategy"].as_str(), p["SpotPriceLimit"].as_str(), p["SpotDuration"].as_str()),
+            ("SpotWithPriceLimit", "0.98", "0")
+        );
     }
 }

@@ -12,13 +12,31 @@ use machine_driver_api::{CloudCall, CloudFailure, DriverError, ErrorKind, cloud_
 /// Retry delay suggested for throttling, 5xx, transport failures and instances not ready.
 pub(crate) const RETRY_SOON: Duration = Duration::from_secs(5);
 
-/// Codes that mean capacity or quota is exhausted (the Go provider's list and ECS's quota codes).
+/// Codes that mean "cannot place it here" (no stock, not sold in the zone, the
+/// zone does not offer the type or disk category) or an exhausted quota: the
+/// autoscaler tries another pool or zone. The Go provider's list
+/// (gardener/machine-controller-manager-provider-alicloud `pkg/alicloud/errors/utils.go`
+/// `GetMCMErrorCodeForCreateMachine`, codes in `codes.go`) and the other
+/// RunInstances codes of the ECS API reference's error table of that kind.
+/// `QuotaExceed*`, and anything `NoStock`/`StockNotEnough`, too.
 const EXHAUSTED_CODES: &[&str] = &[
-    "OperationDenied.NoStock",
-    "Zone.NotOnSale",
-    "InvalidResourceType.NotSupported",
-    "InvalidInstanceType.ZoneNotSupported",
+    // The Go provider's.
+    "QuotaExceed.DiskCapacity",
     "QuotaExceed.ElasticQuota",
+    "OperationDenied.CloudSSDNotSupported",
+    "OperationDenied.NoStock",
+    "OperationDenied.ZoneNotAllowed",
+    "OperationDenied.ZoneSystemCategoryNotMatch",
+    "Zone.NotOnSale",
+    "Zone.NotOpen",
+    "InvalidVpcZone.NotSupported",
+    "InvalidInstanceType.ZoneNotSupported",
+    "InvalidZoneId.NotSupportShareEncryptedImage",
+    "ResourceNotAvailable",
+    // ECS's RunInstances error table.
+    "InvalidResourceType.NotSupported",
+    "CategoryNotSupported",
+    "OperationDenied.ResourceControl",
     "QuotaExceeded.PrivateIpAddress",
     "QuotaExceed.ShareImageUser",
     "Account.Arrearage",
@@ -82,7 +100,11 @@ impl EcsFailure {
         {
             return ErrorKind::Unavailable;
         }
-        if EXHAUSTED_CODES.contains(&code) || code.starts_with("QuotaExceed") {
+        if EXHAUSTED_CODES.contains(&code)
+            || code.starts_with("QuotaExceed")
+            || code.contains("NoStock")
+            || code.contains("StockNotEnough")
+        {
             return ErrorKind::ResourceExhausted;
         }
         if code.starts_with("SignatureDoesNotMatch")
@@ -176,5 +198,47 @@ mod tests {
         assert!(EcsFailure::answered(404, "InvalidInstanceId.NotFound", "").is_not_found());
         assert!(EcsFailure::answered(400, "Throttling.User", "").is_throttled());
         assert!(EcsFailure::transport("x").driver_error("ecs DescribeInstances").retry_after().is_some());
+    }
+
+    #[test]
+    fn every_cannot_place_it_here_code_is_resource_exhausted() {
+        // The Go provider's list (pkg/alicloud/errors/codes.go, utils.go) ...
+        let go = [
+            "QuotaExceed.DiskCapacity",
+            "QuotaExceed.ElasticQuota",
+            "OperationDenied.ZoneSystemCategoryNotMatch",
+            "OperationDenied.CloudSSDNotSupported",
+            "OperationDenied.ZoneNotAllowed",
+            "OperationDenied.NoStock",
+            "Zone.NotOnSale",
+            "Zone.NotOpen",
+            "InvalidVpcZone.NotSupported",
+            "InvalidZoneId.NotSupportShareEncryptedImage",
+            "InvalidInstanceType.ZoneNotSupported",
+            "ResourceNotAvailable",
+        ];
+        // ... and the rest of that kind in ECS's RunInstances error table.
+        let ecs = [
+            "InvalidResourceType.NotSupported",
+            "CategoryNotSupported",
+            "OperationDenied.ResourceControl",
+            "QuotaExceeded.PrivateIpAddress",
+            "QuotaExceeded",
+            "InstanceType.StockNotEnough",
+        ];
+        for code in go.iter().chain(&ecs) {
+            for status in [400, 403] {
+                let err = EcsFailure::answered(status, *code, "m").driver_error("ecs RunInstances");
+                assert_eq!(err.kind(), ErrorKind::ResourceExhausted, "{code} ({status})");
+                assert_eq!(err.reason(), *code);
+                assert_eq!(err.retry_after(), None);
+            }
+        }
+        // Refusals of the class itself stay as they were.
+        assert_eq!(EcsFailure::answered(400, "InvalidSpotPriceLimit", "").kind(), ErrorKind::InvalidArgument);
+        assert_eq!(
+            EcsFailure::answered(400, "InvalidInstanceType.ValueNotSupported", "").kind(),
+            ErrorKind::InvalidArgument
+        );
     }
 }

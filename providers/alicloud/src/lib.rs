@@ -16,6 +16,8 @@ mod naming;
 mod ownership;
 mod share_image;
 mod spec;
+#[cfg(test)]
+mod spec_fields_tests;
 mod status;
 mod volumes;
 

@@ -18,6 +18,8 @@ pub(crate) const ROLE_TAG: &str = "kubernetes.io/role/";
 const TAGS_FIELD: &str = "providerSpec.tags";
 /// Most tags ECS takes on an instance (20), less the machine uid tag.
 const MAX_SPEC_TAGS: usize = 19;
+/// RunInstances `SpotStrategy` values.
+const SPOT_STRATEGIES: &[&str] = &["NoSpot", "SpotWithPriceLimit", "SpotAsPriceGo"];
 
 /// The providerSpec of an Alicloud machine class.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -68,6 +70,14 @@ pub(crate) struct AlicloudProviderSpec {
     /// `NoSpot`, `SpotAsPriceGo`, `SpotWithPriceLimit`.
     #[serde(default)]
     pub(crate) spot_strategy: Option<String>,
+    /// The hourly price limit of a `SpotWithPriceLimit` instance (RunInstances
+    /// `SpotPriceLimit`: at most 3 decimals). Not in the Go provider.
+    #[serde(default)]
+    pub(crate) spot_price_limit: Option<f64>,
+    /// The protection hours of a spot instance, 0 or 1 (RunInstances
+    /// `SpotDuration`; ECS's default 1). Not in the Go provider.
+    #[serde(default)]
+    pub(crate) spot_duration: Option<i64>,
     /// `optimized` or `none` (capital `I` in the Go provider's JSON).
     #[serde(rename = "IoOptimized", default)]
     pub(crate) io_optimized: Option<String>,
@@ -190,7 +200,58 @@ impl AlicloudProviderSpec {
                 return bad(field, "must not be negative");
             }
         }
+        self.validate_spot()?;
         Ok(markers)
+    }
+
+    /// The spot fields, by the RunInstances reference: `SpotStrategy` NoSpot,
+    /// SpotWithPriceLimit or SpotAsPriceGo, only for a `PostPaid` instance
+    /// (ECS: `InvalidSpotPrepaid`); `SpotPriceLimit` > 0 with at most 3 decimals
+    /// (`InvalidSpotPriceLimit`), used by ECS only with SpotWithPriceLimit;
+    /// `SpotDuration` 0 or 1 (`InvalidSpotDuration`), used only with a spot
+    /// strategy. A limit or duration ECS would ignore is refused here rather
+    /// than silently dropped. SpotWithPriceLimit without a limit is sent as the
+    /// Go provider sends it (ECS decides the limit).
+    fn validate_spot(&self) -> Result<(), DriverError> {
+        let bad =
+            |field: &str, problem: &str| Err(DriverError::invalid_argument(format!("providerSpec.{field}"), problem));
+        let strategy = self.spot_strategy.as_deref().filter(|s| !s.is_empty());
+        if let Some(s) = strategy
+            && !SPOT_STRATEGIES.contains(&s)
+        {
+            return bad("spotStrategy", &format!("{s:?} must be one of {}", SPOT_STRATEGIES.join(", ")));
+        }
+        let spot = strategy.is_some_and(|s| s != "NoSpot");
+        if spot && self.instance_charge_type.as_deref() == Some("PrePaid") {
+            return bad(
+                "spotStrategy",
+                "a spot instance must be PostPaid (ECS refuses spot with instanceChargeType PrePaid)",
+            );
+        }
+        if let Some(limit) = self.spot_price_limit {
+            if strategy != Some("SpotWithPriceLimit") {
+                return bad(
+                    "spotPriceLimit",
+                    "is used only with spotStrategy SpotWithPriceLimit (ECS ignores it otherwise)",
+                );
+            }
+            if !(limit.is_finite() && limit > 0.0) {
+                return bad("spotPriceLimit", "must be a positive hourly price");
+            }
+            let thousandths = limit * 1000.0;
+            if (thousandths - thousandths.round()).abs() > 1e-6 * thousandths.abs().max(1.0) {
+                return bad("spotPriceLimit", "has at most 3 decimals (ECS's precision)");
+            }
+        }
+        if let Some(hours) = self.spot_duration {
+            if !spot {
+                return bad("spotDuration", "is used only with spotStrategy SpotWithPriceLimit or SpotAsPriceGo");
+            }
+            if !(0..=1).contains(&hours) {
+                return bad("spotDuration", "must be 0 or 1 (hours the spot instance is protected from reclaim)");
+            }
+        }
+        Ok(())
     }
 }
 
@@ -275,6 +336,53 @@ mod tests {
         let mut v = example();
         v["imageID"] = "".into();
         assert!(AlicloudProviderSpec::markers_of(&serde_json::to_vec(&v).unwrap()).is_ok());
+    }
+
+    #[test]
+    fn spot_fields_follow_the_run_instances_reference() {
+        let spot = |patch: serde_json::Value| {
+            let mut v = example();
+            for (k, x) in patch.as_object().unwrap() {
+                v[k] = x.clone();
+            }
+            parse(&v)
+        };
+        let s =
+            spot(serde_json::json!({"spotStrategy": "SpotWithPriceLimit", "spotPriceLimit": 0.125, "spotDuration": 0}))
+                .unwrap();
+        assert_eq!((s.spot_price_limit, s.spot_duration), (Some(0.125), Some(0)));
+        spot(serde_json::json!({"spotStrategy": "SpotAsPriceGo", "spotDuration": 1})).unwrap();
+        spot(serde_json::json!({"spotStrategy": "SpotWithPriceLimit"})).unwrap();
+        let cases = [
+            (serde_json::json!({"spotStrategy": "Cheap"}), "providerSpec.spotStrategy"),
+            (
+                serde_json::json!({"spotStrategy": "SpotAsPriceGo", "instanceChargeType": "PrePaid"}),
+                "providerSpec.spotStrategy",
+            ),
+            (
+                serde_json::json!({"spotStrategy": "SpotAsPriceGo", "spotPriceLimit": 0.5}),
+                "providerSpec.spotPriceLimit",
+            ),
+            (serde_json::json!({"spotStrategy": "NoSpot", "spotPriceLimit": 0.5}), "providerSpec.spotPriceLimit"),
+            (
+                serde_json::json!({"spotStrategy": "SpotWithPriceLimit", "spotPriceLimit": 0.1234}),
+                "providerSpec.spotPriceLimit",
+            ),
+            (
+                serde_json::json!({"spotStrategy": "SpotWithPriceLimit", "spotPriceLimit": 0}),
+                "providerSpec.spotPriceLimit",
+            ),
+            (
+                serde_json::json!({"spotStrategy": "SpotWithPriceLimit", "spotPriceLimit": "x"}),
+                "providerSpec.spotPriceLimit",
+            ),
+            (serde_json::json!({"spotStrategy": "SpotAsPriceGo", "spotDuration": 2}), "providerSpec.spotDuration"),
+            (serde_json::json!({"spotStrategy": "NoSpot", "spotDuration": 1}), "providerSpec.spotDuration"),
+        ];
+        for (patch, field) in cases {
+            let err = spot(patch.clone()).unwrap_err();
+            assert_eq!(err.field(), Some(field), "{patch}: {err}");
+        }
     }
 
     #[test]

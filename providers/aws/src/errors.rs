@@ -48,7 +48,18 @@ const TRANSIENT: &[&str] = &[
     "InvalidInstanceID.NotFound.Pending",
 ];
 
+/// Codes the autoscaler must see as RESOURCE_EXHAUSTED (try another pool or
+/// zone): the Go provider's list (gardener/machine-controller-manager-provider-aws
+/// `pkg/aws/errors/utils.go` `GetMCMErrorCodeForCreateMachine`: InsufficientCapacity,
+/// InsufficientAddressCapacity, InsufficientInstanceCapacity, InsufficientVolumeCapacity,
+/// InstanceLimitExceeded, VcpuLimitExceeded, VolumeLimitExceeded, MaxIOPSLimitExceeded,
+/// RouteLimitExceeded, Unsupported) and the EC2 error codes reference's other capacity,
+/// placement and quota codes. Any other `Insufficient*` and `*LimitExceeded` (but
+/// `RequestLimitExceeded`, throttling) too.
 const EXHAUSTED: &[&str] = &[
+    "Unsupported",
+    "InsufficientVolumeCapacity",
+    "RouteLimitExceeded",
     "InsufficientInstanceCapacity",
     "InsufficientHostCapacity",
     "InsufficientReservedInstanceCapacity",
@@ -89,12 +100,10 @@ const PERMISSION_DENIED: &[&str] =
 
 /// Classifies one AWS error code (with its HTTP status) into a driver error kind.
 pub(crate) fn kind_for(code: &str, http_status: u16) -> ErrorKind {
-    if code == "Unsupported" {
-        // "The requested configuration is currently not supported" (an instance type
-        // not offered in the zone): not here, try elsewhere, as the Go provider answers,
-        // so that MCM lets the autoscaler pick another zone.
-        return ErrorKind::ResourceExhausted;
-    }
+    // `Unsupported` ("Your requested instance type (…) is not supported in your requested
+    // Availability Zone (…)", or EC2's generic "The requested configuration is currently not
+    // supported"): not here, try elsewhere, as the Go provider answers, so that MCM lets the
+    // autoscaler pick another zone. Listed in EXHAUSTED, before the `Unsupported*` prefix rule.
     if THROTTLING.contains(&code) || TRANSIENT.contains(&code) {
         ErrorKind::Unavailable
     } else if EXHAUSTED.contains(&code)
@@ -308,6 +317,46 @@ mod tests {
         for (code, status, kind) in cases {
             assert_eq!(kind_for(code, status), kind, "{code}");
         }
+    }
+
+    #[test]
+    fn every_cannot_place_it_here_code_is_resource_exhausted() {
+        // The Go provider's list (pkg/aws/errors/utils.go GetMCMErrorCodeForCreateMachine) ...
+        let go = [
+            "InsufficientCapacity",
+            "InsufficientAddressCapacity",
+            "InsufficientInstanceCapacity",
+            "InsufficientVolumeCapacity",
+            "InstanceLimitExceeded",
+            "VcpuLimitExceeded",
+            "VolumeLimitExceeded",
+            "MaxIOPSLimitExceeded",
+            "RouteLimitExceeded",
+            "Unsupported",
+        ];
+        // ... and the other capacity, placement and quota codes of EC2's error codes reference.
+        let ec2 = [
+            "InsufficientHostCapacity",
+            "InsufficientReservedInstanceCapacity",
+            "InsufficientFreeAddressesInSubnet",
+            "InsufficientCapacityOnOutpost",
+            "MaxSpotInstanceCountExceeded",
+            "SpotMaxPriceTooLow",
+            "ReservationCapacityExceeded",
+            "NetworkInterfaceLimitExceeded",
+            "PrivateIpAddressLimitExceeded",
+            "AddressLimitExceeded",
+        ];
+        for code in go.iter().chain(&ec2) {
+            for status in [400, 500] {
+                assert_eq!(kind_for(code, status), ErrorKind::ResourceExhausted, "{code} ({status})");
+            }
+        }
+        // Refusals of the request itself stay INVALID_ARGUMENT.
+        for code in ["UnsupportedOperation", "UnsupportedInstanceAttribute", "InvalidParameterValue"] {
+            assert_eq!(kind_for(code, 400), ErrorKind::InvalidArgument, "{code}");
+        }
+        assert_eq!(kind_for("RequestLimitExceeded", 503), ErrorKind::Unavailable);
     }
 
     #[test]

@@ -195,7 +195,7 @@ fn market_options(spec: &AwsProviderSpec) -> Option<InstanceMarketOptionsRequest
         });
         return Some(
             InstanceMarketOptionsRequest::builder()
-                .set_market_type(m.market_type.as_deref().map(MarketType::from))
+                .set_market_type(m.market_type.as_deref().filter(|t| !t.is_empty()).map(MarketType::from))
                 .set_spot_options(spot)
                 .build(),
         );

@@ -15,7 +15,11 @@ fn client() -> aws_sdk_ec2::Client {
 }
 
 fn spec() -> AwsProviderSpec {
-    let v = json!({
+    parse_and_validate(&serde_json::to_vec(&spec_json()).unwrap()).unwrap()
+}
+
+fn spec_json() -> serde_json::Value {
+    json!({
         "ami": "ami-12345678", "region": "eu-west-1", "machineType": "m5.large", "iam": {"arn": "arn:aws:iam::1:instance-profile/n"},
         "networkInterfaces": [{"subnetID": "subnet-1", "securityGroupIDs": ["sg-1"], "ipv6AddressCount": 1, "interfaceType": "interface"}],
         "blockDevices": [{"deviceName": "/root", "ebs": {"volumeSize": 50, "volumeType": "gp3", "throughput": 200, "encrypted": true, "kmsKeyID": "kms-1"}}],
@@ -25,8 +29,7 @@ fn spec() -> AwsProviderSpec {
         "cpuOptions": {"coreCount": 2, "threadsPerCore": 1},
         "instanceMetadataOptions": {"httpTokens": "required", "httpPutResponseHopLimit": 2, "httpEndpoint": "enabled"},
         "capacityReservation": {"capacityReservationPreference": "open"}
-    });
-    parse_and_validate(&serde_json::to_vec(&v).unwrap()).unwrap()
+    })
 }
 
 #[test]
@@ -146,4 +149,28 @@ fn ipv6_prefixes_are_requested_at_launch_unless_addresses_are_counted() {
     assert_eq!(prefix_count(&s), Some(2));
     s.network_interfaces[0].ipv6_prefix_count = Some(0);
     assert_eq!(prefix_count(&s), None);
+}
+
+#[test]
+fn an_interruptible_capacity_reservation_class_reaches_run_instances() {
+    let mut v = spec_json();
+    v.as_object_mut().unwrap().remove("spotPrice");
+    v["instanceMarketOptions"] = json!({"marketType": "interruptible-capacity-reservation"});
+    v["capacityReservation"] = json!({"capacityReservationId": "cr-0123456789abcdef0"});
+    let s = parse_and_validate(&serde_json::to_vec(&v).unwrap()).unwrap();
+    let params = LaunchParams {
+        machine_name: "m-1",
+        machine_uid: "uid-1",
+        client_token: "tok",
+        user_data: b"",
+        root_device_name: Some("/dev/xvda"),
+        placement: None,
+    };
+    let b = run_instances(client().run_instances(), &s, &params);
+    let input = b.as_input();
+    let market = input.get_instance_market_options().as_ref().unwrap();
+    assert_eq!(market.market_type(), Some(&MarketType::InterruptibleCapacityReservation));
+    assert_eq!(market.spot_options(), None);
+    let target = input.get_capacity_reservation_specification().as_ref().and_then(|c| c.capacity_reservation_target());
+    assert_eq!(target.and_then(|t| t.capacity_reservation_id()), Some("cr-0123456789abcdef0"));
 }

@@ -18,6 +18,8 @@ mod provider_id;
 mod recent;
 mod share_image;
 mod spec;
+#[cfg(test)]
+mod spec_fields_tests;
 mod spec_validation;
 mod status;
 mod steps;

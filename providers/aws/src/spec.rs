@@ -314,7 +314,8 @@ pub(crate) fn placement_annotation(machine: &machine_driver_api::Machine) -> Res
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(crate) struct InstanceMarketOptions {
-    /// `spot` or `capacity-block`.
+    /// A RunInstances market type of the SDK: `spot`, `capacity-block`,
+    /// `interruptible-capacity-reservation` (`spec_validation::run_instances_market_types`).
     #[serde(default)]
     pub market_type: Option<String>,
     /// Spot options.

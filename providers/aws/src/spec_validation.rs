@@ -2,6 +2,7 @@
 //! (pkg/aws/apis/validation), plus the checks for fields the Go provider
 //! accepted but never sent. The first violation is returned, naming its field.
 
+use aws_sdk_ec2::types::MarketType;
 use machine_driver_api::{DriverError, Result, parse_provider_spec};
 
 use crate::spec::{AwsProviderSpec, ROOT_DEVICE_NAME};
@@ -201,7 +202,7 @@ fn validate_options(spec: &AwsProviderSpec) -> Result<()> {
         if spec.spot_price.is_some() {
             return Err(invalid("instanceMarketOptions", "cannot be combined with spotPrice"));
         }
-        one_of("instanceMarketOptions.marketType", m.market_type.as_deref(), &["spot", "capacity-block"])?;
+        validate_market_type(m.market_type.as_deref())?;
         if let Some(s) = &m.spot_options {
             one_of(
                 "instanceMarketOptions.spotOptions.spotInstanceType",
@@ -219,6 +220,38 @@ fn validate_options(spec: &AwsProviderSpec) -> Result<()> {
         && (spec.spot_price.is_some() || spec.instance_market_options.is_some())
     {
         return Err(invalid("capacityReservation.isMLCapacityBlock", "cannot be combined with spot options"));
+    }
+    Ok(())
+}
+
+/// The market types RunInstances takes: every value of the SDK's `MarketType`
+/// (the Go provider and the Gardener extension pass the class's value through;
+/// the extension's `InstanceMarketOptions` in
+/// gardener/gardener-extension-provider-aws `pkg/apis/aws/types_worker.go`
+/// documents `spot`, `capacity-block`, `interruptible-capacity-reservation`)
+/// except `on-demand`, which the EC2 API reference's
+/// `InstanceMarketOptionsRequest.MarketType` does not list (valid values: spot |
+/// capacity-block | interruptible-capacity-reservation; on-demand is what a
+/// launch without market options is). A value a newer SDK adds is taken
+/// without a change here, as by the Go provider.
+pub(crate) fn run_instances_market_types() -> impl Iterator<Item = &'static str> {
+    MarketType::values().iter().copied().filter(|v| *v != MarketType::OnDemand.as_str())
+}
+
+fn validate_market_type(market_type: Option<&str>) -> Result<()> {
+    const FIELD: &str = "instanceMarketOptions.marketType";
+    // Empty is absent, as the Go SDK's serializer omits an empty enum.
+    let Some(t) = market_type.filter(|t| !t.is_empty()) else { return Ok(()) };
+    if t == MarketType::OnDemand.as_str() {
+        return Err(invalid(
+            FIELD,
+            "on-demand is what a launch without instanceMarketOptions is: RunInstances takes no on-demand market \
+             type (omit instanceMarketOptions)",
+        ));
+    }
+    if !run_instances_market_types().any(|v| v == t) {
+        let all: Vec<_> = run_instances_market_types().collect();
+        return Err(invalid(FIELD, format!("must be one of {}", all.join(", "))));
     }
     Ok(())
 }

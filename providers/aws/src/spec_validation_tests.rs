@@ -141,3 +141,35 @@ fn data_device_names() {
         assert!(!is_data_device_name(bad), "{bad}");
     }
 }
+
+#[test]
+fn every_run_instances_market_type_of_the_sdk_is_accepted_and_on_demand_is_refused() {
+    use aws_sdk_ec2::types::MarketType;
+    let accepted: Vec<&str> = run_instances_market_types().collect();
+    // InstanceMarketOptionsRequest.MarketType in the EC2 API reference.
+    for documented in ["spot", "capacity-block", "interruptible-capacity-reservation"] {
+        assert!(accepted.contains(&documented), "{documented} missing from {accepted:?}");
+    }
+    for value in MarketType::values() {
+        let mut v = valid();
+        v["instanceMarketOptions"] = json!({"marketType": value});
+        match check(v) {
+            Ok(s) => {
+                assert_ne!(*value, "on-demand");
+                assert_eq!(s.instance_market_options.and_then(|m| m.market_type).as_deref(), Some(*value));
+            }
+            Err(e) => {
+                assert_eq!(*value, "on-demand", "{value} refused: {e}");
+                assert_eq!(e.field(), Some("providerSpec.instanceMarketOptions.marketType"));
+            }
+        }
+    }
+    for bad in ["Spot", "reserved", "capacity-reservation"] {
+        let mut v = valid();
+        v["instanceMarketOptions"] = json!({"marketType": bad});
+        assert_eq!(field_of(v), "providerSpec.instanceMarketOptions.marketType", "{bad}");
+    }
+    let mut v = valid();
+    v["instanceMarketOptions"] = json!({"marketType": ""});
+    assert!(check(v).is_ok(), "an empty market type is absent, as the Go SDK omits it");
+}
