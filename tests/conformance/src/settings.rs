@@ -8,6 +8,8 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::fake_admin::{AttachedKind, Instance as InventoryInstance, PlantAttached, PlantRequest};
+
 /// Everything a scenario needs besides the connections.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -67,6 +69,211 @@ pub struct ProviderConformance {
     /// only a firewall-style marker look in this cloud.
     #[serde(default)]
     pub ownership: Option<OwnershipInputs>,
+    /// Migration from the Go provider and rollback to it (`migration/*`): a
+    /// VM planted exactly as the Go provider makes it (with what it attaches),
+    /// and what a VM this driver makes must carry for the Go provider's own
+    /// lookups and orphan listing. Needs `ownership` for the scope and the
+    /// providerID template.
+    #[serde(default)]
+    pub migration: Option<MigrationInputs>,
+    /// The cloud can refuse a VM for its placement (size or feature not
+    /// offered in the region or zone) and the fake injects it
+    /// (`fake/placement-on-create-resource-exhausted`).
+    #[serde(default)]
+    pub placement: bool,
+}
+
+/// Inputs of `migration/*` (README, "The provider's conformance file").
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MigrationInputs {
+    /// This cluster's VM as the Go provider makes it.
+    pub go_made: GoMadeVm,
+    /// What a VM this driver makes must carry so that the Go provider, after a
+    /// rollback, finds it (status, delete) and lists it (orphan collection).
+    pub rollback: RollbackMarkers,
+}
+
+/// A VM exactly as the Go provider makes it. Every string may hold `{name}`,
+/// the machine's name.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GoMadeVm {
+    /// Exactly the tags (GCE labels, Nova metadata) the VM carries.
+    #[serde(default)]
+    pub tags: BTreeMap<String, String>,
+    /// GCE network tags.
+    #[serde(default)]
+    pub network_tags: Vec<String>,
+    /// Instance metadata besides tags (GCE `metadata.items`).
+    #[serde(default)]
+    pub metadata: BTreeMap<String, String>,
+    /// What it makes with the VM, in order.
+    #[serde(default)]
+    pub attached: Vec<GoMadeResource>,
+    /// The Go provider's code that makes the VM so (repository, file, function).
+    #[serde(default)]
+    pub source: String,
+}
+
+/// One resource the Go provider makes with its VM (`PlantAttached` of the
+/// fake admin API, in the conformance file's camelCase).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GoMadeResource {
+    /// `nic`, `disk`, `port` or `volume`.
+    pub kind: AttachedKind,
+    /// Its name (`{name}-nic`); empty: the cloud's default.
+    #[serde(default)]
+    pub name: String,
+    /// Exactly its key-value tags (Azure tags, GCE disk labels, Cinder metadata, EC2 volume tags).
+    #[serde(default)]
+    pub tags: BTreeMap<String, String>,
+    /// Plain string tags (Neutron port tags).
+    #[serde(default)]
+    pub string_tags: Vec<String>,
+    /// The disk or volume the VM boots from.
+    #[serde(default)]
+    pub boot: bool,
+    /// Deleted with the VM (absent: the cloud's API default).
+    #[serde(default)]
+    pub delete_with_vm: Option<bool>,
+    /// Size in GiB.
+    #[serde(default)]
+    pub size_gb: Option<u64>,
+    /// Subnets of a port's fixed IPs.
+    #[serde(default)]
+    pub subnets: Vec<String>,
+    /// Security groups of a port (ids or names).
+    #[serde(default)]
+    pub security_groups: Vec<String>,
+    /// The Go provider's code that makes it so.
+    #[serde(default)]
+    pub source: String,
+}
+
+/// Fills `{name}` in `text`.
+fn fill(text: &str, name: &str) -> String {
+    text.replace("{name}", name)
+}
+
+fn fill_map(map: &BTreeMap<String, String>, name: &str) -> BTreeMap<String, String> {
+    map.iter().map(|(k, v)| (fill(k, name), fill(v, name))).collect()
+}
+
+fn fill_list(list: &[String], name: &str) -> Vec<String> {
+    list.iter().map(|v| fill(v, name)).collect()
+}
+
+impl GoMadeVm {
+    /// The plant request of this VM named `name` in `scope`.
+    pub fn plant_request(&self, name: &str, scope: &BTreeMap<String, String>) -> PlantRequest {
+        PlantRequest {
+            name: name.to_owned(),
+            tags: fill_map(&self.tags, name),
+            network_tags: fill_list(&self.network_tags, name),
+            scope: scope.clone(),
+            metadata: fill_map(&self.metadata, name),
+            attached: self
+                .attached
+                .iter()
+                .map(|a| PlantAttached {
+                    kind: a.kind,
+                    name: fill(&a.name, name),
+                    tags: fill_map(&a.tags, name),
+                    string_tags: fill_list(&a.string_tags, name),
+                    boot: a.boot,
+                    delete_with_vm: a.delete_with_vm,
+                    size_gb: a.size_gb,
+                    subnets: a.subnets.clone(),
+                    security_groups: a.security_groups.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// What the Go provider's lookups and orphan listing filter on, for a VM this
+/// driver makes (and its attached resources the Go provider lists or deletes).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RollbackMarkers {
+    /// On the VM.
+    pub vm: Markers,
+    /// On each attached resource of a `kind` (every one of that kind the VM's
+    /// inventory entry refers to must match, and there must be one).
+    #[serde(default)]
+    pub attached: Vec<Markers>,
+}
+
+/// Markers on one resource; strings may hold `{name}`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Markers {
+    /// The kind of attached resource they are for (`nic`, `disk`, `port`,
+    /// `volume`); absent on the VM's.
+    #[serde(default)]
+    pub kind: Option<AttachedKind>,
+    /// Its name as the cloud keeps it (`{name}`).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Tags it carries with exactly these values.
+    #[serde(default)]
+    pub tags: BTreeMap<String, String>,
+    /// Tag keys it carries (any value).
+    #[serde(default)]
+    pub tag_keys: Vec<String>,
+    /// GCE network tags it carries.
+    #[serde(default)]
+    pub network_tags: Vec<String>,
+    /// The Go provider's code that filters on them.
+    #[serde(default)]
+    pub source: String,
+}
+
+impl Markers {
+    /// Every marker `resource` lacks, one phrase each (empty: it carries them all);
+    /// `{name}` is the machine's name.
+    pub fn missing(&self, resource: &InventoryInstance, name: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(wanted) = &self.name {
+            let wanted = fill(wanted, name);
+            if resource.name != wanted {
+                out.push(format!("the name {wanted:?} (it is {:?})", resource.name));
+            }
+        }
+        for (key, value) in fill_map(&self.tags, name) {
+            match resource.tags.get(&key) {
+                Some(v) if *v == value => {}
+                Some(v) => out.push(format!("tag {key}={value:?} (it is {v:?})")),
+                None => out.push(format!("tag {key}={value:?}")),
+            }
+        }
+        for key in fill_list(&self.tag_keys, name) {
+            if !resource.tags.contains_key(&key) {
+                out.push(format!("tag key {key}"));
+            }
+        }
+        if !self.network_tags.is_empty() {
+            match network_tags(resource) {
+                None => out.push("network tags (the fake's inventory shows none: `network_tags` is missing)".into()),
+                Some(have) => {
+                    for tag in fill_list(&self.network_tags, name) {
+                        if !have.contains(&tag) {
+                            out.push(format!("network tag {tag}"));
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The GCE network tags of an inventory entry (`network_tags`), when the fake shows them.
+fn network_tags(resource: &InventoryInstance) -> Option<Vec<String>> {
+    let list = resource.extra.get("network_tags").or_else(|| resource.extra.get("networkTags"))?.as_array()?;
+    Some(list.iter().filter_map(Value::as_str).map(str::to_owned).collect())
 }
 
 /// Inputs of the `ownership/*` scenarios: the VMs the fake plants through
@@ -333,6 +540,49 @@ mod tests {
         assert!(gce.provider_id_of("1", "m", &scope).unwrap_err().contains("{project}"));
         let open = OwnershipInputs { provider_id: "x{id".into(), ..o };
         assert!(open.provider_id_of("1", "m", &scope).is_err());
+    }
+
+    #[test]
+    fn go_made_vms_fill_the_name_and_rollback_markers_name_what_is_missing() {
+        let m: MigrationInputs = serde_json::from_value(serde_json::json!({
+            "goMade": {
+                "tags": {"Name": "{name}", "k": "1"},
+                "attached": [{"kind": "nic", "name": "{name}-nic", "tags": {"k": "1"}, "deleteWithVm": true, "source": "x"}],
+                "source": "y"
+            },
+            "rollback": {
+                "vm": {"name": "{name}", "tags": {"Name": "{name}"}, "tagKeys": ["k"], "networkTags": ["t"]},
+                "attached": [{"kind": "disk", "tagKeys": ["k"]}]
+            }
+        }))
+        .unwrap();
+        let scope: BTreeMap<String, String> = [("region".to_owned(), "r".to_owned())].into();
+        let req = m.go_made.plant_request("m-1", &scope);
+        assert_eq!(req.tags["Name"], "m-1");
+        assert_eq!(req.attached[0].name, "m-1-nic");
+        assert_eq!(req.attached[0].delete_with_vm, Some(true));
+        assert_eq!(req.scope, scope);
+        let mut vm = InventoryInstance {
+            id: "i".into(),
+            name: "m-1".into(),
+            state: "running".into(),
+            live: true,
+            tags: [("Name".to_owned(), "m-1".to_owned()), ("k".to_owned(), String::new())].into(),
+            extra: serde_json::Map::new(),
+        };
+        let missing = m.rollback.vm.missing(&vm, "m-1");
+        assert_eq!(missing.len(), 1, "{missing:?}");
+        assert!(missing[0].contains("network tags"), "{missing:?}");
+        vm.extra.insert("network_tags".into(), serde_json::json!(["t"]));
+        assert!(m.rollback.vm.missing(&vm, "m-1").is_empty());
+        vm.tags.remove("k");
+        vm.name = "other".into();
+        assert_eq!(m.rollback.vm.missing(&vm, "m-1").len(), 2);
+        assert_eq!(m.rollback.attached[0].kind, Some(AttachedKind::Disk));
+        assert!(
+            serde_json::from_value::<MigrationInputs>(serde_json::json!({"goMade": {}, "rollback": {"vm": {"x": 1}}}))
+                .is_err()
+        );
     }
 
     #[test]

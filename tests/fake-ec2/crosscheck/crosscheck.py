@@ -394,6 +394,29 @@ def run_instances(fake):
     return instance_id, eni["NetworkInterfaceId"], pair
 
 
+def market_types(fake):
+    client = ec2(fake)
+    expect_error(
+        lambda: client.run_instances(**run_args(InstanceMarketOptions={"MarketType": "on-demand"})),
+        400,
+        "InvalidParameterValue",
+        "market type outside InstanceMarketOptionsRequest's enum (on-demand)",
+    )
+    named = [{"ResourceType": "instance", "Tags": [{"Key": "Name", "Value": "crosscheck-market"}]}]
+    launched = client.run_instances(
+        **run_args(
+            InstanceMarketOptions={"MarketType": "interruptible-capacity-reservation"}, TagSpecifications=named
+        )
+    )
+    instance_id = launched["Instances"][0]["InstanceId"]
+    equal(
+        inventory(fake)[instance_id]["instance_lifecycle"],
+        "interruptible-capacity-reservation",
+        "RunInstances market type interruptible-capacity-reservation kept as the instance's lifecycle",
+    )
+    client.terminate_instances(InstanceIds=[instance_id])
+
+
 def run_errors(fake):
     client = ec2(fake)
     expect_error(
@@ -1007,6 +1030,7 @@ def auth_and_faults(fake):
     cases = [
         ("throttle", "DescribeInstances", 503, "RequestLimitExceeded"),
         ("capacity", "RunInstances", 500, "InsufficientInstanceCapacity"),
+        ("placement", "RunInstances", 400, "Unsupported"),
         ("unavailable", "DescribeInstances", 503, "Unavailable"),
         ("internal", "DescribeImages", 500, "InternalError"),
         ("auth", "DescribeInstances", 401, "AuthFailure"),
@@ -1232,6 +1256,7 @@ def main():
     scenario("images and snapshots", lambda: images(fake))
     scenario("auth and faults", lambda: auth_and_faults(fake))
     scenario("STS AssumeRoleWithWebIdentity", lambda: web_identity(fake))
+    scenario("RunInstances market types", lambda: market_types(fake))
     admin(fake, "reset")
     run.finish()
 

@@ -65,17 +65,40 @@ impl Ec2Error {
         Self::client(code, format!("Invalid id: \"{id}\""))
     }
 
+    /// EC2's answer when the instance type is not offered in the Availability Zone
+    /// (400 `Unsupported`, in EC2's words, naming the zones of the region that
+    /// could take it): the "cannot place it here" of RunInstances.
+    pub(crate) fn placement(instance_type: &str, zone: &str, region: &str) -> Self {
+        let others: Vec<String> =
+            ["a", "b", "c"].iter().map(|z| format!("{region}{z}")).filter(|z| z != zone).collect();
+        Self::client(
+            "Unsupported",
+            format!(
+                "Your requested instance type ({instance_type}) is not supported in your requested Availability \
+                 Zone ({zone}). Please retry your request by not specifying an Availability Zone or choosing {}.",
+                others.join(", ")
+            ),
+        )
+    }
+
     /// The EC2 error for an injected fault.
     pub(crate) fn from_fault(kind: FaultKind) -> Self {
         match kind {
             FaultKind::Throttle => {
                 Self::new(StatusCode::SERVICE_UNAVAILABLE, "RequestLimitExceeded", "Request limit exceeded.")
             }
-            FaultKind::Capacity | FaultKind::Placement => Self::new(
+            FaultKind::Capacity => Self::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "InsufficientInstanceCapacity",
                 "We currently do not have sufficient capacity in the Availability Zone you requested. \
                  Our system will be working on provisioning additional capacity.",
+            ),
+            // Without the request at hand (a fault on another action, or in phase `after`):
+            // EC2's generic wording of the code. RunInstances gets [`Ec2Error::placement`].
+            FaultKind::Placement => Self::client(
+                "Unsupported",
+                "The requested configuration is currently not supported. Please check the documentation for \
+                 supported configurations.",
             ),
             FaultKind::Unavailable => Self::new(
                 StatusCode::SERVICE_UNAVAILABLE,

@@ -10,7 +10,7 @@ use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
-use fake_cloud_support::{Admin, admin_router};
+use fake_cloud_support::{Admin, FaultKind, Rejection, admin_router};
 
 use crate::actions::{Ctx, dispatch};
 use crate::caller::Caller;
@@ -58,7 +58,7 @@ async fn handle(State(app): State<App>, RawQuery(query): RawQuery, headers: Head
     let action = params.get("Action").unwrap_or("").to_owned();
     let guard = match app.admin.begin_call(&action).await {
         Ok(guard) => guard,
-        Err(rejection) => return rejection.into_response(),
+        Err(rejection) => return answer_for(rejection, &action, &params, &headers, &request_id),
     };
     if action == "AssumeRoleWithWebIdentity" {
         // Unsigned, as in AWS: the web identity token is the credential.
@@ -93,5 +93,20 @@ async fn handle(State(app): State<App>, RawQuery(query): RawQuery, headers: Head
             Err(error) => error.to_response(&request_id),
         }
     };
-    guard.finish(response)
+    match guard.after_fault() {
+        Some(rejection) => answer_for(rejection, &action, &params, &headers, &request_id),
+        None => response,
+    }
+}
+
+/// The answer to a refused call: the hooks' error for its fault kind, except a
+/// placement fault on RunInstances, which EC2 answers naming the request's
+/// instance type and Availability Zone ([`Ec2Error::placement`]).
+fn answer_for(rejection: Rejection, action: &str, params: &Params, headers: &HeaderMap, request_id: &str) -> Response {
+    if rejection.kind != FaultKind::Placement || action != "RunInstances" {
+        return rejection.into_response();
+    }
+    let region = Caller::from_headers(headers).map_or_else(|| "us-east-1".to_owned(), |c| c.region);
+    let (instance_type, zone) = crate::actions::run::requested_placement(params, &region);
+    Ec2Error::placement(&instance_type, &zone, &region).to_response(request_id)
 }

@@ -35,6 +35,10 @@ pub(crate) struct World {
     pub(crate) client_tokens: IdempotencyTokens<(String, String), Vec<String>>,
     pub(crate) subnet_hosts: HashMap<String, u32>,
     pub(crate) ipv6_prefixes_handed_out: u32,
+    /// The market type of each instance launched with `InstanceMarketOptions`
+    /// (its `instanceLifecycle`: spot, capacity-block, interruptible-capacity-reservation);
+    /// absent = on-demand.
+    pub(crate) lifecycles: HashMap<String, String>,
 }
 
 fn image(id: &str, name: &str, owner: &str, alias: Option<&str>, public: bool, snapshot: &str, size: i64) -> Image {
@@ -140,7 +144,7 @@ pub(crate) fn operation_class(operation: &str) -> Option<OpClass> {
     })
 }
 
-fn instance_inventory(instance: &Instance, now: Instant) -> InventoryInstance {
+fn instance_inventory(instance: &Instance, lifecycle: Option<&String>, now: Instant) -> InventoryInstance {
     let state = instance.state(now);
     let interfaces: Vec<_> = instance
         .interfaces
@@ -187,6 +191,7 @@ fn instance_inventory(instance: &Instance, now: Instant) -> InventoryInstance {
         "key_name": instance.key_name,
         "security_groups": instance.security_groups,
         "metadata_http_tokens": instance.metadata_http_tokens,
+        "instance_lifecycle": lifecycle,
         "network_interfaces": interfaces,
         "block_devices": volumes,
     });
@@ -239,7 +244,11 @@ impl CloudHooks for Store {
             })
             .collect();
         Inventory {
-            instances: world.instances.iter().map(|i| instance_inventory(i, now)).collect(),
+            instances: world
+                .instances
+                .iter()
+                .map(|i| instance_inventory(i, world.lifecycles.get(&i.id), now))
+                .collect(),
             images,
             dependents: Vec::new(),
         }

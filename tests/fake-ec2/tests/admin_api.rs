@@ -128,3 +128,46 @@ async fn wire_format_matches_ec2() {
     assert_eq!(status, 400);
     assert!(body.contains("<Code>InvalidAction</Code>"), "{body}");
 }
+
+#[tokio::test]
+async fn a_placement_fault_is_ec2s_unsupported_naming_the_type_and_zone() {
+    let handle = fake().await;
+    let client = ec2(&handle, CLUSTER_KEY);
+    admin(&handle, "POST", "/faults", Some(json!({"operation": "create", "kind": "placement", "times": 1}))).await;
+    let refused = run(&client)
+        .placement(aws_sdk_ec2::types::Placement::builder().availability_zone("eu-west-1b").build())
+        .send()
+        .await
+        .expect_err("placement");
+    assert_eq!(code(&refused), "Unsupported");
+    assert_eq!(refused.raw_response().map(|r| r.status().as_u16()), Some(400));
+    let message = aws_sdk_ec2::error::ProvideErrorMetadata::message(&refused).unwrap_or_default().to_owned();
+    assert_eq!(
+        message,
+        "Your requested instance type (m5.large) is not supported in your requested Availability Zone (eu-west-1b). \
+         Please retry your request by not specifying an Availability Zone or choosing eu-west-1a, eu-west-1c."
+    );
+    let inventory = admin(&handle, "GET", "/inventory", None).await;
+    assert_eq!(inventory["instances"].as_array().map(Vec::len), Some(0), "a refused launch creates nothing");
+
+    // Phase after: the instance exists, the answer is the same refusal (the zone defaults to the region's first).
+    admin(
+        &handle,
+        "POST",
+        "/faults",
+        Some(json!({"operation": "RunInstances", "kind": "placement", "times": 1, "phase": "after"})),
+    )
+    .await;
+    let lost = run(&client).send().await.expect_err("placement after");
+    assert_eq!(code(&lost), "Unsupported");
+    assert!(
+        aws_sdk_ec2::error::ProvideErrorMetadata::message(&lost)
+            .is_some_and(|m| m.contains("Availability Zone (eu-west-1a)")),
+        "{lost:?}"
+    );
+    // On another action there is no request to name: EC2's generic wording.
+    admin(&handle, "POST", "/faults", Some(json!({"operation": "DescribeInstances", "kind": "placement", "times": 1})))
+        .await;
+    let other = client.describe_instances().send().await.expect_err("placement on a read");
+    assert_eq!(code(&other), "Unsupported");
+}

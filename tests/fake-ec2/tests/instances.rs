@@ -275,3 +275,35 @@ async fn new_instances_are_invisible_for_the_consistency_window() {
     let later = client.describe_instances().instance_ids(&id).send().await.expect("visible");
     assert_eq!(later.reservations().len(), 1);
 }
+
+#[tokio::test]
+async fn market_types_of_the_api_reference_launch_and_others_are_refused() {
+    use aws_sdk_ec2::types::{InstanceMarketOptionsRequest, MarketType, SpotMarketOptions};
+    let handle = fake().await;
+    let client = ec2(&handle, CLUSTER_KEY);
+    let market = |t: &str| InstanceMarketOptionsRequest::builder().market_type(MarketType::from(t)).build();
+    for (i, t) in ["spot", "capacity-block", "interruptible-capacity-reservation"].into_iter().enumerate() {
+        let out = run(&client, &format!("market-{i}")).instance_market_options(market(t)).send().await.expect(t);
+        let id = out.instances()[0].instance_id().expect("id");
+        assert_eq!(inventory_instance(&handle, id).await["instance_lifecycle"], json!(t), "{t}");
+    }
+    let on_demand = run(&client, "plain").send().await.expect("on-demand");
+    let id = on_demand.instances()[0].instance_id().expect("id");
+    assert_eq!(inventory_instance(&handle, id).await["instance_lifecycle"], json!(null));
+
+    for bad in ["on-demand", "Spot", "reserved"] {
+        let refused = run(&client, "x").instance_market_options(market(bad)).send().await.expect_err(bad);
+        assert_eq!(code(&refused), "InvalidParameterValue", "{bad}");
+    }
+    let spot = |o: SpotMarketOptions| {
+        InstanceMarketOptionsRequest::builder().market_type(MarketType::Spot).spot_options(o).build()
+    };
+    let behaviour = SpotMarketOptions::builder()
+        .instance_interruption_behavior(aws_sdk_ec2::types::InstanceInterruptionBehavior::from("vanish"))
+        .build();
+    let refused = run(&client, "x").instance_market_options(spot(behaviour)).send().await.expect_err("behaviour");
+    assert_eq!(code(&refused), "InvalidParameterValue");
+    let cheap = SpotMarketOptions::builder().max_price("0.0001").build();
+    let refused = run(&client, "x").instance_market_options(spot(cheap)).send().await.expect_err("price");
+    assert_eq!(code(&refused), "InvalidParameterValue");
+}

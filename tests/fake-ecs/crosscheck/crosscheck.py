@@ -484,6 +484,9 @@ def faults_and_signatures(fake, endpoint):
     admin(fake, "faults", {"operation": "create", "kind": "capacity", "times": 1})
     status, code = v3_error(lambda: v3_run(ecs, "no-stock", str(uuid.uuid4()), []))
     check((status, code) == (403, "OperationDenied.NoStock"), f"capacity fault: {status} {code}")
+    admin(fake, "faults", {"operation": "create", "kind": "placement", "times": 1})
+    status, code = v3_error(lambda: v3_run(ecs, "not-on-sale", str(uuid.uuid4()), []))
+    check((status, code) == (403, "Zone.NotOnSale"), f"placement fault: {status} {code}")
 
     # Wrong secrets: refused before the call gate (not counted in /_admin/calls).
     wrong3 = v3_ecs(endpoint, (ACCESS_KEY_ID, "not-the-secret"))
@@ -498,7 +501,7 @@ def faults_and_signatures(fake, endpoint):
     unknown = v3_ecs(endpoint, ("LTAI5tNobodyKey", "x"))
     check(v3_error(lambda: v3_describe(unknown)) == (404, "InvalidAccessKeyId.NotFound"), "unknown AccessKey")
     calls = admin(fake, "calls", method="GET")
-    check(calls["total"] == 4, f"refused signatures are not calls: {calls}")
+    check(calls["total"] == 5, f"refused signatures are not calls: {calls}")
     refused = admin(fake, "ecs/refused", method="GET")
     check(refused["refused"].get("SignatureDoesNotMatch") == 2, f"refusals counted: {refused}")
 

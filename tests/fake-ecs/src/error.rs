@@ -174,6 +174,15 @@ impl EcsError {
         )
     }
 
+    /// 403 `Zone.NotOnSale` (ECS API reference, RunInstances error codes): the
+    /// zone sells the requested resource no longer, the "cannot place it here" of ECS.
+    pub(crate) fn zone_not_on_sale() -> Self {
+        Self::forbidden(
+            "Zone.NotOnSale",
+            "The resource in the specified zone is no longer available for sale. Please try other regions and zones.",
+        )
+    }
+
     /// 503 `ServiceUnavailable`.
     pub(crate) fn unavailable() -> Self {
         Self::new(

@@ -35,7 +35,8 @@ pub(crate) const STS_ACTIONS: &[(&str, OpClass)] = &[("GetCallerIdentity", OpCla
 pub(crate) fn fault_error(kind: FaultKind, operation: &str) -> EcsError {
     let error = match kind {
         FaultKind::Throttle => EcsError::throttled(),
-        FaultKind::Capacity | FaultKind::Placement => EcsError::no_stock(),
+        FaultKind::Capacity => EcsError::no_stock(),
+        FaultKind::Placement => EcsError::zone_not_on_sale(),
         FaultKind::Unavailable => EcsError::unavailable(),
         FaultKind::Internal => EcsError::internal(),
         FaultKind::Auth => EcsError::access_key_not_found(),
@@ -60,7 +61,17 @@ impl CloudHooks for EcsHooks {
     fn inventory(&self) -> Inventory {
         let now = Instant::now();
         let state = self.store.lock_at(now);
-        let mut instances: Vec<_> = state.instances.values().map(|i| i.inventory(i.status(now), true)).collect();
+        let mut instances: Vec<_> = state
+            .instances
+            .values()
+            .map(|i| {
+                let mut entry = i.inventory(i.status(now), true);
+                if let Some(terms) = state.spot_terms.get(&i.id) {
+                    terms.annotate(&mut entry);
+                }
+                entry
+            })
+            .collect();
         instances.extend(state.deleted.iter().map(|(_, entry)| entry.clone()));
         let images = state
             .images

@@ -3,15 +3,21 @@
 //! as requested, in the vSwitch with its security group, from the system
 //! image, with no ClientToken and no user data.
 //!
+//! `attached` disks describe its system disk (the first, booting: its
+//! `size_gb`, default 20) and data disks (`name` = `DiskName`, `size_gb`
+//! required, 20-32768, `delete_with_vm` = `DeleteWithInstance`, default true),
+//! as RunInstances' `SystemDisk` and `DataDisk.N` make them; the fake keeps no
+//! disk tags nor a system disk name, so those are refused, as are other kinds.
+//!
 //! Scope keys: `account` (default the cluster account), `region` (the only
 //! region), `vswitch` (default the seeded one; it must belong to the account;
 //! the zone is the vSwitch's), `securityGroup` (default the seeded one).
 
 use std::time::{Instant, SystemTime};
 
-use fake_cloud_support::{PlantError, PlantRequest, Planted};
+use fake_cloud_support::{AttachedKind, PlantError, PlantRequest, Planted, PlantedAttached};
 
-use crate::state::{Instance, Phase, Store};
+use crate::state::{DataDisk, Instance, Phase, Store};
 use crate::wire::{creation_time, instance_id};
 
 /// The scope keys ECS planting knows.
@@ -38,10 +44,57 @@ fn valid_instance_name(name: &str) -> bool {
         && !name.starts_with("https://")
 }
 
+/// The system disk (category, size) and data disks `attached` describes (none: a 20 GiB ESSD, no data disk).
+fn disks(request: &PlantRequest) -> Result<((String, u64), Vec<DataDisk>), PlantError> {
+    request.check_attached("ECS", &[AttachedKind::Disk], &[])?;
+    let mut system = ("cloud_essd".to_owned(), 20);
+    let mut data = Vec::new();
+    for (i, disk) in request.attached.iter().enumerate() {
+        let at = format!("attached[{i}]");
+        if !disk.tags.is_empty() {
+            return Err(PlantError::Invalid(format!("{at}: fake-ecs keeps no disk tags")));
+        }
+        if i == 0 && !disk.boot {
+            return Err(PlantError::Invalid(format!("{at}: the first disk is the system disk (boot)")));
+        }
+        if disk.boot {
+            if !disk.name.is_empty() || disk.delete_with_vm == Some(false) {
+                return Err(PlantError::Invalid(format!(
+                    "{at}: the system disk takes no name here and always goes with the instance"
+                )));
+            }
+            match disk.size_gb {
+                None => {}
+                Some(size) if (20..=2048).contains(&size) => system.1 = size,
+                Some(size) => return Err(PlantError::Invalid(format!("{at}: SystemDisk.Size {size} is invalid"))),
+            }
+            continue;
+        }
+        let size = disk
+            .size_gb
+            .filter(|s| (20..=32_768).contains(s))
+            .ok_or_else(|| PlantError::Invalid(format!("{at}: DataDisk.n.Size is required and must be 20-32768")))?;
+        if !disk.name.is_empty() && !valid_instance_name(&disk.name) {
+            return Err(PlantError::Invalid(format!("{at}: {:?} is not a valid DiskName", disk.name)));
+        }
+        data.push(DataDisk {
+            category: "cloud_essd".to_owned(),
+            size,
+            encrypted: false,
+            name: (!disk.name.is_empty()).then(|| disk.name.clone()),
+            description: None,
+            delete_with_instance: disk.delete_with_vm.unwrap_or(true),
+        });
+    }
+    Ok((system, data))
+}
+
 /// Plants the instance described by `request` into `store`.
 pub(crate) fn plant(store: &Store, request: &PlantRequest) -> Result<Planted, PlantError> {
     request.check_scope_keys(SCOPE_KEYS)?;
     request.refuse_network_tags("ECS")?;
+    request.refuse_metadata("ECS")?;
+    let (system_disk, data_disks) = disks(request)?;
     let account = request.scope_or("account", crate::ACCOUNT_ID);
     let region = request.scope_or("region", crate::REGION);
     let vswitch_id = request.scope_or("vswitch", crate::VSWITCH);
@@ -105,15 +158,28 @@ pub(crate) fn plant(store: &Store, request: &PlantRequest) -> Result<Planted, Pl
         spot_strategy: "NoSpot".to_owned(),
         io_optimized: true,
         key_pair: None,
-        system_disk: ("cloud_essd".to_owned(), 20),
-        data_disks: Vec::new(),
+        system_disk,
+        data_disks,
     };
+    // ECS disks are `d-...` resources of their own; the fake keeps them inside the
+    // instance, so the answer names each by the instance and its position.
+    let attached = request
+        .attached
+        .iter()
+        .enumerate()
+        .map(|(i, disk)| PlantedAttached {
+            kind: AttachedKind::Disk,
+            id: format!("{id}/disk/{i}"),
+            name: disk.name.clone(),
+        })
+        .collect();
     state.instances.insert(id.clone(), instance);
     Ok(Planted::new(
         id,
         request.name.clone(),
         [("account", account), ("region", region), ("zone", vswitch.zone), ("vswitch", vswitch_id)],
-    ))
+    )
+    .with_attached(attached))
 }
 
 #[cfg(test)]
@@ -143,6 +209,37 @@ mod tests {
         drop(state);
         let again = plant(&store, &request("m-1")).unwrap();
         assert_ne!(again.id, planted.id, "ECS names need not be unique");
+    }
+
+    #[test]
+    fn plants_the_described_system_and_data_disks() {
+        use fake_cloud_support::PlantAttached;
+        let store = Store::new();
+        let mut system = PlantAttached::new(AttachedKind::Disk, "");
+        system.boot = true;
+        system.size_gb = Some(50);
+        let mut data = PlantAttached::new(AttachedKind::Disk, "m-1-containerd-data-disk");
+        data.size_gb = Some(64);
+        let req = PlantRequest { attached: vec![system.clone(), data.clone()], ..request("m-1") };
+        let planted = plant(&store, &req).unwrap();
+        assert_eq!(planted.attached.len(), 2);
+        {
+            let state = store.lock_at(Instant::now());
+            let instance = &state.instances[&planted.id];
+            assert_eq!(instance.system_disk.1, 50);
+            let disk = &instance.data_disks[0];
+            assert_eq!(
+                (disk.name.as_deref(), disk.size, disk.delete_with_instance),
+                (Some("m-1-containerd-data-disk"), 64, true)
+            );
+        }
+        let refused =
+            |attached: Vec<PlantAttached>| plant(&store, &PlantRequest { attached, ..request("m-2") }).is_err();
+        assert!(refused(vec![data.clone()]), "the system disk comes first");
+        let tagged = PlantAttached { tags: [("k".to_owned(), "v".to_owned())].into(), ..data.clone() };
+        assert!(refused(vec![system.clone(), tagged]));
+        assert!(refused(vec![system.clone(), PlantAttached { size_gb: None, ..data }]));
+        assert!(refused(vec![PlantAttached::new(AttachedKind::Nic, "eni")]));
     }
 
     #[test]

@@ -273,6 +273,7 @@ async fn faults_answer_with_ecs_errors_and_are_counted() {
     for (kind, status, code) in [
         ("throttle", 400, "Throttling.User"),
         ("capacity", 403, "OperationDenied.NoStock"),
+        ("placement", 403, "Zone.NotOnSale"),
         ("unavailable", 503, "ServiceUnavailable"),
         ("internal", 500, "InternalError"),
         ("auth", 404, "InvalidAccessKeyId.NotFound"),
@@ -289,8 +290,8 @@ async fn faults_answer_with_ecs_errors_and_are_counted() {
     assert_eq!(answer.body["Message"], "Request was denied due to user flow control.");
     fake.call("DescribeInstances", &[("RegionId", REGION)]).await.ok();
     let calls = fake.admin_get("calls").await;
-    assert_eq!(calls["calls"]["RunInstances"], 7);
-    assert_eq!(calls["classes"]["create"], 7);
+    assert_eq!(calls["calls"]["RunInstances"], 8);
+    assert_eq!(calls["classes"]["create"], 8);
     assert_eq!(calls["classes"]["read"], 2);
 
     fake.run(&[]).await;
@@ -349,4 +350,39 @@ async fn terminate_releases_at_once_like_a_spot_reclaim() {
     assert_eq!(fake.run(&params).await, [id.as_str()]);
     assert!(fake.describe_one(&id).await.is_null());
     assert_eq!(fake.inventory().await["instances"].as_array().unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn spot_parameters_are_validated_as_the_run_instances_reference_documents_them() {
+    let fake = Fake::start().await;
+    let id = fake
+        .run(&[("SpotStrategy", "SpotWithPriceLimit"), ("SpotPriceLimit", "0.125"), ("SpotDuration", "0")])
+        .await
+        .remove(0);
+    let instance = fake.describe_one(&id).await;
+    assert_eq!(instance["SpotStrategy"], "SpotWithPriceLimit");
+    assert_eq!(instance["SpotPriceLimit"], 0.125);
+    assert_eq!(instance["SpotDuration"], 0);
+    let entry =
+        fake.inventory().await["instances"].as_array().unwrap().iter().find(|i| i["id"] == id.as_str()).cloned();
+    let entry = entry.unwrap();
+    assert_eq!((entry["spot_price_limit"].clone(), entry["spot_duration"].clone()), (json!("0.125"), json!(0)));
+
+    // SpotAsPriceGo ignores a limit (ECS uses it only with SpotWithPriceLimit); the duration defaults to 1.
+    let id = fake.run(&[("SpotStrategy", "SpotAsPriceGo"), ("SpotPriceLimit", "0.5")]).await.remove(0);
+    let instance = fake.describe_one(&id).await;
+    assert_eq!((instance["SpotPriceLimit"].clone(), instance["SpotDuration"].clone()), (json!(0.0), json!(1)));
+    let plain = fake.run(&[]).await.remove(0);
+    assert_eq!(fake.describe_one(&plain).await["SpotDuration"], 0, "no spot, no protection hours");
+
+    for (params, status, code) in [
+        (vec![("SpotStrategy", "Cheap")], 400, "InvalidSpotStrategy"),
+        (vec![("SpotStrategy", "SpotWithPriceLimit"), ("SpotPriceLimit", "0.1234")], 400, "InvalidSpotPriceLimit"),
+        (vec![("SpotStrategy", "SpotWithPriceLimit"), ("SpotPriceLimit", "-1")], 400, "InvalidSpotPriceLimit"),
+        (vec![("SpotStrategy", "SpotWithPriceLimit"), ("SpotPriceLimit", "cheap")], 400, "InvalidSpotPriceLimit"),
+        (vec![("SpotStrategy", "SpotAsPriceGo"), ("SpotDuration", "2")], 400, "InvalidSpotDuration"),
+        (vec![("SpotStrategy", "SpotAsPriceGo"), ("InstanceChargeType", "PrePaid")], 400, "InvalidSpotPrepaid"),
+    ] {
+        fake.run_as(CLUSTER, &params).await.expect(status, code);
+    }
 }

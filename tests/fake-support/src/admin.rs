@@ -322,7 +322,7 @@ mod tests {
     async fn reset_restores_defaults() {
         let admin = admin();
         admin.add_fault(&fault("*", FaultKind::Auth, None, Phase::Before));
-        admin.set_timing(Timing { boot_ms: 1, stop_ms: 1 });
+        admin.set_timing(Timing { boot_ms: 1, stop_ms: 1, operation_ms: Some(1) });
         admin.set_consistency(Consistency { invisible_ms: 5 });
         admin.reset();
         assert!(admin.begin_call("Get").await.is_ok());

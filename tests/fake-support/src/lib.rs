@@ -32,7 +32,7 @@ pub use idempotency::{IdempotencyTokens, Replay};
 pub use jwt::{JwtRefusal, unexpired_claims};
 pub use main_fn::run_fake;
 pub use operations::{OpClass, OpSelector};
-pub use plant::{PlantError, PlantRequest, Planted};
+pub use plant::{AttachedKind, PlantAttached, PlantError, PlantRequest, Planted, PlantedAttached};
 pub use rate_limit::TokenBucket;
 pub use router::{ADMIN_PREFIX, admin_router};
 pub use settings::{Consistency, LatencyRules, LatencySpec, RateLimitSpec, Timing};

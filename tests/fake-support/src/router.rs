@@ -245,6 +245,7 @@ mod tests {
                     id: format!("i-{}", request.tags.len()),
                     name: request.name.clone(),
                     scope: [("region".to_owned(), request.scope_or("region", "r-1"))].into(),
+                    attached: Vec::new(),
                 }),
                 "taken" => Err(PlantError::Conflict("instance taken exists".into())),
                 other => Err(PlantError::Invalid(format!("bad name {other}"))),

@@ -77,6 +77,13 @@ pub struct Timing {
     /// How long an instance stays shutting-down/stopping before terminated/gone.
     #[serde(default = "default_transition_ms")]
     pub stop_ms: u64,
+    /// How long a cloud's long-running operation (a GCE zone operation, ...)
+    /// runs before it is done; absent = the fake's own rule (each fake's
+    /// README says which, e.g. fake-gce: an insert is done at half of
+    /// `boot_ms`, a delete after `stop_ms`). Lets a test make operations take
+    /// as long as on the real cloud (tens of seconds) to see a client's polling.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operation_ms: Option<u64>,
 }
 
 fn default_transition_ms() -> u64 {
@@ -85,7 +92,7 @@ fn default_transition_ms() -> u64 {
 
 impl Default for Timing {
     fn default() -> Self {
-        Self { boot_ms: default_transition_ms(), stop_ms: default_transition_ms() }
+        Self { boot_ms: default_transition_ms(), stop_ms: default_transition_ms(), operation_ms: None }
     }
 }
 
@@ -98,6 +105,11 @@ impl Timing {
     /// Stop delay as a duration.
     pub fn stop(&self) -> Duration {
         Duration::from_millis(self.stop_ms)
+    }
+
+    /// Operation duration, when one is set.
+    pub fn operation(&self) -> Option<Duration> {
+        self.operation_ms.map(Duration::from_millis)
     }
 }
 
@@ -121,7 +133,10 @@ mod tests {
     #[test]
     fn timing_defaults() {
         let timing: Timing = serde_json::from_str(r#"{"boot_ms": 10}"#).expect("parse");
-        assert_eq!(timing, Timing { boot_ms: 10, stop_ms: 300 });
+        assert_eq!(timing, Timing { boot_ms: 10, stop_ms: 300, operation_ms: None });
         assert_eq!(Timing::default().boot(), Duration::from_millis(300));
+        let timing: Timing = serde_json::from_str(r#"{"operation_ms": 20000}"#).expect("parse");
+        assert_eq!(timing.operation(), Some(Duration::from_secs(20)));
+        assert_eq!((timing.boot_ms, timing.stop_ms), (300, 300));
     }
 }

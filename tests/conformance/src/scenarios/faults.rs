@@ -51,6 +51,41 @@ pub(crate) fn capacity(ctx: Ctx) -> BoxFuture<'static, StepResult> {
     })
 }
 
+/// Every create refused because the cloud cannot place the machine there (its
+/// size or a feature is not offered in the region or zone; capability-gated by
+/// the conformance file's `placement`): CreateMachine answers
+/// RESOURCE_EXHAUSTED, the one code after which MCM backs off (10 min) and the
+/// cluster autoscaler moves to another node group; nothing exists.
+pub(crate) fn placement(ctx: Ctx) -> BoxFuture<'static, StepResult> {
+    Box::pin(async move {
+        if !ctx.settings.provider.placement {
+            skip!("the provider's conformance file does not set \"placement\": true");
+        }
+        inject(&ctx, Fault { operation: "create", kind: "placement", times: None, phase: "before" }).await?;
+        let m = ctx.new_machine();
+        match ctx.create(&m).await {
+            Err(s) if s.code() == Code::ResourceExhausted => {}
+            Err(s) => fail!("create the cloud cannot place: expected RESOURCE_EXHAUSTED, got {}", describe(&s)),
+            Ok(r) => fail!("create the cloud cannot place: expected RESOURCE_EXHAUSTED, got OK ({})", r.provider_id),
+        }
+        // A cloud may accept the VM and fail it afterwards (Nova: ERROR "No valid host was
+        // found"); the driver then deletes it, which takes the cloud a moment.
+        let fake = ctx.fake()?;
+        let started = std::time::Instant::now();
+        loop {
+            let live = fake.live_named(&m.name).await.map_err(Stop::Fail)?;
+            if live.is_empty() {
+                return Ok(());
+            }
+            if started.elapsed() >= ctx.settings.wait {
+                let ids: Vec<&str> = live.iter().map(|i| i.id.as_str()).collect();
+                fail!("after the refused create the fake still holds live instance(s) {ids:?} named {}", m.name);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    })
+}
+
 /// New instances invisible to reads for 2 s: status right after create answers OK, not
 /// initialized, with a pending step (the one answer every provider gives for a VM it just
 /// created and the cloud does not show yet: never NOT_FOUND, which makes the controller create

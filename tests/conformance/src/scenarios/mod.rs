@@ -11,6 +11,7 @@ mod initialize;
 mod leak;
 mod lifecycle;
 mod list;
+mod migration;
 mod ownership;
 mod registry;
 mod share_image;
@@ -113,8 +114,15 @@ pub fn all() -> Vec<Scenario> {
         scenario("ownership/list-omits-foreign", "ownlist", &[ListMachines], true, ownership::list_omits_foreign),
         scenario("ownership/create-beside-foreign", "owncr", &[], true, ownership::create_beside_foreign),
         scenario("ownership/go-made-adopted", "owngo", &[], true, ownership::go_made_adopted),
+        scenario("migration/status-by-provider-id", "migpid", &[], true, migration::status_by_provider_id),
+        scenario("migration/status-by-name", "migname", &[], true, migration::status_by_name),
+        scenario("migration/initialize", "miginit", &[], true, migration::initialize),
+        scenario("migration/listed", "miglist", &[ListMachines], true, migration::listed),
+        scenario("migration/delete-leaves-nothing", "migdel", &[], true, migration::delete_leaves_nothing),
+        scenario("migration/rollback-markers", "migroll", &[], true, migration::rollback_markers),
         scenario("fake/throttle-on-create-unavailable", "thr", &[], true, faults::throttle),
         scenario("fake/capacity-on-create-resource-exhausted", "cap", &[], true, faults::capacity),
+        scenario("fake/placement-on-create-resource-exhausted", "place", &[], true, faults::placement),
         scenario("fake/eventual-consistency", "evc", &[], true, faults::eventual_consistency),
         scenario("status/failed-vm-reported", "failvm", &[], true, cloud_state::failed_vm_reported),
         scenario("fake/not-visible-after-restart", "nvrst", &[], true, faults::not_visible_after_restart),

@@ -17,7 +17,7 @@ use machine_driver_proto::v1::{CreateMachineResponse, GetMachineStatusResponse, 
 use tonic::{Code, Status};
 
 use crate::context::{Ctx, is_retryable};
-use crate::fake_admin::{FakeAdmin, Instance, PlantRequest};
+use crate::fake_admin::{FakeAdmin, Instance, PlantRequest, PlantedAttached};
 use crate::outcome::{StepResult, Stop};
 use crate::settings::{OwnershipInputs, PlantedVm};
 use crate::status_details::describe;
@@ -27,7 +27,7 @@ use crate::{ensure, fail};
 /// default stop time (300 ms), so that a delete the driver sent has ended it.
 const SETTLE: Duration = Duration::from_millis(1000);
 /// How often a poll asks again.
-const POLL: Duration = Duration::from_millis(200);
+pub(crate) const POLL: Duration = Duration::from_millis(200);
 /// The skip reason without inputs.
 const NO_INPUTS: &str = "the provider's conformance file has no \"ownership\" key";
 
@@ -75,41 +75,48 @@ impl Kind {
 }
 
 /// One planted VM: its inventory id, name, the providerID a driver would give
-/// it and how the fake showed it right after planting.
+/// it, how the fake showed it right after planting and what it planted with it.
 #[derive(Debug, Clone)]
-struct Plant {
-    kind: Kind,
-    id: String,
-    name: String,
-    provider_id: String,
-    seen: Instance,
+pub(crate) struct Plant {
+    /// What the VM is, for messages.
+    pub(crate) what: &'static str,
+    /// Its inventory id.
+    pub(crate) id: String,
+    /// Its name.
+    pub(crate) name: String,
+    /// The providerID the driver gives it.
+    pub(crate) provider_id: String,
+    /// Its inventory entry right after planting.
+    pub(crate) seen: Instance,
+    /// The resources planted with it.
+    pub(crate) attached: Vec<PlantedAttached>,
 }
 
 impl Plant {
     /// `<what> <name> (<id>)`, for messages.
-    fn label(&self) -> String {
-        format!("{} {} ({})", self.kind.what(), self.name, self.id)
+    pub(crate) fn label(&self) -> String {
+        format!("{} {} ({})", self.what, self.name, self.id)
     }
 }
 
 /// What a scenario planted; [`Garden::finish`] terminates it.
-struct Garden {
-    fake: FakeAdmin,
-    inputs: OwnershipInputs,
+pub(crate) struct Garden {
+    pub(crate) fake: FakeAdmin,
+    pub(crate) inputs: OwnershipInputs,
     ids: Vec<String>,
     /// The suite's wait bound (a VM the driver is deleting cannot be terminated; it goes on its own).
     wait: Duration,
 }
 
 /// The inventory entry of `id` when it is live.
-async fn live(fake: &FakeAdmin, id: &str) -> StepResult<Option<Instance>> {
+pub(crate) async fn live(fake: &FakeAdmin, id: &str) -> StepResult<Option<Instance>> {
     let instances = fake.instances().await.map_err(Stop::Fail)?;
     Ok(instances.into_iter().find(|i| i.id == id && i.live))
 }
 
 impl Garden {
     /// A garden for the scenario, or a skip without inputs or fake admin.
-    fn new(ctx: &Ctx) -> StepResult<Self> {
+    pub(crate) fn new(ctx: &Ctx) -> StepResult<Self> {
         let Some(inputs) = ctx.settings.provider.ownership.clone() else {
             return Err(Stop::Skip(NO_INPUTS.into()));
         };
@@ -124,12 +131,25 @@ impl Garden {
             tags: spec.tags.clone(),
             network_tags: spec.network_tags.clone(),
             scope: self.inputs.scope.clone(),
+            ..PlantRequest::default()
         };
-        let planted = self.fake.plant(&request).await.map_err(|e| {
+        self.plant_request(&request, kind.what(), kind.key()).await
+    }
+
+    /// Plants the VM `request` describes (`what` and the conformance file's
+    /// `key` name it in messages); a skip when the fake cannot plant.
+    pub(crate) async fn plant_request(
+        &mut self,
+        request: &PlantRequest,
+        what: &'static str,
+        key: &str,
+    ) -> StepResult<Plant> {
+        let name = &request.name;
+        let planted = self.fake.plant(request).await.map_err(|e| {
             if e.contains("HTTP 501") {
                 Stop::Skip(e)
             } else {
-                Stop::Fail(format!("planting {} ({}) named {name}: {e}", kind.what(), kind.key()))
+                Stop::Fail(format!("planting {what} ({key}) named {name}: {e}"))
             }
         })?;
         self.ids.push(planted.id.clone());
@@ -137,7 +157,7 @@ impl Garden {
         let Some(seen) = live(&self.fake, &planted.id).await? else {
             fail!("the fake planted {} ({}) but its inventory shows it not live", planted.name, planted.id)
         };
-        Ok(Plant { kind, id: planted.id, name: planted.name, provider_id, seen })
+        Ok(Plant { what, id: planted.id, name: planted.name, provider_id, seen, attached: planted.attached })
     }
 
     /// Fails unless the planted VM is still live with the state and tags it
@@ -198,7 +218,7 @@ impl Garden {
     }
 
     /// The scenario's result once every planted VM is terminated.
-    async fn finish(self, result: StepResult) -> StepResult {
+    pub(crate) async fn finish(self, result: StepResult) -> StepResult {
         match (result, self.clear().await) {
             (result, Ok(())) => result,
             (Ok(()) | Err(Stop::Skip(_)), Err(e)) => Err(Stop::Fail(format!("terminating planted VMs: {e}"))),
@@ -209,7 +229,7 @@ impl Garden {
 
 /// Calls `call` until it answers something other than a retryable code, or
 /// the wait bound is reached.
-async fn settled<T, F, Fut>(ctx: &Ctx, mut call: F) -> Result<T, Status>
+pub(crate) async fn settled<T, F, Fut>(ctx: &Ctx, mut call: F) -> Result<T, Status>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, Status>>,
@@ -223,7 +243,7 @@ where
     }
 }
 
-async fn status(ctx: &Ctx, m: &Machine) -> Result<GetMachineStatusResponse, Status> {
+pub(crate) async fn status(ctx: &Ctx, m: &Machine) -> Result<GetMachineStatusResponse, Status> {
     settled(ctx, || ctx.status(m)).await
 }
 

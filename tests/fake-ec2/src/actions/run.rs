@@ -20,6 +20,13 @@ use crate::xml::Xml;
 const MAX_USER_DATA_BYTES: usize = 16 * 1024;
 const VOLUME_TYPES: &[&str] = &["gp2", "gp3", "io1", "io2", "st1", "sc1", "standard"];
 const INTERFACE_TYPES: &[&str] = &["interface", "efa", "efa-only"];
+/// `InstanceMarketOptionsRequest.MarketType` (EC2 API reference: spot | capacity-block |
+/// interruptible-capacity-reservation).
+pub(crate) const MARKET_TYPES: &[&str] = &["spot", "capacity-block", "interruptible-capacity-reservation"];
+/// `SpotMarketOptions.SpotInstanceType`.
+const SPOT_INSTANCE_TYPES: &[&str] = &["one-time", "persistent"];
+/// `SpotMarketOptions.InstanceInterruptionBehavior`.
+const INTERRUPTION_BEHAVIORS: &[&str] = &["hibernate", "stop", "terminate"];
 const TAGGABLE_AT_LAUNCH: &[&str] =
     &["instance", "volume", "network-interface", "spot-instances-request", "elastic-gpu"];
 
@@ -410,6 +417,45 @@ fn render_reservation(world: &World, ctx: &Ctx<'_>, ids: &[String]) -> Xml {
     x
 }
 
+/// `InstanceMarketOptions`: the market type the instance is launched in (its
+/// `instanceLifecycle`), `None` for on-demand. Values outside the API
+/// reference's enums are `InvalidParameterValue`, as EC2 answers them.
+fn market_type(params: &Params) -> Result<Option<String>, Ec2Error> {
+    let options = params.nested("InstanceMarketOptions");
+    let spot = options.nested("SpotOptions");
+    let checks = [
+        ("marketType", options.get("MarketType"), MARKET_TYPES),
+        ("spotInstanceType", spot.get("SpotInstanceType"), SPOT_INSTANCE_TYPES),
+        ("instanceInterruptionBehavior", spot.get("InstanceInterruptionBehavior"), INTERRUPTION_BEHAVIORS),
+    ];
+    for (name, value, allowed) in checks {
+        if let Some(v) = value.filter(|v| !allowed.contains(v)) {
+            return Err(Ec2Error::client(
+                "InvalidParameterValue",
+                format!("Value ({v}) for parameter {name} is invalid. Valid values: {}", allowed.join(", ")),
+            ));
+        }
+    }
+    if let Some(price) = spot.get("MaxPrice")
+        && !price.parse::<f64>().is_ok_and(|p| p >= 0.001)
+    {
+        return Err(Ec2Error::client(
+            "InvalidParameterValue",
+            format!("Value ({price}) for parameter maxPrice is invalid. It must be more than USD $0.001."),
+        ));
+    }
+    Ok(options.get("MarketType").map(str::to_owned))
+}
+
+/// The instance type and Availability Zone a RunInstances request asks for:
+/// `InstanceType` (EC2's default `m1.small`) and `Placement.AvailabilityZone`,
+/// else the region's first zone (the fake keeps no subnet-to-zone map).
+pub(crate) fn requested_placement(params: &Params, region: &str) -> (String, String) {
+    let instance_type = params.get("InstanceType").unwrap_or("m1.small").to_owned();
+    let zone = params.get("Placement.AvailabilityZone").map_or_else(|| format!("{region}a"), str::to_owned);
+    (instance_type, zone)
+}
+
 /// RunInstances.
 pub(crate) fn run_instances(world: &mut World, ctx: &Ctx<'_>, params: &Params) -> Result<Xml, Ec2Error> {
     let token = params.get("ClientToken").filter(|t| !t.is_empty()).map(str::to_owned);
@@ -460,21 +506,20 @@ pub(crate) fn run_instances(world: &mut World, ctx: &Ctx<'_>, params: &Params) -
             "You have requested more instances than your current instance limit of 20 allows.",
         ));
     }
-    let instance_type = params.get("InstanceType").unwrap_or("m1.small").to_owned();
+    let (instance_type, availability_zone) = requested_placement(params, &ctx.caller.region);
     if !valid_instance_type(&instance_type) {
         return Err(Ec2Error::client(
             "InvalidParameterValue",
             format!("Invalid value '{instance_type}' for InstanceType."),
         ));
     }
+    let market = market_type(params)?;
     let image = image_for_launch(world, ctx, image_id)?.clone();
     let user_data = validate_user_data(params)?;
     let tags = tag_specifications(params)?;
     let requests = interface_requests(params)?;
     validate_network(&requests)?;
     let region = ctx.caller.region.clone();
-    let availability_zone =
-        params.get("Placement.AvailabilityZone").map_or_else(|| format!("{region}a"), str::to_owned);
     if !availability_zone.starts_with(&region) || availability_zone.len() != region.len() + 1 {
         return Err(Ec2Error::client(
             "InvalidParameterValue",
@@ -565,6 +610,9 @@ pub(crate) fn run_instances(world: &mut World, ctx: &Ctx<'_>, params: &Params) -
         };
         ids.push(instance.id.clone());
         created.push(instance);
+    }
+    if let Some(market) = &market {
+        world.lifecycles.extend(ids.iter().map(|id| (id.clone(), market.clone())));
     }
     world.instances.extend(created);
     if let Some(token) = token {

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::{Call, Ctx, check_region, page_window};
 use crate::error::{EcsError, ok};
-use crate::state::{DataDisk, Instance, Phase, State};
+use crate::state::{DataDisk, Instance, Phase, SpotTerms, State};
 use crate::wire::{creation_time, instance_id, order_id};
 use crate::{INSTANCE_TYPES, REGION};
 
@@ -87,10 +87,54 @@ struct Plan {
     bandwidth_in: u64,
     bandwidth_out: u64,
     spot_strategy: String,
+    spot: Option<SpotTerms>,
     io_optimized: bool,
     key_pair: Option<String>,
     system_disk: (String, u64),
     data_disks: Vec<DataDisk>,
+}
+
+/// `SpotPriceLimit` (at most 3 decimals, > 0) and `SpotDuration` (0 or 1 hours,
+/// default 1) as the RunInstances reference documents them: 400
+/// `InvalidSpotPriceLimit` / `InvalidSpotDuration` otherwise, and 400
+/// `InvalidSpotPrepaid` for a spot strategy on a `PrePaid` instance. ECS uses
+/// the limit only with `SpotWithPriceLimit` and the duration only with a spot
+/// strategy; elsewhere they are ignored, as ECS ignores them (still validated).
+fn spot_terms(p: &crate::params::Params, strategy: &str, charge_type: &str) -> Result<Option<SpotTerms>, EcsError> {
+    let price_limit = match p.get("SpotPriceLimit") {
+        None => None,
+        Some(text) => {
+            let decimals = text.split_once('.').map_or(0, |(_, frac)| frac.len());
+            match text.parse::<f64>() {
+                Ok(v) if v.is_finite() && v > 0.0 && decimals <= 3 => Some(text.to_owned()),
+                _ => {
+                    return Err(EcsError::bad_request(
+                        "InvalidSpotPriceLimit",
+                        "The specified SpotPriceLimit is not valid.",
+                    ));
+                }
+            }
+        }
+    };
+    let duration = match p.get("SpotDuration") {
+        None => 1,
+        Some("0") => 0,
+        Some("1") => 1,
+        Some(_) => {
+            return Err(EcsError::bad_request("InvalidSpotDuration", "The specified SpotDuration is not valid."));
+        }
+    };
+    if strategy == "NoSpot" {
+        return Ok(None);
+    }
+    if charge_type == "PrePaid" {
+        return Err(EcsError::bad_request(
+            "InvalidSpotPrepaid",
+            "The specified Spot type is not support PrePay Instance.",
+        ));
+    }
+    let price_limit = price_limit.filter(|_| strategy == "SpotWithPriceLimit");
+    Ok(Some(SpotTerms { price_limit, duration }))
 }
 
 fn plan(state: &State, call: &Call, amount: usize) -> Result<Plan, EcsError> {
@@ -230,6 +274,7 @@ fn plan(state: &State, call: &Call, amount: usize) -> Result<Plan, EcsError> {
         one_of(p.get("SpotStrategy"), "NoSpot", &["NoSpot", "SpotWithPriceLimit", "SpotAsPriceGo"], || {
             EcsError::bad_request("InvalidSpotStrategy", "The specified SpotStrategy is not valid.")
         })?;
+    let spot = spot_terms(p, &spot_strategy, &instance_charge_type)?;
     let io_optimized = one_of(p.get("IoOptimized"), "optimized", &["optimized", "none"], || {
         EcsError::bad_request("InvalidIoOptimizedValue.ValueNotSupported", "IoOptimized value not supported.")
     })? == "optimized";
@@ -304,6 +349,7 @@ fn plan(state: &State, call: &Call, amount: usize) -> Result<Plan, EcsError> {
         bandwidth_in,
         bandwidth_out,
         spot_strategy,
+        spot,
         io_optimized,
         key_pair: p.get("KeyPairName").map(str::to_owned),
         system_disk: (system_category, system_size),
@@ -387,6 +433,9 @@ pub(super) fn run(ctx: &Ctx, call: &Call) -> Result<Response, EcsError> {
             data_disks: plan.data_disks.clone(),
         };
         state.instances.insert(id.clone(), instance);
+        if let Some(terms) = &plan.spot {
+            state.spot_terms.insert(id.clone(), terms.clone());
+        }
         ids.push(id);
     }
     state.advance(now);
@@ -397,9 +446,12 @@ pub(super) fn run(ctx: &Ctx, call: &Call) -> Result<Response, EcsError> {
 }
 
 /// The `Instance` object of DescribeInstances.
-fn render(instance: &Instance, now: Instant) -> Value {
+fn render(instance: &Instance, spot: Option<&SpotTerms>, now: Instant) -> Value {
     let (cpu, memory) = shape(&instance.instance_type);
+    let price_limit = spot.and_then(|s| s.price_limit.as_deref()).and_then(|p| p.parse::<f64>().ok()).unwrap_or(0.0);
     json!({
+        "SpotPriceLimit": price_limit,
+        "SpotDuration": spot.map_or(0, |s| s.duration),
         "InstanceId": instance.id,
         "InstanceName": instance.name,
         "HostName": instance.host_name,
@@ -521,7 +573,7 @@ pub(super) fn describe(ctx: &Ctx, call: &Call) -> Result<Response, EcsError> {
             (start, end, page_number)
         }
     };
-    let page: Vec<Value> = matches[start..end].iter().map(|i| render(i, now)).collect();
+    let page: Vec<Value> = matches[start..end].iter().map(|i| render(i, state.spot_terms.get(&i.id), now)).collect();
     let token = if end < total && end > 0 { next_token(matches[end - 1].seq) } else { String::new() };
     Ok(ok(json!({
         "TotalCount": total,

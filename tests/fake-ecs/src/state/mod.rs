@@ -132,6 +132,24 @@ pub(crate) struct DataDisk {
     pub(crate) delete_with_instance: bool,
 }
 
+/// The spot terms of an instance launched with a spot strategy (kept beside
+/// [`Instance`], by instance id).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SpotTerms {
+    /// `SpotPriceLimit` as sent (`SpotWithPriceLimit` only).
+    pub(crate) price_limit: Option<String>,
+    /// `SpotDuration`: the protection hours, 0 or 1.
+    pub(crate) duration: u8,
+}
+
+impl SpotTerms {
+    /// Adds `spot_price_limit` and `spot_duration` to an inventory entry.
+    pub(crate) fn annotate(&self, entry: &mut InventoryInstance) {
+        entry.extra.insert("spot_price_limit".into(), json!(self.price_limit));
+        entry.extra.insert("spot_duration".into(), json!(self.duration));
+    }
+}
+
 /// One ECS instance.
 #[derive(Debug, Clone)]
 pub(crate) struct Instance {
@@ -212,6 +230,8 @@ impl Instance {
         extra.insert("private_ip".into(), json!(self.private_ip));
         extra.insert("client_token".into(), self.client_token.as_ref().map_or(Value::Null, |t| json!(t)));
         extra.insert("instance_type".into(), json!(self.instance_type));
+        extra.insert("spot_strategy".into(), json!(self.spot_strategy));
+        extra.insert("instance_charge_type".into(), json!(self.instance_charge_type));
         extra.insert("image_id".into(), json!(self.image_id));
         extra.insert("vswitch".into(), json!(self.vswitch));
         extra.insert("security_groups".into(), json!(self.security_groups));
@@ -263,6 +283,8 @@ pub(crate) struct State {
     pub(crate) tokens: IdempotencyTokens<(String, String), Vec<String>>,
     /// Maximum number of accounts per image share list.
     pub(crate) share_quota: usize,
+    /// The spot terms of instances launched with a spot strategy, by instance id.
+    pub(crate) spot_terms: BTreeMap<String, SpotTerms>,
 }
 
 impl State {
@@ -277,6 +299,7 @@ impl State {
             security_groups: BTreeMap::new(),
             tokens: IdempotencyTokens::default(),
             share_quota: DEFAULT_SHARE_QUOTA,
+            spot_terms: BTreeMap::new(),
         };
         seed::seed(&mut state);
         state
@@ -304,7 +327,11 @@ impl State {
     /// `false` when no instance has `id`.
     pub(crate) fn release(&mut self, id: &str, now: Instant) -> bool {
         let Some(instance) = self.instances.remove(id) else { return false };
-        self.deleted.push((now, instance.inventory("Deleted", false)));
+        let mut entry = instance.inventory("Deleted", false);
+        if let Some(terms) = self.spot_terms.remove(id) {
+            terms.annotate(&mut entry);
+        }
+        self.deleted.push((now, entry));
         true
     }
 
