@@ -109,7 +109,7 @@ impl<'de> serde::Deserializer<'de> for Tracer<'_> {
 
     fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
         self.record();
-        visitor.visit_map(Fields { fields: &[], next: 0, prefix: String::new(), out: self.out })
+        visitor.visit_map(Fields { fields: Vec::new(), next: 0, prefix: String::new(), out: self.out })
     }
 
     fn deserialize_struct<V: Visitor<'de>>(
@@ -118,7 +118,7 @@ impl<'de> serde::Deserializer<'de> for Tracer<'_> {
         fields: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value, Error> {
-        visitor.visit_map(Fields { fields, next: 0, prefix: self.prefix, out: self.out })
+        visitor.visit_map(Fields { fields: without_case_aliases(fields), next: 0, prefix: self.prefix, out: self.out })
     }
 
     fn deserialize_enum<V: Visitor<'de>>(
@@ -142,9 +142,19 @@ impl<'de> SeqAccess<'de> for One<'_> {
     }
 }
 
+/// `fields` without the names that differ from an earlier one only in case.
+/// serde's derived field list holds each field's aliases too (sorted with its
+/// name), and feeding a field twice is a `duplicate field` error; the specs'
+/// aliases are case variants (`ipv6accessType` for `ipv6AccessType`). An alias
+/// of another spelling still fails the walk, loudly.
+fn without_case_aliases(fields: &'static [&'static str]) -> Vec<&'static str> {
+    let mut seen = BTreeSet::new();
+    fields.iter().copied().filter(|f| seen.insert(f.to_ascii_lowercase())).collect()
+}
+
 /// A struct's fields, each once.
 struct Fields<'a> {
-    fields: &'static [&'static str],
+    fields: Vec<&'static str>,
     next: usize,
     prefix: String,
     out: &'a RefCell<BTreeSet<String>>,

@@ -21,15 +21,31 @@ pub(crate) const RETRY_SOON: Duration = Duration::from_secs(5);
 /// GCE reasons (HTTP error `errors[].reason` and operation error `code`) that mean throttling.
 const THROTTLING_REASONS: &[&str] = &["rateLimitExceeded", "userRateLimitExceeded", "RATE_LIMIT_EXCEEDED"];
 
-/// GCE reasons that mean quota or capacity is exhausted.
+/// GCE reasons that mean quota or capacity is exhausted: the machine cannot
+/// be placed in this zone now. The resource pool codes are those of Compute
+/// Engine's "Troubleshooting resource availability errors" and of the Go
+/// provider (`checkIfResourceExhaustedError` in
+/// gardener/machine-controller-manager-provider-gcp
+/// `pkg/gcp/machine_controller_util.go`: `RESOURCE_POOL_EXHAUSTED`,
+/// `ZONE_RESOURCE_POOL_EXHAUSTED`, `ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS`
+/// and any code containing `QUOTA`, see [`is_exhausted_reason`]).
 const EXHAUSTED_REASONS: &[&str] = &[
     "quotaExceeded",
     "QUOTA_EXCEEDED",
+    "RESOURCE_POOL_EXHAUSTED",
     "ZONE_RESOURCE_POOL_EXHAUSTED",
     "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS",
     "resourceExhausted",
     "RESOURCE_EXHAUSTED",
 ];
+
+/// Whether a GCE reason or operation error code means exhausted quota or
+/// capacity: one of [`EXHAUSTED_REASONS`], or a code naming a quota
+/// (`QUOTA_EXCEEDED`, `quotaExceeded`, ...; the Go provider's
+/// `strings.Contains(code, "QUOTA")`).
+fn is_exhausted_reason(reason: &str) -> bool {
+    EXHAUSTED_REASONS.contains(&reason) || reason.to_ascii_uppercase().contains("QUOTA")
+}
 
 /// A failed Compute API call, reduced to what classification needs.
 #[derive(Debug, Clone)]
@@ -98,7 +114,13 @@ impl GceFailure {
     /// The failure recorded in a DONE zone operation, if it failed.
     pub(crate) fn from_operation(op: &Operation) -> Option<Self> {
         let error = op.error.as_ref()?;
-        let first = error.errors.first();
+        // The entry that says why the machine cannot be placed, when one
+        // does (the Go provider looks at the last one), else the first.
+        let first = error
+            .errors
+            .iter()
+            .find(|e| e.code.as_deref().is_some_and(is_exhausted_reason))
+            .or_else(|| error.errors.first());
         let reason = first.and_then(|e| e.code.clone()).filter(|c| !c.is_empty());
         let message =
             first.and_then(|e| e.message.clone()).or_else(|| op.http_error_message.clone()).unwrap_or_default();
@@ -183,7 +205,7 @@ impl GceFailure {
             return false;
         }
         let reason = self.reason.as_deref().unwrap_or("");
-        THROTTLING_REASONS.contains(&reason) || (self.http_status == Some(429) && !EXHAUSTED_REASONS.contains(&reason))
+        THROTTLING_REASONS.contains(&reason) || (self.http_status == Some(429) && !is_exhausted_reason(reason))
     }
 
     /// The driver error kind this failure belongs to.
@@ -200,7 +222,7 @@ impl GceFailure {
             return ErrorKind::Unavailable;
         }
         let reason = self.reason.as_deref().unwrap_or("");
-        if EXHAUSTED_REASONS.contains(&reason) || self.is_not_offered_in_zone() {
+        if is_exhausted_reason(reason) || self.is_not_offered_in_zone() {
             return ErrorKind::ResourceExhausted;
         }
         match self.http_status {
@@ -396,6 +418,59 @@ mod tests {
         assert_eq!(GceFailure::from_operation(&quota).map(|f| f.kind()), Some(ErrorKind::ResourceExhausted));
 
         assert!(GceFailure::from_operation(&Operation::new()).is_none());
+    }
+
+    /// A failed operation with these `error.errors[].code`s.
+    fn failed_op(codes: &[&str]) -> Operation {
+        use google_cloud_compute_v1::model::operation::{Error as OpError, error::Errors};
+        let mut error = OpError::new();
+        error.errors = codes
+            .iter()
+            .map(|c| {
+                let mut item = Errors::new();
+                item.code = Some((*c).into());
+                item.message = Some(format!("{c} happened"));
+                item
+            })
+            .collect();
+        let mut op = Operation::new();
+        op.error = Some(error);
+        op.http_error_status_code = Some(503);
+        op
+    }
+
+    #[test]
+    fn every_cannot_place_it_here_code_is_resource_exhausted() {
+        // Compute's resource availability codes and the Go provider's list (any code with QUOTA).
+        for code in [
+            "ZONE_RESOURCE_POOL_EXHAUSTED",
+            "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS",
+            "RESOURCE_POOL_EXHAUSTED",
+            "QUOTA_EXCEEDED",
+            "REGIONAL_QUOTA_EXCEEDED",
+        ] {
+            let f = GceFailure::from_operation(&failed_op(&[code])).unwrap();
+            assert_eq!(f.kind(), ErrorKind::ResourceExhausted, "{code}");
+            assert_eq!(f.driver_error("instances.insert").reason(), code);
+        }
+        // The exhausted entry decides wherever it is; otherwise the first entry.
+        let f = GceFailure::from_operation(&failed_op(&["UNSUPPORTED_OPERATION", "ZONE_RESOURCE_POOL_EXHAUSTED"]));
+        let f = f.unwrap();
+        assert_eq!(
+            (f.kind(), f.reason.as_deref()),
+            (ErrorKind::ResourceExhausted, Some("ZONE_RESOURCE_POOL_EXHAUSTED"))
+        );
+        assert_eq!(f.message, "ZONE_RESOURCE_POOL_EXHAUSTED happened");
+        let f = GceFailure::from_operation(&failed_op(&["INTERNAL_ERROR", "UNSUPPORTED_OPERATION"])).unwrap();
+        assert_eq!(f.reason.as_deref(), Some("INTERNAL_ERROR"));
+        assert_eq!(f.kind(), ErrorKind::Unavailable, "a 503 without an exhausted code");
+        // An accelerator type the zone does not offer, refused at once, like a machine type.
+        let msg = "Invalid value for field 'resource.guestAccelerators[0].acceleratorType': \
+                   'projects/p/zones/europe-west1-b/acceleratorTypes/nvidia-h100-80gb'. \
+                   Accelerator type 'nvidia-h100-80gb' does not exist in zone 'europe-west1-b'.";
+        let err = GaxError::http(400, http::HeaderMap::new(), gce_error(400, "invalid", msg).into());
+        assert_eq!(GceFailure::from_gax(&err).kind(), ErrorKind::ResourceExhausted);
+        assert_eq!(http(429, "QUOTA_EXCEEDED").kind(), ErrorKind::ResourceExhausted, "a quota 429 is no throttle");
     }
 
     #[test]

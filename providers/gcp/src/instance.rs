@@ -4,9 +4,10 @@
 use std::collections::HashMap;
 
 use google_cloud_compute_v1::model::{
-    AcceleratorConfig, AccessConfig, AliasIpRange, AttachedDisk, AttachedDiskInitializeParams, CustomerEncryptionKey,
-    Instance, InstanceParams, Metadata, NetworkInterface, Scheduling, ServiceAccount, ShieldedInstanceConfig, Tags,
-    access_config, attached_disk, metadata, network_interface, scheduling,
+    AcceleratorConfig, AccessConfig, AdvancedMachineFeatures, AliasIpRange, AttachedDisk, AttachedDiskInitializeParams,
+    ConfidentialInstanceConfig, CustomerEncryptionKey, Duration, Instance, InstanceParams, Metadata, NetworkInterface,
+    Scheduling, ServiceAccount, ShieldedInstanceConfig, Tags, access_config, attached_disk,
+    confidential_instance_config, metadata, network_interface, scheduling,
 };
 use machine_driver_api::{Address, AddressType, DriverError};
 
@@ -99,6 +100,17 @@ pub(crate) fn build_instance(
     sched.automatic_restart = Some(spec.scheduling.automatic_restart);
     sched.on_host_maintenance = Some(scheduling::OnHostMaintenance::from(spec.scheduling.on_host_maintenance.as_str()));
     sched.preemptible = Some(spec.scheduling.preemptible);
+    let non_empty = |v: &Option<String>| v.clone().filter(|s| !s.is_empty());
+    sched.provisioning_model =
+        non_empty(&spec.scheduling.provisioning_model).map(|m| scheduling::ProvisioningModel::from(m.as_str()));
+    sched.instance_termination_action = non_empty(&spec.scheduling.instance_termination_action)
+        .map(|a| scheduling::InstanceTerminationAction::from(a.as_str()));
+    sched.max_run_duration = spec.scheduling.max_run_duration.map(|d| {
+        let mut out = Duration::new();
+        out.seconds = Some(d.seconds);
+        out.nanos = Some(d.nanos).filter(|n| *n != 0);
+        out
+    });
     i.scheduling = Some(sched);
 
     i.service_accounts = spec
@@ -126,6 +138,23 @@ pub(crate) fn build_instance(
         c.enable_vtpm = sc.vtpm;
         c.enable_integrity_monitoring = sc.integrity_monitoring;
         i.shielded_instance_config = Some(c);
+    }
+    if let Some(amf) = &spec.advanced_machine_features
+        && let Some(nested) = amf.enable_nested_virtualization
+    {
+        let mut a = AdvancedMachineFeatures::new();
+        a.enable_nested_virtualization = Some(nested);
+        i.advanced_machine_features = Some(a);
+    }
+    if let Some(cc) = &spec.confidential_instance_config {
+        let mut c = ConfidentialInstanceConfig::new();
+        c.confidential_instance_type = cc
+            .confidential_instance_type
+            .as_deref()
+            .filter(|t| !t.is_empty())
+            .map(confidential_instance_config::ConfidentialInstanceType::from);
+        c.enable_confidential_compute = cc.enable_confidential_compute;
+        i.confidential_instance_config = Some(c);
     }
     if !spec.resource_manager_tags.is_empty() {
         let mut p = InstanceParams::new();

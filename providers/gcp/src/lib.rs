@@ -17,6 +17,8 @@ mod operations;
 mod ownership;
 mod share_image;
 mod spec;
+#[cfg(test)]
+mod spec_coverage;
 mod status;
 mod timestamps;
 mod volumes;

@@ -44,6 +44,21 @@ pub(crate) const FIRST_POLL_DELAY: Duration = Duration::from_millis(250);
 /// 20 requests/s, 1.3 of them go to listings and the rest to inserts.
 pub(crate) const POLL_INTERVAL: Duration = Duration::from_millis(750);
 
+/// Longest pause between two listings of a zone: the interval doubles from
+/// [`POLL_INTERVAL`] after each listing that finished none of its operations
+/// and no new wait joined (GCE's inserts take tens of seconds: a 20 s
+/// operation costs about 7 listings, not 27), back to [`POLL_INTERVAL`] when
+/// one is done or a new wait registers.
+pub(crate) const MAX_POLL_INTERVAL: Duration = Duration::from_secs(5);
+
+/// Least time between the starts of a lone create's first and second
+/// `zoneOperations.wait`; it doubles for each further "still running" answer,
+/// up to [`MAX_POLL_INTERVAL`]. GCE's wait blocks up to 2 minutes, but is
+/// best-effort: it "might return before the default deadline is reached, or
+/// might return after zero seconds" (zoneOperations.wait reference), and a
+/// client calling it again at once would poll in a tight loop.
+pub(crate) const FIRST_WAIT_SPACING: Duration = Duration::from_secs(1);
+
 /// Listings in a row an operation may be missing from before its waiters
 /// are told that Compute does not know it.
 pub(crate) const ABSENT_LIMIT: u32 = 3;
@@ -144,6 +159,8 @@ struct Waiting {
 #[derive(Debug, Default)]
 struct State {
     ops: HashMap<String, Waiting>,
+    /// Waits registered so far (the poller's pace resets when it grows).
+    registered: u64,
     /// A poller task runs.
     polling: bool,
     /// Compute refused the name filter: every wait is alone from now on.
@@ -217,32 +234,48 @@ impl OperationWaiter {
     {
         let deadline = Instant::now() + bound;
         let (mut rx, mut alone) = self.register(op_name);
+        // When the next own wait may start, and how many answered "still running".
+        let mut next_own: Option<Instant> = None;
+        let mut running_answers = 0u32;
         loop {
             let answer = if alone {
-                let mut own = std::pin::pin!(tokio::time::timeout_at(deadline, wait_alone()));
-                // The own wait, or the poller's answer when it comes first; a
-                // refusal leaves the own wait running.
-                let own = loop {
-                    match rx.as_mut() {
-                        Some(shared) => tokio::select! {
-                            answer = shared => match answer {
-                                Ok(Answer::Refused) => rx = None,
-                                answer => break Err(answer),
-                            },
-                            own = &mut own => break Ok(own),
-                        },
-                        None => break Ok((&mut own).await),
-                    }
+                let paced = match next_own.take() {
+                    Some(at) => pause(&mut rx, at.min(deadline)).await,
+                    None => None,
                 };
-                match own {
-                    Ok(Err(_elapsed)) => return Ok(None),
-                    Ok(Ok(Ok(op))) if is_done(&op) => return Ok(Some(op)),
-                    Ok(Ok(Ok(_running))) => {
-                        alone = !self.join_poller(op_name);
-                        continue;
+                if let Some(answer) = paced {
+                    answer
+                } else if Instant::now() >= deadline {
+                    return Ok(None);
+                } else {
+                    let started = Instant::now();
+                    let mut own = std::pin::pin!(tokio::time::timeout_at(deadline, wait_alone()));
+                    // The own wait, or the poller's answer when it comes first; a
+                    // refusal leaves the own wait running.
+                    let own = loop {
+                        match rx.as_mut() {
+                            Some(shared) => tokio::select! {
+                                answer = shared => match answer {
+                                    Ok(Answer::Refused) => rx = None,
+                                    answer => break Err(answer),
+                                },
+                                own = &mut own => break Ok(own),
+                            },
+                            None => break Ok((&mut own).await),
+                        }
+                    };
+                    match own {
+                        Ok(Err(_elapsed)) => return Ok(None),
+                        Ok(Ok(Ok(op))) if is_done(&op) => return Ok(Some(op)),
+                        Ok(Ok(Ok(_running))) => {
+                            alone = !self.join_poller(op_name);
+                            next_own = Some(started + wait_spacing(running_answers));
+                            running_answers = running_answers.saturating_add(1);
+                            continue;
+                        }
+                        Ok(Ok(Err(e))) => return Err(e),
+                        Err(answer) => answer,
                     }
-                    Ok(Ok(Err(e))) => return Err(e),
-                    Err(answer) => answer,
                 }
             } else {
                 let Some(rx) = rx.as_mut() else { return Ok(None) };
@@ -274,6 +307,7 @@ impl OperationWaiter {
         st.prune();
         let alone = st.ops.is_empty();
         let (tx, rx) = oneshot::channel();
+        st.registered += 1;
         st.ops.entry(op_name.to_string()).or_default().waiters.push(Waiter { shared: !alone, tx });
         if !alone {
             self.ensure_polling(&mut st);
@@ -299,9 +333,13 @@ impl OperationWaiter {
         }
     }
 
-    /// The poller: one listing per interval while shared waits are registered.
+    /// The poller: one listing per interval while shared waits are registered,
+    /// the interval doubling (up to [`MAX_POLL_INTERVAL`]) while listings find
+    /// nothing done and no new wait registers.
     async fn poll(self: Arc<Self>) {
         let mut next = Instant::now() + self.first_delay;
+        let mut interval = self.interval;
+        let mut seen_registrations = self.lock().registered;
         loop {
             tokio::time::sleep_until(next).await;
             let names: Vec<String> = {
@@ -311,18 +349,29 @@ impl OperationWaiter {
                     st.polling = false;
                     return;
                 }
+                if st.registered != seen_registrations {
+                    seen_registrations = st.registered;
+                    interval = self.interval;
+                }
                 st.ops.keys().cloned().collect()
             };
-            next = Instant::now() + self.interval;
-            if !self.round(names).await {
-                return;
+            let started = Instant::now();
+            let Some(finished) = self.round(names).await else { return };
+            interval =
+                if finished > 0 { self.interval } else { (interval * 2).min(MAX_POLL_INTERVAL.max(self.interval)) };
+            let registered = self.lock().registered;
+            if registered != seen_registrations {
+                seen_registrations = registered;
+                interval = self.interval;
             }
+            next = started + interval;
         }
     }
 
-    /// One listing of `names` (one call per filter chunk and page); false when
-    /// the filter was refused (the poller stops).
-    async fn round(&self, names: Vec<String>) -> bool {
+    /// One listing of `names` (one call per filter chunk and page): how many
+    /// of them it answered, `None` when the filter was refused (the poller stops).
+    async fn round(&self, names: Vec<String>) -> Option<usize> {
+        let mut finished = 0;
         for chunk in filter_chunks(names) {
             let listed = self.list_named(&chunk).await;
             let mut st = self.lock();
@@ -330,7 +379,10 @@ impl OperationWaiter {
                 Ok(mut found) => {
                     for name in &chunk {
                         match found.remove(name) {
-                            Some(op) if is_done(&op) => st.answer(name, || Answer::Done(Box::new(op.clone()))),
+                            Some(op) if is_done(&op) => {
+                                finished += 1;
+                                st.answer(name, || Answer::Done(Box::new(op.clone())));
+                            }
                             Some(_running) => {
                                 if let Some(w) = st.ops.get_mut(name) {
                                     w.absent = 0;
@@ -342,6 +394,7 @@ impl OperationWaiter {
                                     w.absent >= ABSENT_LIMIT
                                 });
                                 if gone {
+                                    finished += 1;
                                     st.answer(name, || Answer::Absent);
                                 }
                             }
@@ -361,16 +414,17 @@ impl OperationWaiter {
                     for name in all {
                         st.answer(&name, || Answer::Refused);
                     }
-                    return false;
+                    return None;
                 }
                 Err(e) => {
+                    finished += chunk.len();
                     for name in &chunk {
                         st.answer(name, || Answer::Failed(copy_error(&e)));
                     }
                 }
             }
         }
-        true
+        Some(finished)
     }
 
     /// `zoneOperations.list` filtered to `names`, every page: the operations found, by name.
@@ -392,6 +446,37 @@ impl OperationWaiter {
                 None => return Ok(found),
             }
         }
+    }
+}
+
+/// The least time between the starts of a lone wait's own `zoneOperations.wait`
+/// calls after `running` "still running" answers: [`FIRST_WAIT_SPACING`], doubling,
+/// at most [`MAX_POLL_INTERVAL`].
+fn wait_spacing(running: u32) -> Duration {
+    FIRST_WAIT_SPACING.saturating_mul(1u32 << running.min(8)).min(MAX_POLL_INTERVAL)
+}
+
+/// Waits until `until` for the next own wait, or for the poller's answer when
+/// it comes first (`Some`); a refusal of the shared listing only drops the
+/// channel (the wait stays alone).
+async fn pause(
+    rx: &mut Option<oneshot::Receiver<Answer>>,
+    until: Instant,
+) -> Option<Result<Answer, oneshot::error::RecvError>> {
+    let Some(shared) = rx.as_mut() else {
+        tokio::time::sleep_until(until).await;
+        return None;
+    };
+    tokio::select! {
+        answer = shared => match answer {
+            Ok(Answer::Refused) => {
+                *rx = None;
+                tokio::time::sleep_until(until).await;
+                None
+            }
+            answer => Some(answer),
+        },
+        () = tokio::time::sleep_until(until) => None,
     }
 }
 
@@ -649,6 +734,54 @@ mod tests {
         assert!(matches!(got, Ok(Some(_))));
         tokio::time::sleep(Duration::from_secs(2)).await;
         assert_eq!(mock.calls().len(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lone_wait_answered_at_once_is_not_repeated_in_a_tight_loop() {
+        // GCE's best-effort wait may answer a running operation after zero seconds.
+        let mock = MockList::new();
+        let waiter = mock.waiter();
+        let started = Instant::now();
+        let done_at = started + Duration::from_secs(20);
+        let calls = AtomicUsize::new(0);
+        let got = waiter
+            .wait("operation-slow", Duration::from_secs(40), || {
+                calls.fetch_add(1, Ordering::Relaxed);
+                let status = if Instant::now() >= done_at { "DONE" } else { "RUNNING" };
+                let answer = op("operation-slow", status);
+                async move { Ok(answer) }
+            })
+            .await
+            .unwrap();
+        assert!(got.is_some_and(|o| is_done(&o)));
+        let calls = calls.load(Ordering::Relaxed);
+        // Spacing 1, 2, 4, 5, 5, ... s: waits at 0, 1, 3, 7, 12, 17, 22 s.
+        assert_eq!(calls, 7, "own waits for a 20 s operation");
+        assert!(started.elapsed() <= Duration::from_secs(25), "{:?}", started.elapsed());
+        assert!(mock.calls().is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_poller_slows_down_while_nothing_finishes() {
+        let mock = MockList::new();
+        let ops = names(3);
+        let running: Vec<Operation> = ops.iter().map(|n| op(n, "RUNNING")).collect();
+        mock.page("", Ok(listing(&running, None)));
+        let waiter = mock.waiter();
+        let started = Instant::now();
+        let waits = ops.iter().map(|name| {
+            waiter.wait(name, Duration::from_secs(30), std::future::pending::<Result<Operation, DriverError>>)
+        });
+        let (results, ()) = tokio::join!(futures_join_all(waits), async {
+            tokio::time::sleep(Duration::from_secs(20)).await;
+            let done: Vec<Operation> = ops.iter().map(|n| op(n, "DONE")).collect();
+            mock.page("", Ok(listing(&done, None)));
+        });
+        assert!(results.iter().all(|r| matches!(r, Ok(Some(_)))), "{results:?}");
+        // Listings at 0.25, 1.25, 3.25, 7.25, 12.25, 17.25, 22.25 s (the mock's 500 ms
+        // interval doubling after each idle listing, up to 5 s), not one every 500 ms (45).
+        assert_eq!(mock.calls().len(), 7);
+        assert!(started.elapsed() <= Duration::from_secs(23), "{:?}", started.elapsed());
     }
 
     #[tokio::test(start_paused = true)]

@@ -2,9 +2,12 @@
 //! (gardener/machine-controller-manager-provider-gcp) and the Gardener GCP
 //! extension write it, with validation that names the offending field.
 //!
-//! Unknown fields are refused. Fields the Gardener extension writes but that
-//! carry nothing for the VM (`secret`, `credentialsSecretRef`,
-//! `operatingSystem`) are accepted and ignored, so that existing classes parse.
+//! Unknown fields are ignored with a warning (`parse_provider_spec`; refused
+//! under `--strict-provider-spec`). Fields the Gardener extension writes but
+//! that carry nothing for the VM (`secret`, `credentialsSecretRef`,
+//! `operatingSystem`, `dualStack`) are accepted and ignored, so that existing
+//! classes parse; the README lists them and `crate::spec_coverage` checks
+//! that every other field reaches the insert body.
 
 use std::collections::BTreeMap;
 
@@ -84,6 +87,15 @@ pub(crate) struct GcpProviderSpec {
     /// Shielded VM options.
     #[serde(default)]
     pub(crate) shielded_instance_configuration: Option<ShieldedInstanceConfiguration>,
+    /// Advanced machine features (nested virtualization), as the Go provider
+    /// sends them (gardener/machine-controller-manager-provider-gcp #156;
+    /// written by gardener/gardener-extension-provider-gcp #1523 from the
+    /// worker config's `advancedMachineFeatures`).
+    #[serde(default)]
+    pub(crate) advanced_machine_features: Option<AdvancedMachineFeatures>,
+    /// Confidential VM: Compute's `confidentialInstanceConfig` (no Go provider has it).
+    #[serde(default)]
+    pub(crate) confidential_instance_config: Option<ConfidentialInstanceConfig>,
     /// Dual-stack marker written by the Gardener extension; the interfaces' `stackType` decides.
     #[serde(default, rename = "dualStack")]
     pub(crate) _dual_stack: bool,
@@ -233,6 +245,65 @@ pub(crate) struct Scheduling {
     /// Preemptible VM.
     #[serde(default)]
     pub(crate) preemptible: bool,
+    /// `STANDARD` or `SPOT` (Compute's `scheduling.provisioningModel`).
+    #[serde(default)]
+    pub(crate) provisioning_model: Option<String>,
+    /// What Compute does when it reclaims a Spot VM or its `maxRunDuration`
+    /// ends: `STOP` or `DELETE`.
+    #[serde(default)]
+    pub(crate) instance_termination_action: Option<String>,
+    /// How long the VM may run before `instanceTerminationAction` is taken.
+    #[serde(default)]
+    pub(crate) max_run_duration: Option<RunDuration>,
+}
+
+/// A duration as Compute writes it (`{"seconds": 3600, "nanos": 0}`).
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct RunDuration {
+    /// Whole seconds.
+    #[serde(default)]
+    pub(crate) seconds: i64,
+    /// Fraction of a second, in nanoseconds (0..1e9).
+    #[serde(default)]
+    pub(crate) nanos: i32,
+}
+
+/// Compute's `scheduling.provisioningModel` of a Spot VM.
+pub(crate) const PROVISIONING_SPOT: &str = "SPOT";
+
+/// Shortest and longest `maxRunDuration` Compute accepts (30 s, 120 days:
+/// "Limit the run time of a VM", `--max-run-duration`).
+const MAX_RUN_DURATION_SECS: std::ops::RangeInclusive<i64> = 30..=120 * 24 * 3600;
+
+/// A Confidential VM's technology.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct ConfidentialInstanceConfig {
+    /// `SEV`, `SEV_SNP` or `TDX`.
+    #[serde(default)]
+    pub(crate) confidential_instance_type: Option<String>,
+    /// The older switch: `true` without a type is AMD SEV.
+    #[serde(default)]
+    pub(crate) enable_confidential_compute: Option<bool>,
+}
+
+/// The machine series (the machine type's first part: `n2d` of
+/// `n2d-standard-4`) each Confidential VM technology runs on, and whether it
+/// may live-migrate (Compute Engine, "Confidential VM supported
+/// configurations": AMD SEV on N2D, C2D and C3D, live migration on N2D only;
+/// AMD SEV-SNP on N2D; Intel TDX on C3; all others TERMINATE on host maintenance).
+const CONFIDENTIAL_SERIES: &[(&str, &[&str], &[&str])] =
+    &[("SEV", &["n2d", "c2d", "c3d"], &["n2d"]), ("SEV_SNP", &["n2d"], &[]), ("TDX", &["c3"], &[])];
+
+impl ConfidentialInstanceConfig {
+    /// The technology asked for: the type, or SEV for the older switch alone; `None` when off.
+    pub(crate) fn technology(&self) -> Option<&str> {
+        match self.confidential_instance_type.as_deref().filter(|t| !t.is_empty()) {
+            Some(t) => Some(t),
+            None => self.enable_confidential_compute.unwrap_or(false).then_some("SEV"),
+        }
+    }
 }
 
 /// A service account of the VM.
@@ -272,6 +343,15 @@ pub(crate) struct ShieldedInstanceConfiguration {
     /// Integrity monitoring.
     #[serde(default)]
     pub(crate) integrity_monitoring: Option<bool>,
+}
+
+/// Advanced machine features of the instance.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct AdvancedMachineFeatures {
+    /// Nested virtualization (Compute's `advancedMachineFeatures.enableNestedVirtualization`).
+    #[serde(default)]
+    pub(crate) enable_nested_virtualization: Option<bool>,
 }
 
 impl GcpProviderSpec {
@@ -368,6 +448,8 @@ impl GcpProviderSpec {
                 format!("{ohm:?} is not one of MIGRATE, TERMINATE"),
             ));
         }
+        self.validate_spot()?;
+        self.validate_confidential()?;
         if let Some(gpu) = &self.gpu {
             if gpu.accelerator_type.trim().is_empty() {
                 return Err(DriverError::invalid_argument(f("gpu.acceleratorType"), "is required"));
@@ -396,6 +478,101 @@ impl GcpProviderSpec {
             }
         }
         self.markers()?;
+        Ok(())
+    }
+
+    /// Spot and run-time limits as Compute documents them ("Spot VMs",
+    /// "Limit the run time of a VM"): a Spot VM cannot restart automatically
+    /// nor live-migrate; `instanceTerminationAction` (`STOP` or `DELETE`)
+    /// belongs to a Spot VM or a `maxRunDuration`, which needs it.
+    fn validate_spot(&self) -> Result<(), DriverError> {
+        let f = |path: &str| format!("providerSpec.scheduling.{path}");
+        let sched = &self.scheduling;
+        let model = sched.provisioning_model.as_deref().filter(|m| !m.is_empty());
+        if let Some(m) = model
+            && m != "STANDARD"
+            && m != PROVISIONING_SPOT
+        {
+            return Err(DriverError::invalid_argument(
+                f("provisioningModel"),
+                format!("{m:?} is not one of STANDARD, SPOT"),
+            ));
+        }
+        let spot = model == Some(PROVISIONING_SPOT);
+        if spot && sched.automatic_restart {
+            return Err(DriverError::invalid_argument(
+                f("automaticRestart"),
+                "must be false for a Spot VM (provisioningModel SPOT): Compute does not restart Spot VMs",
+            ));
+        }
+        if spot && sched.on_host_maintenance != "TERMINATE" {
+            return Err(DriverError::invalid_argument(
+                f("onHostMaintenance"),
+                "must be TERMINATE for a Spot VM (provisioningModel SPOT): Spot VMs cannot live-migrate",
+            ));
+        }
+        let action = sched.instance_termination_action.as_deref().filter(|a| !a.is_empty());
+        if let Some(a) = action {
+            if a != "STOP" && a != "DELETE" {
+                return Err(DriverError::invalid_argument(
+                    f("instanceTerminationAction"),
+                    format!("{a:?} is not one of STOP, DELETE"),
+                ));
+            }
+            if !spot && sched.max_run_duration.is_none() {
+                return Err(DriverError::invalid_argument(
+                    f("instanceTerminationAction"),
+                    "applies to a Spot VM (provisioningModel SPOT) or with a maxRunDuration only",
+                ));
+            }
+        }
+        if let Some(d) = sched.max_run_duration {
+            if action.is_none() {
+                return Err(DriverError::invalid_argument(
+                    f("instanceTerminationAction"),
+                    "is required with a maxRunDuration (STOP or DELETE)",
+                ));
+            }
+            if !MAX_RUN_DURATION_SECS.contains(&d.seconds) || !(0..1_000_000_000).contains(&d.nanos) {
+                return Err(DriverError::invalid_argument(
+                    f("maxRunDuration"),
+                    "must be between 30 seconds and 120 days (seconds; nanos 0..999999999)",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// A Confidential VM's technology on a machine series that offers it,
+    /// terminated on host maintenance unless the series can live-migrate it.
+    fn validate_confidential(&self) -> Result<(), DriverError> {
+        let Some(cc) = &self.confidential_instance_config else { return Ok(()) };
+        let Some(tech) = cc.technology() else { return Ok(()) };
+        let field = if cc.confidential_instance_type.as_deref().is_some_and(|t| !t.is_empty()) {
+            "providerSpec.confidentialInstanceConfig.confidentialInstanceType"
+        } else {
+            "providerSpec.confidentialInstanceConfig.enableConfidentialCompute"
+        };
+        let Some((_, series, migrate)) = CONFIDENTIAL_SERIES.iter().find(|(t, _, _)| *t == tech) else {
+            return Err(DriverError::invalid_argument(field, format!("{tech:?} is not one of SEV, SEV_SNP, TDX")));
+        };
+        let of = machine_series(&self.machine_type);
+        if !series.contains(&of) {
+            return Err(DriverError::invalid_argument(
+                "providerSpec.machineType",
+                format!(
+                    "{:?} cannot host a {tech} Confidential VM (machine series {})",
+                    self.machine_type,
+                    series.join(", ")
+                ),
+            ));
+        }
+        if self.scheduling.on_host_maintenance != "TERMINATE" && !migrate.contains(&of) {
+            return Err(DriverError::invalid_argument(
+                "providerSpec.scheduling.onHostMaintenance",
+                format!("must be TERMINATE for a {tech} Confidential VM on {of}: it cannot live-migrate"),
+            ));
+        }
         Ok(())
     }
 
@@ -481,6 +658,13 @@ impl GcpProviderSpec {
         }
         Ok(())
     }
+}
+
+/// The machine series of a machine type (`n2d` of `n2d-standard-4` or
+/// `zones/z/machineTypes/n2d-standard-4`).
+fn machine_series(machine_type: &str) -> &str {
+    let name = machine_type.rsplit('/').next().unwrap_or_default();
+    name.split('-').next().unwrap_or_default()
 }
 
 /// Checks GCE label syntax for every key and value.
@@ -596,6 +780,104 @@ mod tests {
         let mut v = gardener_spec();
         v["disks"][0]["sizeGb"] = json!("big");
         assert_eq!(field_of(&v), "providerSpec.disks[0].sizeGb");
+    }
+
+    #[test]
+    fn spot_and_confidential_combinations_are_checked_as_compute_documents_them() {
+        let spot = |extra: Value| {
+            let mut v = gardener_spec();
+            v["scheduling"] = json!({"automaticRestart": false, "onHostMaintenance": "TERMINATE",
+                "provisioningModel": "SPOT"});
+            v["gpu"] = Value::Null;
+            for (k, x) in extra.as_object().unwrap() {
+                v["scheduling"][k] = x.clone();
+            }
+            v
+        };
+        let s = parse(&spot(json!({"instanceTerminationAction": "DELETE", "maxRunDuration": {"seconds": 3600}})))
+            .expect("a Spot VM with a run-time limit");
+        assert_eq!(s.scheduling.max_run_duration.map(|d| d.seconds), Some(3600));
+        parse(&spot(json!({}))).expect("Spot without a termination action: Compute's default STOP");
+        let mut limited = gardener_spec();
+        limited["scheduling"]["instanceTerminationAction"] = json!("STOP");
+        limited["scheduling"]["maxRunDuration"] = json!({"seconds": 30});
+        parse(&limited).expect("a standard VM with a run-time limit");
+        let cases = [
+            (spot(json!({"provisioningModel": "CHEAP"})), "providerSpec.scheduling.provisioningModel"),
+            (spot(json!({"automaticRestart": true})), "providerSpec.scheduling.automaticRestart"),
+            (spot(json!({"onHostMaintenance": "MIGRATE"})), "providerSpec.scheduling.onHostMaintenance"),
+            (
+                spot(json!({"instanceTerminationAction": "HIBERNATE"})),
+                "providerSpec.scheduling.instanceTerminationAction",
+            ),
+            (spot(json!({"maxRunDuration": {"seconds": 3600}})), "providerSpec.scheduling.instanceTerminationAction"),
+            (
+                spot(json!({"instanceTerminationAction": "DELETE", "maxRunDuration": {"seconds": 29}})),
+                "providerSpec.scheduling.maxRunDuration",
+            ),
+            (
+                spot(json!({"instanceTerminationAction": "DELETE", "maxRunDuration": {"seconds": 121 * 24 * 3600}})),
+                "providerSpec.scheduling.maxRunDuration",
+            ),
+            (
+                spot(json!({"instanceTerminationAction": "DELETE", "maxRunDuration": {"seconds": 60, "nanos": -1}})),
+                "providerSpec.scheduling.maxRunDuration",
+            ),
+        ];
+        for (v, field) in cases {
+            assert_eq!(field_of(&v), field, "{}", v["scheduling"]);
+        }
+        let mut standard_action = gardener_spec();
+        standard_action["scheduling"]["instanceTerminationAction"] = json!("DELETE");
+        assert_eq!(field_of(&standard_action), "providerSpec.scheduling.instanceTerminationAction");
+
+        let confidential = |machine: &str, ohm: &str, cc: Value| {
+            let mut v = gardener_spec();
+            v["machineType"] = json!(machine);
+            v["scheduling"]["onHostMaintenance"] = json!(ohm);
+            v["gpu"] = Value::Null;
+            v["confidentialInstanceConfig"] = cc;
+            v
+        };
+        let sev = json!({"confidentialInstanceType": "SEV"});
+        for (machine, ohm, cc) in [
+            ("n2d-standard-2", "MIGRATE", sev.clone()),
+            ("c2d-standard-4", "TERMINATE", sev.clone()),
+            ("zones/europe-west1-b/machineTypes/c3d-standard-4", "TERMINATE", sev.clone()),
+            ("n2d-standard-2", "TERMINATE", json!({"confidentialInstanceType": "SEV_SNP"})),
+            ("c3-standard-4", "TERMINATE", json!({"confidentialInstanceType": "TDX"})),
+            ("n2d-standard-2", "MIGRATE", json!({"enableConfidentialCompute": true})),
+            ("n1-standard-2", "MIGRATE", json!({"enableConfidentialCompute": false})),
+        ] {
+            parse(&confidential(machine, ohm, cc.clone())).unwrap_or_else(|e| panic!("{machine} {cc}: {e}"));
+        }
+        for (machine, ohm, cc, field) in [
+            ("n1-standard-2", "TERMINATE", sev.clone(), "providerSpec.machineType"),
+            ("n2-standard-2", "TERMINATE", json!({"confidentialInstanceType": "TDX"}), "providerSpec.machineType"),
+            ("c3-standard-4", "TERMINATE", json!({"confidentialInstanceType": "SEV_SNP"}), "providerSpec.machineType"),
+            ("e2-standard-2", "MIGRATE", json!({"enableConfidentialCompute": true}), "providerSpec.machineType"),
+            (
+                "n2d-standard-2",
+                "TERMINATE",
+                json!({"confidentialInstanceType": "SGX"}),
+                "providerSpec.confidentialInstanceConfig.confidentialInstanceType",
+            ),
+            (
+                "n2d-standard-2",
+                "MIGRATE",
+                json!({"confidentialInstanceType": "SEV_SNP"}),
+                "providerSpec.scheduling.onHostMaintenance",
+            ),
+            ("c2d-standard-4", "MIGRATE", sev.clone(), "providerSpec.scheduling.onHostMaintenance"),
+            (
+                "c3-standard-4",
+                "MIGRATE",
+                json!({"confidentialInstanceType": "TDX"}),
+                "providerSpec.scheduling.onHostMaintenance",
+            ),
+        ] {
+            assert_eq!(field_of(&confidential(machine, ohm, cc.clone())), field, "{machine} {ohm} {cc}");
+        }
     }
 
     #[test]

@@ -547,7 +547,17 @@ def faults(fake):
         "notFound",
         "stockout: the instance vanished",
     )
+    # Placement after: the zone cannot host the machine now; the operation names it.
+    admin(fake, "faults", {"operation": "instances.insert", "kind": "placement", "times": 1, "phase": "after"})
+    op = insert(fake, vm("crosscheck-unplaced"), str(uuid.uuid4()))
+    fails(lambda: op.result(polling=FAST_POLLING))
+    equal(
+        [e.code for e in op.error.errors],
+        ["ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS"],
+        "placement after: Operation.error.errors[].code",
+    )
     cases = [
+        ("placement", "instances.insert", exceptions.BadRequest, 400, "invalid"),
         ("throttle", "instances.get", exceptions.TooManyRequests, 429, "rateLimitExceeded"),
         ("unavailable", "instances.get", exceptions.ServiceUnavailable, 503, "backendError"),
         ("internal", "instances.list", exceptions.InternalServerError, 500, "internalError"),

@@ -82,7 +82,10 @@ pub(crate) fn instance(
     }
     let disks = disks(std::mem::take(&mut request.disks), &name, target, state)?;
     let network_interfaces = network_interfaces(std::mem::take(&mut request.network_interfaces), target, state)?;
-    let scheduling = scheduling(request.scheduling.take().unwrap_or_default());
+    let given_scheduling = request.scheduling.take().unwrap_or_default();
+    check_spot(&given_scheduling)?;
+    let scheduling = scheduling(given_scheduling);
+    check_confidential(&machine_type, &request.other, &scheduling)?;
     let mut other = std::mem::take(&mut request.other);
     for key in OUTPUT_ONLY {
         other.remove(*key);
@@ -560,4 +563,122 @@ fn scheduling(given: Map<String, Value>) -> Map<String, Value> {
     };
     out.extend(given);
     out
+}
+
+/// Longest `scheduling.maxRunDuration` GCE accepts (120 days), and the shortest (30 s).
+const MAX_RUN_SECONDS: std::ops::RangeInclusive<i64> = 30..=120 * 24 * 3600;
+
+/// Spot VMs and run-time limits as GCE documents them ("Spot VMs", "Limit the
+/// run time of a VM"): `provisioningModel` `STANDARD` or `SPOT`; a Spot VM
+/// neither restarts automatically nor live-migrates; `instanceTerminationAction`
+/// (`STOP`, `DELETE`) belongs to a Spot VM or a `maxRunDuration`, which needs
+/// it and lies between 30 s and 120 days. 400 `invalid` (or `required`) otherwise.
+fn check_spot(given: &Map<String, Value>) -> Result<(), GceError> {
+    let field = |k: &str| format!("resource.scheduling.{k}");
+    let model = given.get("provisioningModel").and_then(Value::as_str);
+    if let Some(m) = model
+        && m != "STANDARD"
+        && m != "SPOT"
+    {
+        return Err(GceError::invalid_field(&field("provisioningModel"), m, "Value must be one of [SPOT, STANDARD]."));
+    }
+    let spot = model == Some("SPOT");
+    if spot && given.get("automaticRestart") == Some(&Value::Bool(true)) {
+        return Err(GceError::invalid_field(
+            &field("automaticRestart"),
+            "true",
+            "Automatic restart is not supported for Spot VMs.",
+        ));
+    }
+    if spot && let Some(ohm) = given.get("onHostMaintenance").and_then(Value::as_str).filter(|o| *o != "TERMINATE") {
+        return Err(GceError::invalid_field(
+            &field("onHostMaintenance"),
+            ohm,
+            "Spot VMs must have onHostMaintenance set to TERMINATE.",
+        ));
+    }
+    let action = given.get("instanceTerminationAction").and_then(Value::as_str);
+    if let Some(a) = action {
+        if a != "STOP" && a != "DELETE" {
+            return Err(GceError::invalid_field(
+                &field("instanceTerminationAction"),
+                a,
+                "Value must be one of [DELETE, STOP].",
+            ));
+        }
+        if !spot && !given.contains_key("maxRunDuration") {
+            return Err(GceError::invalid_field(
+                &field("instanceTerminationAction"),
+                a,
+                "Instance termination action can only be set for Spot VMs or VMs with a max run duration.",
+            ));
+        }
+    }
+    if let Some(duration) = given.get("maxRunDuration") {
+        if action.is_none() {
+            return Err(GceError::required(&field("instanceTerminationAction")));
+        }
+        let seconds = match duration.get("seconds") {
+            Some(Value::String(s)) => s.parse::<i64>().ok(),
+            Some(Value::Number(n)) => n.as_i64(),
+            _ => None,
+        };
+        let nanos = duration.get("nanos").map_or(Some(0), Value::as_i64);
+        let valid = seconds.is_some_and(|s| MAX_RUN_SECONDS.contains(&s))
+            && nanos.is_some_and(|n| (0..1_000_000_000).contains(&n));
+        if !valid {
+            return Err(GceError::invalid_field(
+                &field("maxRunDuration"),
+                &duration.to_string(),
+                "Max run duration must be between 30 seconds and 120 days.",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The machine series each Confidential VM technology runs on, and those
+/// that can live-migrate it (GCE, "Confidential VM supported
+/// configurations": AMD SEV on N2D, C2D and C3D, live migration on N2D; AMD
+/// SEV-SNP on N2D; Intel TDX on C3).
+const CONFIDENTIAL_SERIES: &[(&str, &[&str], &[&str])] =
+    &[("SEV", &["n2d", "c2d", "c3d"], &["n2d"]), ("SEV_SNP", &["n2d"], &[]), ("TDX", &["c3"], &[])];
+
+/// `confidentialInstanceConfig` on a machine type that can host it, with
+/// `onHostMaintenance: TERMINATE` unless the series can live-migrate it.
+fn check_confidential(
+    machine_type: &str,
+    other: &Map<String, Value>,
+    scheduling: &Map<String, Value>,
+) -> Result<(), GceError> {
+    let Some(config) = other.get("confidentialInstanceConfig") else { return Ok(()) };
+    const TYPE_FIELD: &str = "resource.confidentialInstanceConfig.confidentialInstanceType";
+    let tech = match config.get("confidentialInstanceType").and_then(Value::as_str) {
+        Some(t) => t,
+        None if config.get("enableConfidentialCompute") == Some(&Value::Bool(true)) => "SEV",
+        None => return Ok(()),
+    };
+    let Some((_, series, migrate)) = CONFIDENTIAL_SERIES.iter().find(|(t, _, _)| *t == tech) else {
+        return Err(GceError::invalid_field(TYPE_FIELD, tech, "Value must be one of [SEV, SEV_SNP, TDX]."));
+    };
+    let name = machine_type.rsplit('/').next().unwrap_or_default();
+    let of = name.split('-').next().unwrap_or_default();
+    if !series.contains(&of) {
+        return Err(GceError::invalid_field(
+            "resource.machineType",
+            machine_type,
+            &format!("Confidential instance type {tech} is not supported for machine type '{name}'."),
+        ));
+    }
+    let ohm = scheduling.get("onHostMaintenance").and_then(Value::as_str).unwrap_or("MIGRATE");
+    if ohm != "TERMINATE" && !migrate.contains(&of) {
+        return Err(GceError::invalid_field(
+            "resource.scheduling.onHostMaintenance",
+            ohm,
+            &format!(
+                "Confidential VMs of type {tech} on machine type '{name}' must have onHostMaintenance set to TERMINATE."
+            ),
+        ));
+    }
+    Ok(())
 }

@@ -42,6 +42,19 @@ impl GceError {
         )
     }
 
+    /// 400 `invalid` for a machine type the zone does not offer, as
+    /// `instances.insert` answers it at once: `Invalid value for field
+    /// 'resource.machineType': 'zones/Z/machineTypes/T'. Machine type with name
+    /// 'T' does not exist in zone 'Z'.` (`machine_type` as the request gave it).
+    pub(crate) fn not_offered_in_zone(machine_type: &str, zone: &str) -> Self {
+        let name = machine_type.rsplit('/').next().unwrap_or_default();
+        Self::invalid_field(
+            "resource.machineType",
+            machine_type,
+            &format!("Machine type with name '{name}' does not exist in zone '{zone}'."),
+        )
+    }
+
     /// 400 `invalid` with a free message.
     pub(crate) fn invalid(message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, "invalid", message)

@@ -22,10 +22,20 @@ pub(crate) struct GceHooks {
 }
 
 /// The real GCE error for a neutral fault kind.
+///
+/// `placement` (the machine cannot be placed in the zone) is GCE's answer to a
+/// machine type the zone does not offer: 400 `invalid` "Machine type with name
+/// '...' does not exist in zone '...'" (`instances.insert` names the request's
+/// machine type, `api::instances::insert`); in phase `after` an insert's
+/// operation fails with `ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS`
+/// (`state::operations::not_placeable`).
 pub(crate) fn fault_error(kind: FaultKind, operation: &str) -> GceError {
     match kind {
         FaultKind::Throttle => GceError::rate_limited(),
-        FaultKind::Capacity | FaultKind::Placement => GceError::quota_exceeded(),
+        FaultKind::Capacity => GceError::quota_exceeded(),
+        FaultKind::Placement => GceError::invalid(format!(
+            "Invalid value for field 'resource.machineType'. The machine type of this {operation} does not exist in zone."
+        )),
         FaultKind::Unavailable => GceError::backend_error(),
         FaultKind::Internal => GceError::internal(),
         FaultKind::Auth => GceError::unauthenticated(),
@@ -47,7 +57,8 @@ impl CloudHooks for GceHooks {
             | "images.get"
             | "images.getIamPolicy"
             | "zoneOperations.get"
-            | "zoneOperations.wait" => Some(OpClass::Read),
+            | "zoneOperations.wait"
+            | "zoneOperations.list" => Some(OpClass::Read),
             _ => None,
         }
     }

@@ -53,8 +53,9 @@ fn record_operation(state: &mut CloudState, record: OperationRecord, now: Instan
 
 /// `POST .../zones/Z/instances?requestId=UUID`: creates an instance, returns its insert Operation.
 ///
-/// The operation is DONE when the instance reaches `STAGING` (half of `boot_ms`),
-/// as real GCE marks inserts done before the guest is `RUNNING`.
+/// The operation is DONE when the instance reaches `STAGING` (half of `boot_ms`,
+/// or `operation_ms` when set), as real GCE marks inserts done before the guest
+/// is `RUNNING`.
 pub(crate) async fn insert(
     State(ctx): State<Ctx>,
     Path((project, zone)): Path<(String, String)>,
@@ -62,9 +63,14 @@ pub(crate) async fn insert(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let guard = match begin(&ctx, "instances.insert").await {
+    let guard = match ctx.admin.begin_call("instances.insert").await {
         Ok(guard) => guard,
-        Err(rejection) => return rejection,
+        // Refused at once, as GCE refuses a machine type the zone does not offer.
+        Err(rejection) if rejection.kind == FaultKind::Placement => {
+            let machine_type = parse_body::<InstanceRequest>(&body).ok().and_then(|r| r.machine_type);
+            return GceError::not_offered_in_zone(machine_type.as_deref().unwrap_or_default(), &zone).into_response();
+        }
+        Err(rejection) => return rejection.into_response(),
     };
     let prepared = urls::check_zone(&zone)
         .and_then(|()| request_id(&params))
@@ -92,13 +98,20 @@ pub(crate) async fn insert(
             .into_response();
     }
     let after = guard.after_fault();
-    let stockout = after.as_ref().is_some_and(|r| r.kind == FaultKind::Capacity);
-    let staged_at = now + timing.boot() / 2;
-    let lifecycle = if stockout {
-        Lifecycle::Stockout { until: staged_at }
-    } else {
-        Lifecycle::Booting { created: now, boot: timing.boot() }
+    // Capacity and placement faults after the insert took effect are reported
+    // by the operation, as GCE reports stockouts (`operations::stockout`,
+    // `operations::not_placeable`); other kinds replace the answer.
+    let failure = match after.as_ref().map(|r| r.kind) {
+        Some(FaultKind::Capacity) => Some(operations::stockout(&project, &zone)),
+        Some(FaultKind::Placement) => Some(operations::not_placeable(&zone, &instance)),
+        _ => None,
     };
+    let (staged, lifecycle) = match timing.operation() {
+        Some(op) => (op, Lifecycle::Inserting { created: now, staged: op, running: op + timing.boot() / 2 }),
+        None => (timing.boot() / 2, Lifecycle::Booting { created: now, boot: timing.boot() }),
+    };
+    let staged_at = now + staged;
+    let lifecycle = if failure.is_some() { Lifecycle::Stockout { until: staged_at } } else { lifecycle };
     let record = OperationRecord::new(NewOperation {
         project: &project,
         zone: &zone,
@@ -108,14 +121,14 @@ pub(crate) async fn insert(
         user: caller.user(),
         now,
         done_at: staged_at,
-        failure: stockout.then(|| operations::stockout(&project, &zone)),
+        failure: failure.clone(),
         request_id: request_id.as_deref(),
     });
     state.instances.insert(key, InstanceRecord { resource: instance, lifecycle, visible_at: now + invisible });
     let op = record_operation(&mut state, record, now);
     drop(state);
     match after {
-        Some(rejection) if !stockout => rejection.into_response(),
+        Some(rejection) if failure.is_none() => rejection.into_response(),
         _ => Json(op).into_response(),
     }
 }
@@ -197,8 +210,9 @@ fn list_page(ctx: &Ctx, project: &str, zone: &str, params: &Params) -> Result<Va
     Ok(body)
 }
 
-/// `DELETE .../zones/Z/instances/NAME?requestId=`: STOPPING for `stop_ms`, then gone;
-/// the delete Operation is DONE when the instance is gone.
+/// `DELETE .../zones/Z/instances/NAME?requestId=`: STOPPING for `stop_ms` (or
+/// `operation_ms` when set), then gone; the delete Operation is DONE when the
+/// instance is gone.
 pub(crate) async fn delete(
     State(ctx): State<Ctx>,
     Path((project, zone, name)): Path<(String, String, String)>,
@@ -211,7 +225,8 @@ pub(crate) async fn delete(
     };
     let result = urls::check_zone(&zone).and_then(|()| request_id(&params)).and_then(|request_id| {
         let now = Instant::now();
-        let stop = ctx.admin.timing().stop();
+        let timing = ctx.admin.timing();
+        let stop = timing.operation().unwrap_or_else(|| timing.stop());
         let mut state = ctx.store.lock_at(now);
         if let Some(op) = replay(&state, &project, &zone, request_id.as_ref(), now) {
             return Ok(op);

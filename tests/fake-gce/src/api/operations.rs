@@ -14,8 +14,12 @@ use crate::filter::{Filter, Subject};
 use crate::model::operation::Operation;
 use crate::{paging, urls};
 
-/// How long `wait` blocks at most before answering a still-running operation
-/// (the real API waits up to 2 minutes; the fake keeps tests fast).
+/// How long `wait` blocks at most before answering a still-running operation,
+/// unless `POST /_admin/gce/wait` set another limit. The real API waits "no
+/// more than the default deadline (2 minutes)" and, being best-effort, "might
+/// return before the default deadline is reached, or might return after zero
+/// seconds" (zoneOperations.wait reference): clients must be prepared to call
+/// it again. The fake's 2 s is such an early answer and keeps tests fast.
 const WAIT_LIMIT: Duration = Duration::from_secs(2);
 
 fn not_found(project: &str, zone: &str, operation: &str) -> GceError {
@@ -65,7 +69,8 @@ pub(crate) async fn wait(
     if let Err(error) = urls::check_zone(&zone) {
         return guard.finish(respond::<Operation>(Err(error)));
     }
-    let deadline = Instant::now() + WAIT_LIMIT;
+    let limit = ctx.store.lock_at(Instant::now()).wait_limit.unwrap_or(WAIT_LIMIT);
+    let deadline = Instant::now() + limit;
     let result = loop {
         let now = Instant::now();
         match lookup(&ctx, &project, &zone, &operation, now) {

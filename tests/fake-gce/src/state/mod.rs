@@ -89,6 +89,9 @@ pub(crate) struct State {
     pub(crate) images: BTreeMap<(String, String), ImageRecord>,
     /// Principal assumed for requests without an `sa:`/`user:` bearer token.
     pub(crate) default_caller: Option<String>,
+    /// How long `zoneOperations.wait` blocks at most (`POST /_admin/gce/wait`);
+    /// `None` = the fake's default.
+    pub(crate) wait_limit: Option<Duration>,
     /// Allocation counter for internal and external IPs.
     pub(crate) addresses: u32,
     /// Addresses handed out as alias IP ranges (from `10.64.0.0/10`).
@@ -195,6 +198,8 @@ pub(crate) fn inventory_entry(instance: &Instance, state: &str, live: bool) -> I
         .map(|v| base64::Engine::encode(&base64::engine::general_purpose::STANDARD, v));
     extra.insert("user_data".into(), user_data.map_or(serde_json::Value::Null, serde_json::Value::String));
     extra.insert("metadata".into(), serde_json::Value::Object(metadata));
+    // GCE's network tags (`tags.items`), what firewall rules and the Go provider's lookups match.
+    extra.insert("network_tags".into(), serde_json::json!(instance.tags.items));
     extra.insert("zone".into(), instance.zone.rsplit('/').next().unwrap_or_default().into());
     extra.insert("machineType".into(), instance.machine_type.rsplit('/').next().unwrap_or_default().into());
     extra.insert("selfLink".into(), instance.self_link.clone().into());

@@ -5,6 +5,7 @@
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::clock;
+use crate::model::instance::Instance;
 use crate::model::operation::{Operation, OperationError, OperationErrors};
 use crate::urls;
 
@@ -159,6 +160,33 @@ pub(crate) fn stockout(project: &str, zone: &str) -> OperationErrors {
             code: "ZONE_RESOURCE_POOL_EXHAUSTED".to_string(),
             message: format!(
                 "The zone 'projects/{project}/zones/{zone}' does not have enough resources available to fulfill the request.  Try a different zone, or try again later."
+            ),
+        }],
+    }
+}
+
+/// The operation error of an insert the zone cannot place: the machine type
+/// (with its accelerators) is currently not available there. GCE reports it
+/// as `ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS`, naming the hardware
+/// configuration and the zone (Compute Engine, "Troubleshooting resource
+/// availability errors").
+pub(crate) fn not_placeable(zone: &str, instance: &Instance) -> OperationErrors {
+    let machine_type = instance.machine_type.rsplit('/').next().unwrap_or_default();
+    let accelerators = instance
+        .other
+        .get("guestAccelerators")
+        .and_then(|a| a.get(0))
+        .map(|a| {
+            let count = a.get("acceleratorCount").and_then(serde_json::Value::as_i64).unwrap_or(1);
+            let kind = a.get("acceleratorType").and_then(serde_json::Value::as_str).unwrap_or_default();
+            format!(" with {count} {} accelerator(s)", kind.rsplit('/').next().unwrap_or_default())
+        })
+        .unwrap_or_default();
+    OperationErrors {
+        errors: vec![OperationError {
+            code: "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS".to_string(),
+            message: format!(
+                "A {machine_type} VM instance{accelerators} is currently unavailable in the {zone} zone. Alternatively, you can try your request again with a different VM hardware configuration or at a later time. For more information, see the troubleshooting documentation."
             ),
         }],
     }
