@@ -2,7 +2,6 @@ package goproviders
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -12,20 +11,20 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v5"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/marketplaceordering/armmarketplaceordering"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v4"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resourcegraph/armresourcegraph"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/resources/armresources"
 	"github.com/gardener/machine-controller-manager/pkg/apis/machine/v1alpha1"
-	mcmdriver "github.com/gardener/machine-controller-manager/pkg/util/provider/driver"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gardener/machine-controller-manager-provider-azure/pkg/azure/access"
 	azprovider "github.com/gardener/machine-controller-manager-provider-azure/pkg/azure/provider"
+	azhelpers "github.com/gardener/machine-controller-manager-provider-azure/pkg/azure/provider/helpers"
 )
 
 const azureClient = "Go provider v0.21.0"
@@ -114,99 +113,152 @@ func (f fakeTransport) GetMarketPlaceAgreementsAccess(cc access.ConnectConfig) (
 	return f.inner.GetMarketPlaceAgreementsAccess(f.with(cc))
 }
 
-// TestAzureGoProviderLifecycle runs gardener/machine-controller-manager-provider-azure,
-// unmodified and in-process, against tests/fake-arm: its driver (provider.NewDefaultDriver)
-// over its own access factory, which only gets the transport above; token requests go
-// through azidentity/MSAL (tenant discovery, client credentials for azcore's ARM scope),
-// ARM calls through the SDK's pipeline and pollers. The class is the Rust driver's example
-// (providers/azure/examples), which is gardener's providerSpec.
-func TestAzureGoProviderLifecycle(t *testing.T) {
-	dumpKlogOnFailure(t)
+// newAzureEnv starts fake-arm with gardener's Azure driver, unmodified and in-process:
+// its driver (provider.NewDefaultDriver) over its own access factory, which only gets the
+// transport above; token requests go through azidentity/MSAL (tenant discovery, client
+// credentials for azcore's ARM scope), ARM calls through the SDK's pipeline and pollers.
+// The class is the sidecar's example (providers/azure/examples), which is gardener's
+// providerSpec (a zone, an OS disk and one data disk); the sidecar reaches the same fake
+// over plain HTTP (`--cloud-endpoint`).
+func newAzureEnv(t *testing.T) *env {
+	t.Helper()
 	f := startFake(t, "fake-arm")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-
+	// A deleted VM's NIC stays reserved 3 s (Azure: 180 s), as the conformance suite's
+	// fakeSetup sets it.
+	f.admin(t, http.MethodPost, "azure/nic-reservation", map[string]any{"ms": 3000})
 	spec := readJSON(t, "../providers/azure/examples/machine-class.json", nil)
 	var parsed struct {
-		Location      string            `json:"location"`
 		ResourceGroup string            `json:"resourceGroup"`
 		Tags          map[string]string `json:"tags"`
 	}
 	readJSON(t, "../providers/azure/examples/machine-class.json", &parsed)
-	secret := &corev1.Secret{Data: secretData(t, "../providers/azure/examples/secret.json")}
-	class := &v1alpha1.MachineClass{
-		ObjectMeta:   metav1.ObjectMeta{Name: "class", Namespace: "shoot--dev--conf"},
-		Provider:     "Azure",
-		ProviderSpec: runtime.RawExtension{Raw: spec},
+	factory := fakeTransport{inner: access.NewDefaultAccessFactory(), transport: tlsFront(t, f)}
+	// A VM, its NIC `<vm>-nic` and disks `<vm>-os-disk`, `<vm>-containerd-0-data-disk`
+	// (the Go provider's names, pkg/azure/utils/names.go, which the sidecar uses too).
+	owns := func(machine, name string) bool {
+		n, m := strings.ToLower(name), strings.ToLower(machine)
+		return n == m || strings.HasPrefix(n, m+"-") || strings.HasPrefix(n, m+"_")
 	}
-	name := fmt.Sprintf("go-az-%d", time.Now().UnixNano()%1_000_000)
-	machine := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{
-		Name: name, Namespace: class.Namespace, UID: types.UID("uid-" + name), CreationTimestamp: metav1.Now(),
-	}}
-	d := azprovider.NewDefaultDriver(fakeTransport{inner: access.NewDefaultAccessFactory(), transport: tlsFront(t, f)})
-	ours := func(n string) bool { return strings.HasPrefix(strings.ToLower(n), name) }
-	f.takeCalls(t)
-	var phases []phase
-
-	_, err := d.GetMachineStatus(ctx, &mcmdriver.GetMachineStatusRequest{Machine: machine, MachineClass: class, Secret: secret})
-	phases = append(phases, phase{"status-absent", code(err), f.takeCalls(t)})
-	if code(err) != "NotFound" {
-		t.Fatalf("GetMachineStatus before create: want NotFound, got %v", err)
+	return &env{
+		title:    "Azure",
+		cloud:    "azure",
+		goClient: azureClient,
+		f:        f,
+		goDriver: azprovider.NewDefaultDriver(factory),
+		class: &v1alpha1.MachineClass{
+			ObjectMeta:   metav1.ObjectMeta{Name: "class", Namespace: "shoot--dev--conf"},
+			Provider:     "Azure",
+			ProviderSpec: runtime.RawExtension{Raw: spec},
+		},
+		secret:   &corev1.Secret{Data: secretData(t, "../providers/azure/examples/secret.json")},
+		goStatus: true,
+		// pkg/azure/provider/helpers/resourcegraphprocessor.go: VMs, NICs and disks of the
+		// resource group whose tag keys include the class's kubernetes.io-cluster- and
+		// kubernetes.io-role- keys; a NIC or disk maps back to its VM's name by suffix.
+		goListsLeftovers: true,
+		owns:             owns,
+		makes:            []string{"virtualMachines.createOrUpdate", "networkInterfaces.createOrUpdate", "disks.createOrUpdate"},
+		removes:          []string{"virtualMachines.delete", "networkInterfaces.delete", "disks.delete"},
+		checkCreated: func(t *testing.T, e *env, machine, providerID string) {
+			t.Helper()
+			instances, dependents := e.f.inventory(t).live(func(n string) bool { return owns(machine, n) })
+			if len(instances) != 1 || !strings.EqualFold(instances[0].Name, machine) {
+				t.Fatalf("inventory instances for %s: %+v", machine, instances)
+			}
+			for key := range parsed.Tags {
+				if _, ok := instances[0].Tags[key]; !ok {
+					t.Errorf("VM lacks the class tag %q: %v", key, instances[0].Tags)
+				}
+			}
+			kinds := map[string]int{}
+			for _, dep := range dependents {
+				kinds[dep.Kind]++
+			}
+			if kinds["networkInterface"] != 1 || kinds["disk"] != 2 {
+				t.Errorf("dependents of %s: %+v (want its NIC, OS disk and data disk)", machine, dependents)
+			}
+		},
+		// As an operator would with `az vm update --set ...deleteOption=Detach` and
+		// `az vm delete`: the VM's NIC and OS disk are set to stay (a VM PATCH, built as the Go
+		// provider builds its own delete-option PATCH in
+		// pkg/azure/provider/helpers/driver.go computeDeleteOptionUpdatesForNICsAndDisksIfRequired),
+		// then the VM is deleted; its NIC and OS disk are left. The ARM client is the Go
+		// provider's own (its access factory and connect config).
+		leaveLeftover: func(t *testing.T, e *env, machine, providerID string) {
+			t.Helper()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_, cc, err := azhelpers.ExtractProviderSpecAndConnectConfig(e.class, e.secret)
+			if err != nil {
+				t.Fatal(err)
+			}
+			vms, err := factory.GetVirtualMachinesAccess(cc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			vm, err := vms.Get(ctx, parsed.ResourceGroup, machine, nil)
+			if err != nil {
+				t.Fatalf("GET VM %s: %v", machine, err)
+			}
+			update := armcompute.VirtualMachineUpdate{Properties: &armcompute.VirtualMachineProperties{
+				StorageProfile: &armcompute.StorageProfile{},
+			}}
+			if p := vm.Properties; p != nil && p.NetworkProfile != nil {
+				nics := []*armcompute.NetworkInterfaceReference{}
+				for _, nic := range p.NetworkProfile.NetworkInterfaces {
+					nics = append(nics, &armcompute.NetworkInterfaceReference{ID: nic.ID,
+						Properties: &armcompute.NetworkInterfaceReferenceProperties{DeleteOption: to.Ptr(armcompute.DeleteOptionsDetach)}})
+				}
+				update.Properties.NetworkProfile = &armcompute.NetworkProfile{NetworkInterfaces: nics}
+			}
+			if p := vm.Properties; p != nil && p.StorageProfile != nil && p.StorageProfile.OSDisk != nil {
+				update.Properties.StorageProfile.OSDisk = &armcompute.OSDisk{Name: p.StorageProfile.OSDisk.Name,
+					DeleteOption: to.Ptr(armcompute.DiskDeleteOptionTypesDetach)}
+			}
+			if update.Properties.NetworkProfile == nil || len(update.Properties.NetworkProfile.NetworkInterfaces) == 0 {
+				t.Fatalf("VM %s shows no NIC in networkProfile.networkInterfaces: %+v", machine, vm.Properties)
+			}
+			patch, err := vms.BeginUpdate(ctx, parsed.ResourceGroup, machine, update, nil)
+			if err == nil {
+				_, err = patch.PollUntilDone(ctx, nil)
+			}
+			if err != nil {
+				t.Fatalf("PATCH VM %s (deleteOption Detach): %v", machine, err)
+			}
+			del, err := vms.BeginDelete(ctx, parsed.ResourceGroup, machine, nil)
+			if err == nil {
+				_, err = del.PollUntilDone(ctx, nil)
+			}
+			if err != nil {
+				t.Fatalf("DELETE VM %s: %v", machine, err)
+			}
+		},
 	}
-
-	created, err := d.CreateMachine(ctx, &mcmdriver.CreateMachineRequest{Machine: machine, MachineClass: class, Secret: secret})
-	phases = append(phases, phase{"create", code(err), f.takeCalls(t)})
-	if err != nil {
-		t.Fatalf("CreateMachine: %v", err)
-	}
-	wantID := "azure:///" + parsed.Location + "/" + name
-	if created.ProviderID != wantID || created.NodeName != name {
-		t.Fatalf("CreateMachine answered %+v (want providerID %s)", created, wantID)
-	}
-
-	// The fake's own view: the VM (Succeeded, the class's tags) and its NIC and disks.
-	instances, dependents := f.inventory(t).live(ours)
-	if len(instances) != 1 || !strings.EqualFold(instances[0].Name, name) {
-		t.Fatalf("inventory instances for %s: %+v", name, instances)
-	}
-	for key := range parsed.Tags {
-		if _, ok := instances[0].Tags[key]; !ok {
-			t.Errorf("VM lacks the class tag %q: %v", key, instances[0].Tags)
-		}
-	}
-	kinds := map[string]int{}
-	for _, dep := range dependents {
-		kinds[dep.Kind]++
-	}
-	if kinds["networkInterface"] != 1 || kinds["disk"] < 1 {
-		t.Errorf("dependents of %s: %+v (want its NIC and disks)", name, dependents)
-	}
-
-	machine.Spec.ProviderID = created.ProviderID
-	st, err := d.GetMachineStatus(ctx, &mcmdriver.GetMachineStatusRequest{Machine: machine, MachineClass: class, Secret: secret})
-	phases = append(phases, phase{"status", code(err), f.takeCalls(t)})
-	if err != nil || st.ProviderID != created.ProviderID {
-		t.Fatalf("GetMachineStatus after create: %+v %v", st, err)
-	}
-
-	listed, err := d.ListMachines(ctx, &mcmdriver.ListMachinesRequest{MachineClass: class, Secret: secret})
-	phases = append(phases, phase{"list", code(err), f.takeCalls(t)})
-	if err != nil {
-		t.Errorf("ListMachines: %v", err)
-	} else if listed.MachineList[created.ProviderID] != name {
-		t.Errorf("ListMachines misses %s → %s: %v", created.ProviderID, name, listed.MachineList)
-	}
-
-	_, err = d.DeleteMachine(ctx, &mcmdriver.DeleteMachineRequest{Machine: machine, MachineClass: class, Secret: secret})
-	phases = append(phases, phase{"delete", code(err), f.takeCalls(t)})
-	if err != nil {
-		t.Fatalf("DeleteMachine: %v", err)
-	}
-	f.expectNothingLeft(t, ours)
-
-	_, err = d.GetMachineStatus(ctx, &mcmdriver.GetMachineStatusRequest{Machine: machine, MachineClass: class, Secret: secret})
-	if code(err) != "NotFound" {
-		t.Errorf("GetMachineStatus after delete: want NotFound, got %v", err)
-	}
-	printTable("Azure", azureClient, phases)
 }
+
+// TestAzureLifecycleGoAndSidecar: the same lifecycle (status-absent, create, initialize,
+// status, list, delete) by the Go provider and by the sidecar on one fake-arm at its
+// default timing, each phase's calls counted, the inventory checked after create and for
+// leaks after delete. Prints one table row per client.
+func TestAzureLifecycleGoAndSidecar(t *testing.T) {
+	e := newAzureEnv(t)
+	var goPhases, sidecarPhases []phase
+	t.Run("GoProvider", func(t *testing.T) { goPhases = lifecycle(t, e, e.goDriver, false) })
+	t.Run("Sidecar", func(t *testing.T) { sidecarPhases = lifecycle(t, e, startSidecar(t, e.cloud, e.f), true) })
+	if goPhases != nil && sidecarPhases != nil && !t.Failed() {
+		printLifecycleRow(e.title, e.goClient, goPhases)
+		printLifecycleRow(e.title, sidecarClient, sidecarPhases)
+	}
+}
+
+// TestAzureMigrationGoToSidecar: see migration.
+func TestAzureMigrationGoToSidecar(t *testing.T) { migration(t, newAzureEnv(t)) }
+
+// TestAzureMCMTakesOverGoMachines: see takeover.
+func TestAzureMCMTakesOverGoMachines(t *testing.T) { takeover(t, newAzureEnv(t)) }
+
+// TestAzureRollbackSidecarToGo: see rollback.
+func TestAzureRollbackSidecarToGo(t *testing.T) { rollback(t, newAzureEnv(t)) }
+
+// TestAzureStatusPolls: see polls.
+func TestAzureStatusPolls(t *testing.T) { polls(t, newAzureEnv(t)) }

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -78,15 +77,7 @@ var listening = regexp.MustCompile(`listening on (http://[^ ]+) \(admin: `)
 // missing binary skips the test on a developer machine and fails it in CI (CI=true).
 func startFake(t *testing.T, name string) *fake {
 	t.Helper()
-	dir := os.Getenv("MACHINE_DRIVER_BIN_DIR")
-	binary := filepath.Join(dir, name)
-	if _, err := os.Stat(binary); dir == "" || err != nil {
-		msg := fmt.Sprintf("%s not found (set MACHINE_DRIVER_BIN_DIR to the cargo target's debug directory; build it with `cargo build -p %s --all-features`)", binary, name)
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	binary := binaryPath(t, name, name)
 	cmd := exec.Command(binary, "--listen", "127.0.0.1:0")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -201,6 +192,8 @@ type inventoryEntry struct {
 	Live  bool              `json:"live"`
 	Tags  map[string]string `json:"tags"`
 	Kind  string            `json:"kind"`
+	// AllowedAddressPairs of an OpenStack port.
+	AllowedAddressPairs []map[string]any `json:"allowed_address_pairs"`
 }
 
 type inventory struct {
@@ -241,6 +234,11 @@ func (inv inventory) live(match func(name string) bool) (instances, dependents [
 // instance or dependent matches, and fails with what is left otherwise.
 func (f *fake) expectNothingLeft(t *testing.T, match func(name string) bool) {
 	t.Helper()
+	f.expectNothingLeftAfter(t, "DeleteMachine", match)
+}
+
+func (f *fake) expectNothingLeftAfter(t *testing.T, after string, match func(name string) bool) {
+	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		instances, dependents := f.inventory(t).live(match)
@@ -248,10 +246,42 @@ func (f *fake) expectNothingLeft(t *testing.T, match func(name string) bool) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("leaked after DeleteMachine: instances %+v, dependents %+v", instances, dependents)
+			t.Fatalf("leaked after %s: instances %+v, dependents %+v", after, instances, dependents)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// setTiming sets how long the fake keeps an instance pending before running and stopping
+// before gone (`POST /_admin/timing`; the fakes' default is 300 ms each). 0 makes every
+// transition immediate: the OpenStack Go provider then finds its volume available, its
+// server ACTIVE and DELETED at its first poll instead of 10 s later.
+func (f *fake) setTiming(t *testing.T, bootMS, stopMS int) {
+	t.Helper()
+	f.admin(t, http.MethodPost, "timing", map[string]any{"boot_ms": bootMS, "stop_ms": stopMS})
+}
+
+// liveIDs is the set of ids of every live instance and dependent in the fake.
+func (inv inventory) liveIDs() map[string]string {
+	out := map[string]string{}
+	for _, i := range inv.Instances {
+		if i.Live {
+			out[i.ID] = "instance " + i.Name
+		}
+	}
+	for _, d := range inv.Dependents {
+		if d.Live {
+			out[d.ID] = d.Kind + " " + d.Name
+		}
+	}
+	return out
+}
+
+// expectEmpty waits until nothing is live in the fake (no instance, no dependent: every
+// test starts its own fake, so anything left is a leak), and fails with what is left.
+func (f *fake) expectEmpty(t *testing.T, after string) {
+	t.Helper()
+	f.expectNothingLeftAfter(t, after, func(string) bool { return true })
 }
 
 // readJSON reads a JSON file of this repository (relative to goproviders/).
@@ -297,26 +327,4 @@ type phase struct {
 	name   string
 	result string // the machine code the driver answered ("OK", "Unimplemented", ...)
 	calls  calls
-}
-
-// printTable prints the lifecycle as one Markdown table row (for BENCHMARKS.md), the
-// operations of each phase below it:
-//
-//	| OpenStack | Go provider v0.27.1 | create 13 | status 0 (Unimplemented) | list 1 | delete 6 | total 20 |
-func printTable(cloud, client string, phases []phase) {
-	cells := []string{cloud, client}
-	total := 0
-	for _, p := range phases {
-		cell := fmt.Sprintf("%s %d", p.name, p.calls.total())
-		if p.result != "OK" {
-			cell += " (" + p.result + ")"
-		}
-		cells = append(cells, cell)
-		total += p.calls.total()
-	}
-	cells = append(cells, fmt.Sprintf("total %d", total))
-	fmt.Printf("| %s |\n", strings.Join(cells, " | "))
-	for _, p := range phases {
-		fmt.Printf("    %s %s: %s\n", cloud, p.name, p.calls)
-	}
 }

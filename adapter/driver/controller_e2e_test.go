@@ -7,38 +7,25 @@ import (
 	"net"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/Masterminds/semver/v3"
-
 	"github.com/gardener/machine-controller-manager/pkg/apis/machine/v1alpha1"
 	machinefake "github.com/gardener/machine-controller-manager/pkg/client/clientset/versioned/fake"
-	machineinformers "github.com/gardener/machine-controller-manager/pkg/client/informers/externalversions"
-	"github.com/gardener/machine-controller-manager/pkg/util/provider/drain"
 	mcmdriver "github.com/gardener/machine-controller-manager/pkg/util/provider/driver"
 	machinecontroller "github.com/gardener/machine-controller-manager/pkg/util/provider/machinecontroller"
 	"github.com/gardener/machine-controller-manager/pkg/util/provider/machineutils"
-	"github.com/gardener/machine-controller-manager/pkg/util/provider/options"
-	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/version"
-	fakediscovery "k8s.io/client-go/discovery/fake"
-	kubeinformers "k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/record"
+
+	"github.com/machine-driver/adapter/mcmharness"
 )
 
 // MCM's own machine controller (its exported constructor, fake clientsets and
@@ -65,26 +52,20 @@ func TestMCMControllerWithTargetClusterDrivesTheSidecarOfEveryProvider(t *testin
 	eachProvider(t, targetClusterFlow)
 }
 
-const (
-	e2eNamespace = "shoot--e2e--cluster"
-	// MCM's default --node-conditions.
-	e2eNodeConditions = "KernelDeadlock,ReadonlyFilesystem,DiskPressure,NetworkUnavailable"
-)
+const e2eNamespace = "shoot--e2e--cluster"
 
 // e2e is one provider's sidecar on its embedded fake cloud with MCM's machine
-// controller in front of it.
+// controller (adapter/mcmharness) in front of it.
 type e2e struct {
-	t         *testing.T
-	d         *Driver
-	admin     string // the fake cloud's admin API
-	name      string // the Machine's
-	class     *v1alpha1.MachineClass
-	secret    *corev1.Secret
-	machines  *machinefake.Clientset
-	target    *k8sfake.Clientset // nil without a target cluster
-	c         machinecontroller.Controller
-	stop      chan struct{}
-	factories []interface{ Start(<-chan struct{}) }
+	t        *testing.T
+	d        *Driver
+	admin    string // the fake cloud's admin API
+	name     string // the Machine's
+	class    *v1alpha1.MachineClass
+	secret   *corev1.Secret
+	machines *machinefake.Clientset
+	target   *k8sfake.Clientset // nil without a target cluster
+	h        *mcmharness.Harness
 
 	mu sync.Mutex
 	// Per observed call in the target cluster: the VMs of the machine live in
@@ -95,7 +76,7 @@ type e2e struct {
 
 func newE2E(t *testing.T, binary, examples string, withTarget bool) *e2e {
 	admin := freeAddr(t)
-	e := &e2e{t: t, admin: admin, d: startSidecar(t, binary, "--embedded-fake-listen", admin), stop: make(chan struct{})}
+	e := &e2e{t: t, admin: admin, d: startSidecar(t, binary, "--embedded-fake-listen", admin)}
 	spec, secretData := exampleClass(t, examples)
 	e.secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "cloudprovider", Namespace: e2eNamespace}, Data: secretData}
 	if _, ok := e.secret.Data["userData"]; !ok {
@@ -115,120 +96,21 @@ func newE2E(t *testing.T, binary, examples string, withTarget bool) *e2e {
 		ObjectMeta: metav1.ObjectMeta{Name: e.name, Namespace: e2eNamespace, UID: types.UID("uid-" + e.name), CreationTimestamp: metav1.Now()},
 		Spec:       v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: e.class.Name}},
 	}
-
-	e.machines = machinefake.NewSimpleClientset(e.class, machine)
-	apiServerDeletion(&e.machines.Fake, versioned(&e.machines.Fake, e.machines.Tracker()), "machines")
-	core := k8sfake.NewSimpleClientset(e.secret)
-	versioned(&core.Fake, core.Tracker())
-	machineFactory := machineinformers.NewSharedInformerFactoryWithOptions(e.machines, 100*time.Millisecond, machineinformers.WithNamespace(e2eNamespace))
-	coreFactory := kubeinformers.NewSharedInformerFactoryWithOptions(core, 100*time.Millisecond, kubeinformers.WithNamespace(e2eNamespace))
-	e.factories = append(e.factories, machineFactory, coreFactory)
-
-	// Without a target cluster MCM gets nil interfaces (a typed nil would count as a cluster).
-	var (
-		targetClient  kubernetes.Interface
-		targetFactory kubeinformers.SharedInformerFactory
-		targetVersion *semver.Version
-	)
-	if withTarget {
-		e.target = e.newTargetCluster()
-		targetClient = e.target
-		// As MCM's app builds it: all namespaces, the version from discovery.
-		targetFactory = kubeinformers.NewSharedInformerFactory(e.target, 100*time.Millisecond)
-		e.factories = append(e.factories, targetFactory)
-		info, err := e.target.Discovery().ServerVersion()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if targetVersion, err = semver.NewVersion(info.GitVersion); err != nil {
-			t.Fatal(err)
-		}
-	}
-	safety := options.SafetyOptions{
-		MachineCreationTimeout:                   metav1.Duration{Duration: 20 * time.Minute},
-		MachineHealthTimeout:                     metav1.Duration{Duration: 10 * time.Minute},
-		MachineDrainTimeout:                      metav1.Duration{Duration: 5 * time.Minute},
-		MaxEvictRetries:                          drain.DefaultMaxEvictRetries,
-		PvDetachTimeout:                          metav1.Duration{Duration: 2 * time.Minute},
-		PvReattachTimeout:                        metav1.Duration{Duration: 90 * time.Second},
-		MachineSafetyOrphanVMsPeriod:             metav1.Duration{Duration: 2 * time.Second},
-		MachineSafetyAPIServerStatusCheckPeriod:  metav1.Duration{Duration: time.Minute},
-		MachineSafetyAPIServerStatusCheckTimeout: metav1.Duration{Duration: 30 * time.Second},
-	}
-	c, err := machinecontroller.NewController(e2eNamespace, e.machines.MachineV1alpha1(), core, targetClient, e.d, targetFactory,
-		coreFactory.Core().V1().Secrets(), machineFactory.Machine().V1alpha1().MachineClasses(),
-		machineFactory.Machine().V1alpha1().Machines(), record.NewFakeRecorder(1000), safety, e2eNodeConditions, "", targetVersion,
-		machineutils.RetryPeriod(10*time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.c = c
+	e.h = mcmharness.New(t, mcmharness.Options{
+		Namespace:      e2eNamespace,
+		Driver:         e.d,
+		MachineObjects: []runtime.Object{e.class, machine},
+		CoreObjects:    []runtime.Object{e.secret},
+		TargetCluster:  withTarget,
+		OnEviction:     func() { e.observe(&e.evictions) },
+		OnNodeDeletion: func() { e.observe(&e.nodeDeletions) },
+	})
+	e.machines, e.target = e.h.Machines, e.h.Target
 	return e
 }
 
 // run starts the informers and the controller; both stop when the test ends.
-func (e *e2e) run() {
-	for _, f := range e.factories {
-		f.Start(e.stop)
-	}
-	go e.c.Run(1, e.stop)
-	e.t.Cleanup(func() {
-		close(e.stop)
-		// Run registered the controller as a metrics collector once its caches
-		// synced (Run itself does not return: its workers wait on queues it shuts
-		// down only after they end); the next provider's controller registers again.
-		if collector, ok := e.c.(prometheus.Collector); ok {
-			prometheus.Unregister(collector)
-		}
-	})
-}
-
-// newTargetCluster is a fake target cluster that advertises what MCM looks up
-// by discovery (the eviction subresource, VolumeAttachments, its version),
-// evicts pods as the API server does (no PDB here: the pod is deleted) and
-// deletes objects with finalizers as the API server does.
-func (e *e2e) newTargetCluster() *k8sfake.Clientset {
-	target := k8sfake.NewSimpleClientset()
-	discovery := target.Discovery().(*fakediscovery.FakeDiscovery)
-	discovery.FakedServerVersion = &version.Info{Major: "1", Minor: "33", GitVersion: "v1.33.4"}
-	discovery.Resources = []*metav1.APIResourceList{
-		{GroupVersion: "v1", APIResources: []metav1.APIResource{
-			{Name: "nodes", Kind: "Node"},
-			{Name: "pods", Namespaced: true, Kind: "Pod"},
-			{Name: "pods/eviction", Namespaced: true, Group: "policy", Version: "v1", Kind: "Eviction"},
-			{Name: "persistentvolumes", Kind: "PersistentVolume"},
-			{Name: "persistentvolumeclaims", Namespaced: true, Kind: "PersistentVolumeClaim"},
-			{Name: "secrets", Namespaced: true, Kind: "Secret"},
-		}},
-		{GroupVersion: "policy/v1", APIResources: []metav1.APIResource{
-			{Name: "poddisruptionbudgets", Namespaced: true, Kind: "PodDisruptionBudget"},
-		}},
-		{GroupVersion: "storage.k8s.io/v1", APIResources: []metav1.APIResource{
-			{Name: "volumeattachments", Kind: "VolumeAttachment"},
-		}},
-	}
-	apiServerDeletion(&target.Fake, versioned(&target.Fake, target.Tracker()), "nodes")
-	// The fake clientset records an eviction without deleting the pod; the API
-	// server deletes it (MCM's drain then waits for it to be gone).
-	target.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		create, ok := a.(k8stesting.CreateAction)
-		if !ok || create.GetSubresource() != "eviction" {
-			return false, nil, nil
-		}
-		eviction, err := meta.Accessor(create.GetObject())
-		if err != nil {
-			return true, nil, err
-		}
-		e.observe(&e.evictions)
-		return true, nil, target.Tracker().Delete(a.GetResource(), create.GetNamespace(), eviction.GetName())
-	})
-	// Observes only; the deletion itself happens below it.
-	target.PrependReactor("delete", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
-		e.observe(&e.nodeDeletions)
-		return false, nil, nil
-	})
-	return target
-}
+func (e *e2e) run() { e.h.Run() }
 
 // observe appends the number of the machine's VMs live in the fake now.
 func (e *e2e) observe(into *[]int) {
@@ -245,81 +127,6 @@ func (e *e2e) observed(from *[]int) []int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return slices.Clone(*from)
-}
-
-// versioned makes the fake clientset give every object it writes a new
-// resourceVersion, as the API server does, and returns its tracker doing so.
-// (The fake's own tracker keeps the version empty; an informer delivers an
-// update whose version did not change as a resync, only to the handlers whose
-// resync is due, so MCM's handlers would miss updates at random, e.g. the
-// deletion timestamp of a Machine.)
-func versioned(fake *k8stesting.Fake, tracker k8stesting.ObjectTracker) k8stesting.ObjectTracker {
-	v := versionedTracker{ObjectTracker: tracker, last: new(atomic.Int64)}
-	fake.PrependReactor("*", "*", k8stesting.ObjectReaction(v))
-	return v
-}
-
-type versionedTracker struct {
-	k8stesting.ObjectTracker
-	last *atomic.Int64
-}
-
-// stamp is a copy of obj with the next resourceVersion (the caller's object,
-// possibly an informer's, stays as it is).
-func (v versionedTracker) stamp(obj runtime.Object) runtime.Object {
-	obj = obj.DeepCopyObject()
-	if m, err := meta.Accessor(obj); err == nil {
-		m.SetResourceVersion(strconv.FormatInt(v.last.Add(1), 10))
-	}
-	return obj
-}
-
-func (v versionedTracker) Create(gvr schema.GroupVersionResource, obj runtime.Object, ns string, opts ...metav1.CreateOptions) error {
-	return v.ObjectTracker.Create(gvr, v.stamp(obj), ns, opts...)
-}
-
-func (v versionedTracker) Update(gvr schema.GroupVersionResource, obj runtime.Object, ns string, opts ...metav1.UpdateOptions) error {
-	return v.ObjectTracker.Update(gvr, v.stamp(obj), ns, opts...)
-}
-
-func (v versionedTracker) Patch(gvr schema.GroupVersionResource, obj runtime.Object, ns string, opts ...metav1.PatchOptions) error {
-	return v.ObjectTracker.Patch(gvr, v.stamp(obj), ns, opts...)
-}
-
-// apiServerDeletion makes the fake clientset delete objects of resource as the
-// API server does: an object with finalizers only gets a deletion timestamp
-// (and a new generation) and is removed by the update that drops its last
-// finalizer.
-func apiServerDeletion(fake *k8stesting.Fake, tracker k8stesting.ObjectTracker, resource string) {
-	fake.PrependReactor("delete", resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
-		del := a.(k8stesting.DeleteAction)
-		obj, err := tracker.Get(a.GetResource(), a.GetNamespace(), del.GetName())
-		if err != nil {
-			return true, nil, err
-		}
-		m, err := meta.Accessor(obj)
-		if err != nil {
-			return true, nil, err
-		}
-		if len(m.GetFinalizers()) == 0 {
-			return false, nil, nil
-		}
-		if m.GetDeletionTimestamp() == nil {
-			now := metav1.Now()
-			m.SetDeletionTimestamp(&now)
-			m.SetGeneration(m.GetGeneration() + 1)
-			err = tracker.Update(a.GetResource(), obj, a.GetNamespace())
-		}
-		return true, obj, err
-	})
-	fake.PrependReactor("update", resource, func(a k8stesting.Action) (bool, runtime.Object, error) {
-		update := a.(k8stesting.UpdateAction)
-		m, err := meta.Accessor(update.GetObject())
-		if err != nil || update.GetSubresource() != "" || m.GetDeletionTimestamp() == nil || len(m.GetFinalizers()) > 0 {
-			return false, nil, nil
-		}
-		return true, update.GetObject(), tracker.Delete(a.GetResource(), a.GetNamespace(), m.GetName())
-	})
 }
 
 // machineState is the Machine's deletion and status, for failure messages.
