@@ -226,7 +226,60 @@ impl Api<'_> {
         }
         self.fresh_token().await?;
         let answer =
-            self.caller().send(service, operation, || self.send_raw(Method::Get, url.clone(), None), |f| f).await;
+            self.caller().send(service, operation, || self.send_raw(Method::Get, url.clone(), None, &[]), |f| f).await;
+        self.after(&answer);
+        answer
+    }
+
+    /// PUTs the JSON `body` to `url` on ARM's endpoint, with `headers`
+    /// (`If-None-Match: *`), through the same caller as [`Api::get_raw`]. The
+    /// driver's own request bodies go out as built, never through an SDK model
+    /// (whose types drop what they cannot express: azure_mgmt_compute 0.21's
+    /// `UserAssignedIdentities` is an empty struct, so a VM's identity ids
+    /// would be lost).
+    pub(crate) async fn put_raw(
+        &self,
+        service: &'static str,
+        operation: &'static str,
+        url: &Url,
+        body: &[u8],
+        headers: &[(&'static str, &'static str)],
+    ) -> Answer<RawAnswer> {
+        self.write_raw(Method::Put, service, operation, url, body, headers).await
+    }
+
+    /// PATCHes the JSON `body` to `url` on ARM's endpoint (the Tags API's
+    /// merge), through the same caller as [`Api::put_raw`].
+    pub(crate) async fn patch_raw(
+        &self,
+        service: &'static str,
+        operation: &'static str,
+        url: &Url,
+        body: &[u8],
+    ) -> Answer<RawAnswer> {
+        self.write_raw(Method::Patch, service, operation, url, body, &[]).await
+    }
+
+    async fn write_raw(
+        &self,
+        method: Method,
+        service: &'static str,
+        operation: &'static str,
+        url: &Url,
+        body: &[u8],
+        headers: &[(&'static str, &'static str)],
+    ) -> Answer<RawAnswer> {
+        if url.origin() != self.clients.arm.origin() {
+            return Err(CallFailure::Cloud(
+                machine_driver_api::CloudCall { provider: "azure", service, operation },
+                ArmFailure::transport(TransportProblem::Decode, "a request URL on another host than ARM's"),
+            ));
+        }
+        self.fresh_token().await?;
+        let answer = self
+            .caller()
+            .send(service, operation, || self.send_raw(method, url.clone(), Some(body.to_vec()), headers), |f| f)
+            .await;
         self.after(&answer);
         answer
     }
@@ -251,7 +304,7 @@ impl Api<'_> {
         self.fresh_token().await?;
         let answer = self
             .caller()
-            .send(service, operation, || self.send_raw(Method::Post, url.clone(), Some(body.to_vec())), |f| f)
+            .send(service, operation, || self.send_raw(Method::Post, url.clone(), Some(body.to_vec()), &[]), |f| f)
             .await;
         self.after(&answer);
         answer
@@ -270,7 +323,13 @@ impl Api<'_> {
         url
     }
 
-    async fn send_raw(&self, method: Method, url: Url, body: Option<Vec<u8>>) -> Result<RawAnswer, ArmFailure> {
+    async fn send_raw(
+        &self,
+        method: Method,
+        url: Url,
+        body: Option<Vec<u8>>,
+        headers: &[(&'static str, &'static str)],
+    ) -> Result<RawAnswer, ArmFailure> {
         use azure_core::auth::TokenCredential as _;
         let token =
             self.clients.token.get_token(&[]).await.map_err(|_| {
@@ -278,6 +337,9 @@ impl Api<'_> {
             })?;
         let mut req = Request::new(url, method);
         req.insert_header("authorization", format!("Bearer {}", token.token.secret()));
+        for (name, value) in headers {
+            req.insert_header(*name, *value);
+        }
         if let Some(body) = body {
             req.insert_header("content-type", "application/json");
             req.set_body(body);

@@ -24,6 +24,14 @@
 //!    ALREADY_EXISTS and left untouched (VM names are unique per resource
 //!    group). A VM the GET does not show yet is UNAVAILABLE (retry).
 //!
+//! The NIC and disks the PUT makes carry no tags (ARM makes them untagged);
+//! the first GetMachineStatus that finds the VM tags them with the VM's tags
+//! ([`crate::tagging`]), so that CreateMachine stays one call.
+//!
+//! A `urn` image with a purchase plan (Garden Linux's) gets its plan on the
+//! PUT and its terms accepted first ([`crate::marketplace`]; after the first
+//! create of an image and subscription, no call).
+//!
 //! Data disks made from an image are PUT before the VM (the VM attaches
 //! them), after a GET of the VM: they cannot be re-PUT under a VM that exists.
 //! A disk of the name that exists already (an earlier attempt's) is read
@@ -44,9 +52,11 @@ use crate::credentials::AzureCredentials;
 use crate::driver::AzureDriver;
 use crate::errors::ArmFailure;
 use crate::lro::{self, Outcome, Tracker};
+use crate::marketplace::{Plan, Urn};
 use crate::naming::{NIC_GENERATIONS, VmRef, check_vm_name, data_disk_name};
 use crate::ownership::Marks;
 use crate::spec::AzureProviderSpec;
+use crate::tagging::PendingTags;
 use crate::vm::{self, Provisioning, VirtualMachine};
 
 /// Time kept back from the deadline for answering after the last poll (image disks).
@@ -57,6 +67,9 @@ const RETRY_WHILE_DELETING: Duration = Duration::from_secs(10);
 
 /// Retry delay when ARM refused the create-only PUT (the VM exists) but a GET does not show the VM yet.
 const RETRY_WHILE_INVISIBLE: Duration = Duration::from_secs(5);
+
+/// `api-version` of the VM PUT: the Compute package the driver reads VMs with.
+const COMPUTE_API_VERSION: &str = "2024-07-01";
 
 impl AzureDriver {
     /// CreateMachine (see the module docs).
@@ -74,33 +87,67 @@ impl AzureDriver {
 
         let image_disks: Vec<_> =
             spec.properties.storage_profile.data_disks.iter().filter(|d| d.image_ref.is_some()).collect();
-        if !image_disks.is_empty() {
-            if let Some(existing) = get_vm(&api, &target, true).await? {
-                return self.adopt(&api, &creds, &target, &existing, &markers, &req.machine).await;
-            }
-            for disk in image_disks {
-                self.put_image_disk(&api, &spec, &target, disk, &markers, &req.machine).await?;
-            }
+        if !image_disks.is_empty()
+            && let Some(existing) = get_vm(&api, &target, true).await?
+        {
+            return self.adopt(&api, &creds, &target, &existing, &markers, &req.machine).await;
+        }
+        // Disks of the names that exist are judged first, and the image's terms accepted
+        // before any disk is made: a class that cannot make its VM makes nothing.
+        for disk in &image_disks {
+            self.judge_image_disk(&api, &target, disk, &markers, &req.machine).await?;
+        }
+        let plan = self.purchase_plan(&api, &spec, &target).await?;
+        for disk in image_disks {
+            self.put_image_disk(&api, &spec, &target, disk, &req.machine).await?;
         }
 
+        let url = api.arm_url(
+            &[
+                "subscriptions",
+                &target.subscription,
+                "resourceGroups",
+                &target.resource_group,
+                "providers",
+                "Microsoft.Compute",
+                "virtualMachines",
+                &target.name,
+            ],
+            COMPUTE_API_VERSION,
+        );
         let mut generation = 0;
-        loop {
+        let mut terms_accepted_again = false;
+        let nic_name = loop {
             let nic_name = target.nic_name(generation);
-            let body = vm::vm_body(&spec, &target, &nic_name, &req.machine.uid, &req.user_data)?;
-            let put = api
-                .call("compute", "virtualMachines.createOrUpdate", || {
-                    api.compute()
-                        .virtual_machines_client()
-                        .create_or_update(&target.resource_group, &target.name, body.clone(), &target.subscription)
-                        .if_none_match("*")
-                        .send()
-                })
-                .await;
+            let body = vm::vm_body(&spec, &target, &nic_name, &req.machine.uid, &req.user_data, plan.as_ref());
+            let body =
+                serde_json::to_vec(&body).map_err(|_| DriverError::internal("building the VM request failed"))?;
+            let put =
+                api.put_raw("compute", "virtualMachines.createOrUpdate", &url, &body, &[("if-none-match", "*")]).await;
             match put {
-                Ok(_) => break,
+                Ok(_) => break nic_name,
                 Err(CallFailure::Cloud(_, f)) if f.is_nic_reserved() && generation + 1 < NIC_GENERATIONS => {
                     tracing::info!(vm = %target.name, nic = %nic_name, "NIC reserved after a failed VM; using the next NIC name");
                     generation += 1;
+                }
+                // The terms this process accepted were cancelled since: accepted again, once.
+                Err(CallFailure::Cloud(call, f)) if f.is_terms_not_accepted() => match plan.as_ref() {
+                    Some(plan) if !terms_accepted_again => {
+                        tracing::info!(vm = %target.name, "ARM says the image's marketplace terms are not accepted; accepting them again");
+                        self.marketplace.forget_accepted(&api, &target.subscription, plan);
+                        self.marketplace.ensure_accepted(&api, &target.subscription, plan).await?;
+                        terms_accepted_again = true;
+                    }
+                    _ => return Err(CallFailure::Cloud(call, f).into()),
+                },
+                // The class names an image the VM's location does not have (a gallery version not
+                // replicated there, an unknown platform image): the class's error.
+                Err(CallFailure::Cloud(call, f)) if f.is_image_not_found() => {
+                    let err: DriverError = CallFailure::Cloud(call, f).into();
+                    return Err(DriverError::invalid_argument(
+                        "providerSpec.properties.storageProfile.imageReference",
+                        err.message(),
+                    ));
                 }
                 Err(CallFailure::Cloud(call, f)) if f.is_conflict_with_existing() => {
                     if let Some(existing) = get_vm(&api, &target, true).await? {
@@ -117,11 +164,35 @@ impl AzureDriver {
                 }
                 Err(failure) => return Err(failure.into()),
             }
-        }
+        };
         self.recent.record(target.clone(), ());
+        // The NIC and disks the PUT made carry no tags: the first status poll tags them.
+        let tags = vm::machine_tags(&spec, &req.machine.uid);
+        self.tags_to_apply.record(&target, PendingTags::of_create(&spec, &target, &nic_name, tags));
         // The NIC's address is read once by GetMachineStatus: the VM PUT's answer carries none.
         self.forget_addresses(&target);
         Ok(created(&target, Vec::new()))
+    }
+
+    /// The purchase plan the VM PUT carries: for a `urn` image without
+    /// `skipMarketplaceAgreement`, the image's plan when it has one, its
+    /// terms accepted first ([`crate::marketplace`]; remembered, so after the
+    /// first create of an image and subscription no call is made).
+    async fn purchase_plan(
+        &self,
+        api: &Api<'_>,
+        spec: &AzureProviderSpec,
+        target: &VmRef,
+    ) -> Result<Option<Plan>, DriverError> {
+        let image = &spec.properties.storage_profile.image_reference;
+        if image.skip_marketplace_agreement {
+            return Ok(None);
+        }
+        let Some(urn) = image.urn.as_deref().and_then(Urn::parse) else { return Ok(None) };
+        let field = "providerSpec.properties.storageProfile.imageReference.urn";
+        let Some(plan) = self.marketplace.plan_of(api, target, &urn, field).await? else { return Ok(None) };
+        self.marketplace.ensure_accepted(api, &target.subscription, &plan).await?;
+        Ok(Some(plan))
     }
 
     /// A VM of the machine's name that exists: adopted when it is this
@@ -158,6 +229,7 @@ impl AzureDriver {
     /// next retry starts clean), its failure answered.
     async fn remove_failed(&self, api: &Api<'_>, target: &VmRef, existing: &VirtualMachine) -> DriverError {
         self.recent.forget(target);
+        self.tags_to_apply.forget(target);
         self.forget_addresses(target);
         let failure = failed_vm_error(existing);
         if let Err(e) = delete_vm(api, target).await {
@@ -166,36 +238,43 @@ impl AzureDriver {
         failure
     }
 
-    /// PUTs a data disk made from an image, and waits for it within the
-    /// deadline. A disk of the name that exists is PUT again (an earlier
-    /// attempt's) only when it is this machine's: read first, and its tags
-    /// judged by the kit; an untagged one is not (the driver tags its image disks).
-    async fn put_image_disk(
+    /// A data disk to be made from an image whose name is taken: it is PUT
+    /// again (an earlier attempt's) only when it is this machine's: read
+    /// first, and its tags judged by the kit; an untagged one is not (the
+    /// driver tags its image disks): ALREADY_EXISTS.
+    async fn judge_image_disk(
         &self,
         api: &Api<'_>,
-        spec: &AzureProviderSpec,
         target: &VmRef,
         disk: &crate::spec::DataDisk,
         markers: &ClusterMarkers,
         machine: &Machine,
     ) -> Result<(), DriverError> {
         let name = data_disk_name(&target.name, disk);
-        let Some(image) = &disk.image_ref else { return Ok(()) };
         if let Some(marks) = crate::delete::read_tags(api, target, crate::delete::Leftover::Disk, &name).await?
             && let Ownership::Foreign(why) = markers.judge(&marks, machine)
         {
             return Err(foreign_name_taken(format!("disk {name}"), why));
         }
-        let uid = machine.uid.as_str();
-        let creation = vm::disk_creation_data(image, &target.subscription, &spec.location);
-        let body: azure_mgmt_compute::package_2024_07_01::models::Disk = serde_json::from_value(serde_json::json!({
-            "location": spec.location,
-            "tags": vm::machine_tags(spec, uid),
-            "zones": match spec.placement() { crate::spec::Placement::Zone(z) => vec![z], _ => Vec::new() },
-            "sku": {"name": disk.storage_account_type},
-            "properties": {"creationData": creation, "diskSizeGB": disk.disk_size_gb}
-        }))
-        .map_err(|e| DriverError::internal(format!("building the disk request failed: {e}")))?;
+        Ok(())
+    }
+
+    /// PUTs a data disk made from an image (judged by [`Self::judge_image_disk`]
+    /// first), and waits for it within the deadline.
+    async fn put_image_disk(
+        &self,
+        api: &Api<'_>,
+        spec: &AzureProviderSpec,
+        target: &VmRef,
+        disk: &crate::spec::DataDisk,
+        machine: &Machine,
+    ) -> Result<(), DriverError> {
+        let name = data_disk_name(&target.name, disk);
+        if disk.image_ref.is_none() {
+            return Ok(());
+        }
+        let body: azure_mgmt_compute::package_2024_07_01::models::Disk =
+            vm::through_model(&vm::image_disk_body(spec, target, disk, &machine.uid), "disk")?;
         let answer = api
             .call("compute", "disks.createOrUpdate", || {
                 api.compute()

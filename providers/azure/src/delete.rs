@@ -56,6 +56,7 @@ impl AzureDriver {
         }
         self.recent.forget(&target);
         self.forget_addresses(&target);
+        self.tags_to_apply.forget(&target);
         // A VM the read shows is deleted (204: gone since); absent, only its leftovers are looked for.
         let existed = match found {
             Some(_) => delete_vm(&api, &target).await?,

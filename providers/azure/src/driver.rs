@@ -34,6 +34,10 @@ pub struct AzureDriver {
     pub(crate) nic_lookups: NicLookups,
     /// The private IP of each VM's primary NIC ([`crate::addresses`]).
     pub(crate) addresses: Arc<crate::addresses::RememberedAddresses>,
+    /// Marketplace images' plans and accepted agreements ([`crate::marketplace`]).
+    pub(crate) marketplace: crate::marketplace::Marketplace,
+    /// The NICs and disks of this process's creates still to be tagged ([`crate::tagging`]).
+    pub(crate) tags_to_apply: crate::tagging::TagsToApply,
 }
 
 impl AzureDriver {
@@ -49,6 +53,8 @@ impl AzureDriver {
             lookups: VmLookups::default(),
             nic_lookups: NicLookups::default(),
             addresses: Arc::new(KeyedCache::new(crate::addresses::MAX_REMEMBERED)),
+            marketplace: crate::marketplace::Marketplace::default(),
+            tags_to_apply: crate::tagging::TagsToApply::default(),
         }
     }
 

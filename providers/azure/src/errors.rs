@@ -24,7 +24,12 @@ pub(crate) const NIC_RESERVATION: Duration = Duration::from_secs(180);
 /// ARM codes that mean throttling: the request had no effect.
 const THROTTLING_CODES: &[&str] = &["TooManyRequests", "SubscriptionRequestsThrottled", "OperationThrottled"];
 
-/// ARM codes that mean capacity or quota is exhausted (the Go provider's list).
+/// ARM codes that mean capacity or quota is exhausted, or that Azure cannot
+/// place the VM where it was asked (its size or a feature it asks for is not
+/// offered in that location or zone): the Go provider's list
+/// (pkg/azure/access/errors/errors.go `GetMatchingErrorCode`), plus the
+/// overconstrained allocations. The machine-controller and the autoscaler
+/// back off and try another pool or zone only for RESOURCE_EXHAUSTED.
 const EXHAUSTED_CODES: &[&str] = &[
     "AllocationFailed",
     "ZonalAllocationFailed",
@@ -134,6 +139,20 @@ impl ArmFailure {
         self.code() == "NicReservedForAnotherVm"
     }
 
+    /// A VM PUT refused because the subscription has not accepted the
+    /// marketplace terms of the image's plan (`ResourcePurchaseValidationFailed`
+    /// for a VM PUT, `MarketplacePurchaseEligibilityFailed` through a deployment).
+    pub(crate) fn is_terms_not_accepted(&self) -> bool {
+        matches!(self.code(), "ResourcePurchaseValidationFailed" | "MarketplacePurchaseEligibilityFailed")
+    }
+
+    /// A VM PUT refused because its image is not there: a gallery image (version)
+    /// not available in the VM's region (`GalleryImageNotFound`), an unknown
+    /// platform image (`PlatformImageNotFound`) or managed image (`ImageNotFound`).
+    pub(crate) fn is_image_not_found(&self) -> bool {
+        matches!(self.code(), "GalleryImageNotFound" | "PlatformImageNotFound" | "ImageNotFound")
+    }
+
     /// A create-only PUT (`If-None-Match: *`) refused because the resource
     /// exists (412), or a PUT refused as a conflicting update of an existing
     /// resource (409 that is not about quota: `PropertyChangeNotAllowed` when
@@ -147,12 +166,17 @@ impl ArmFailure {
         }
     }
 
-    /// Quota or capacity exhausted (the Go provider's list, plus
-    /// `OperationNotAllowed` about a quota).
+    /// Quota or capacity exhausted, or the VM cannot be placed there (the Go
+    /// provider's list; `OperationNotAllowed` about a quota; `BadRequest`
+    /// saying the size or a feature is "not supported" there, which the Go
+    /// provider maps to ResourceExhausted since #225: its `NotSupportedRegex`
+    /// `(?i)not\s+supported`).
     pub(crate) fn is_exhausted(&self) -> bool {
         let code = self.code();
+        let message = self.message.to_ascii_lowercase();
         EXHAUSTED_CODES.contains(&code)
-            || (code == "OperationNotAllowed" && self.message.to_ascii_lowercase().contains("quota"))
+            || (code == "OperationNotAllowed" && message.contains("quota"))
+            || (code == "BadRequest" && says_not_supported(&message))
     }
 
     /// The driver error kind this failure belongs to.
@@ -229,6 +253,15 @@ impl ArmFailure {
     }
 }
 
+/// `(?i)not\s+supported` (the Go provider's `NotSupportedRegex`) on a lowercase message.
+fn says_not_supported(lowercase: &str) -> bool {
+    lowercase.match_indices("not").any(|(at, _)| {
+        let rest = &lowercase[at + 3..];
+        let trimmed = rest.trim_start();
+        trimmed.len() < rest.len() && trimmed.starts_with("supported")
+    })
+}
+
 /// `message` up to the first volatile part (ids, timestamps) ARM appends.
 fn deterministic_part(message: &str) -> &str {
     const VOLATILE: &[&str] = &[
@@ -290,6 +323,43 @@ mod tests {
         assert_eq!(kind(409, "AnotherOperationInProgress", ""), ErrorKind::Unavailable);
         assert_eq!(ArmFailure::operation(Some("AllocationFailed".into()), "x").kind(), ErrorKind::ResourceExhausted);
         assert_eq!(ArmFailure::operation(Some("InternalExecutionError".into()), "x").kind(), ErrorKind::Internal);
+    }
+
+    /// "Cannot place it here" (Go provider #225 and its code list): RESOURCE_EXHAUSTED, so that
+    /// the autoscaler tries another pool or zone; other refusals keep their kinds.
+    #[test]
+    fn cannot_place_it_here_is_resource_exhausted() {
+        let kind = |status: u16, code: &str, msg: &str| ArmFailure::http(status, Some(code.into()), msg).kind();
+        for (status, code) in [
+            (409, "SkuNotAvailable"),
+            (409, "ZonalAllocationFailed"),
+            (409, "AllocationFailed"),
+            (409, "OverconstrainedAllocationRequest"),
+            (409, "OverconstrainedZonalAllocationRequest"),
+        ] {
+            assert_eq!(kind(status, code, "x"), ErrorKind::ResourceExhausted, "{code}");
+            assert_eq!(ArmFailure::operation(Some(code.into()), "x").kind(), ErrorKind::ResourceExhausted, "{code}");
+        }
+        assert_eq!(
+            kind(
+                400,
+                "BadRequest",
+                "The VM size Standard_L8s_v3 is not supported in zone '3' of location 'westeurope'."
+            ),
+            ErrorKind::ResourceExhausted
+        );
+        assert_eq!(
+            kind(400, "BadRequest", "Accelerated networking is NOT\tSUPPORTED for this VM size in this location."),
+            ErrorKind::ResourceExhausted
+        );
+        // Not "not supported": a plain bad request.
+        assert_eq!(kind(400, "BadRequest", "The request is invalid: notsupported"), ErrorKind::InvalidArgument);
+        assert_eq!(kind(400, "BadRequest", "Bad value for vmSize."), ErrorKind::InvalidArgument);
+        // Only BadRequest's message is read (Go's rule): another code saying so keeps its kind.
+        assert_eq!(kind(400, "InvalidParameter", "is not supported"), ErrorKind::InvalidArgument);
+        assert_eq!(kind(409, "OperationNotAllowed", "Disk is attached"), ErrorKind::FailedPrecondition);
+        // A SkuNotAvailable 409 is no "conflict with an existing VM" to adopt.
+        assert!(!ArmFailure::http(409, Some("SkuNotAvailable".into()), "x").is_conflict_with_existing());
     }
 
     #[test]

@@ -14,12 +14,16 @@ mod graph;
 mod list;
 mod lookup;
 mod lro;
+mod marketplace;
 mod naming;
 mod ownership;
 mod paged;
 mod share_image;
 mod spec;
+#[cfg(test)]
+mod spec_coverage;
 mod status;
+mod tagging;
 mod transport;
 mod vm;
 mod volumes;

@@ -154,10 +154,12 @@ pub(crate) struct ImageReference {
     /// `/SharedGalleries/<uniqueName>/Images/<def>/Versions/<ver>`.
     #[serde(rename = "sharedGalleryImageID", default)]
     pub(crate) shared_gallery_image_id: Option<String>,
-    /// The Go provider accepts marketplace terms unless this is set; this
-    /// driver never accepts terms (see the README).
-    #[serde(default, rename = "skipMarketplaceAgreement")]
-    pub(crate) _skip_marketplace_agreement: bool,
+    /// With a `urn`: do not read the image's purchase plan nor accept its
+    /// marketplace terms, and send no `plan` (as the Go provider; the
+    /// extension writes it from the cloud profile's image version,
+    /// pkg/controller/worker/machines.go).
+    #[serde(default)]
+    pub(crate) skip_marketplace_agreement: bool,
 }
 
 /// `osDisk`.
@@ -539,8 +541,28 @@ impl AzureProviderSpec {
                 check_arm_id(&format!("providerSpec.{field}"), id)?;
             }
         }
+        // ARM refuses any other form (`InvalidIdentityId`): refused here, naming the field.
+        if let Some(id) = p.identity_id.as_deref().map(str::trim).filter(|i| !i.is_empty())
+            && !is_user_assigned_identity(id)
+        {
+            return bad(
+                "properties.identityID",
+                "must be a user-assigned identity's ARM id: /subscriptions/<subscription>/resourceGroups/<group>/providers/Microsoft.ManagedIdentity/userAssignedIdentities/<name>",
+            );
+        }
         Ok(markers)
     }
+}
+
+/// `/subscriptions/<s>/resourceGroups/<rg>/providers/Microsoft.ManagedIdentity/userAssignedIdentities/<name>`
+/// (segment names case-insensitive, as ARM reads them).
+fn is_user_assigned_identity(id: &str) -> bool {
+    let parts: Vec<&str> = id.strip_prefix('/').unwrap_or("").split('/').collect();
+    let is = |a: &str, b: &str| a.eq_ignore_ascii_case(b);
+    matches!(parts.as_slice(), [s, sub, r, rg, p, ns, t, name]
+        if is(s, "subscriptions") && is(r, "resourceGroups") && is(p, "providers")
+            && is(ns, "Microsoft.ManagedIdentity") && is(t, "userAssignedIdentities")
+            && [sub, rg, name].iter().all(|x| !x.is_empty()))
 }
 
 fn validate_image(image: &ImageReference, field: &str) -> Result<(), DriverError> {
@@ -710,6 +732,26 @@ mod tests {
             field(&|v| v["properties"]["storageProfile"]["imageReference"]["urn"] = "a/..:b:c:d".into()).as_deref(),
             Some("providerSpec.properties.storageProfile.imageReference.urn")
         );
+    }
+
+    #[test]
+    fn the_identity_must_be_a_user_assigned_identitys_id() {
+        let with = |id: &str| {
+            let mut v = example();
+            v["properties"]["identityID"] = serde_json::json!(id);
+            parse(&v).map(|_| ()).map_err(|e| e.field().map(str::to_string))
+        };
+        let good =
+            "/subscriptions/s-1/resourceGroups/rg/providers/Microsoft.ManagedIdentity/userAssignedIdentities/id-1";
+        assert_eq!(with(good), Ok(()));
+        assert_eq!(with(&good.to_ascii_lowercase()), Ok(()));
+        for bad in [
+            "/subscriptions/s-1/resourceGroups/rg/providers/Micrososft.ManagedIdentity/userAssignedIdentities/id-1",
+            "/subscriptions/s-1/resourceGroups/rg/providers/Microsoft.ManagedIdentity/userAssignedIdentities",
+            "id-1",
+        ] {
+            assert_eq!(with(bad), Err(Some("providerSpec.properties.identityID".to_string())), "{bad}");
+        }
     }
 
     #[test]

@@ -84,6 +84,10 @@ impl AzureDriver {
             Provisioning::Deleting => "deleting",
             Provisioning::Failed => "failed",
         };
+        // The NIC and disks of a create of this process: tagged now that the VM is there.
+        if matches!(state, Provisioning::InProgress | Provisioning::Succeeded) && self.tags_to_apply.contains(target) {
+            self.tags_to_apply.apply(api, target).await;
+        }
         MachineStatus {
             provider_id: target.provider_id(),
             node_name: target.name.clone(),

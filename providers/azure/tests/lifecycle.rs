@@ -15,8 +15,13 @@ async fn create_status_list_delete_with_their_call_counts() {
     let created = driver.create_machine(&ctx("create", 30), cloud.create_request("m-1")).await.unwrap();
     assert_eq!(created.provider_id, "azure:///westeurope/m-1");
     assert_eq!(created.node_name, "m-1");
-    // One create-only VM PUT that makes the NIC too; answered once ARM accepts it.
-    assert_eq!(cloud.calls().await.breakdown(), "virtualMachines.createOrUpdate×1");
+    // One create-only VM PUT that makes the NIC too; answered once ARM accepts it. The
+    // example's Garden Linux image has a purchase plan: this process's first create of it
+    // reads the image's plan and accepts its terms first (remembered: see tests/images.rs).
+    assert_eq!(
+        cloud.calls().await.breakdown(),
+        "marketplaceAgreements.create×1, marketplaceAgreements.get×1, virtualMachineImages.get×1, virtualMachines.createOrUpdate×1"
+    );
     let mut live = cloud.live_resources("m-1").await;
     live.sort();
     assert_eq!(live, vec!["m-1", "m-1-containerd-0-data-disk", "m-1-nic", "m-1-os-disk"]);
@@ -131,4 +136,45 @@ async fn concurrent_status_polls_share_one_list() {
     assert!(calls.total < names.len() as u64, "6 polls should share reads: {}", calls.breakdown());
     assert!(calls.of("resources.listByResourceGroup") >= 1, "{}", calls.breakdown());
     assert_eq!(calls.of("virtualMachines.list"), 0, "{}", calls.breakdown());
+}
+
+/// The NIC and disks the VM PUT makes (untagged by ARM) get the VM's tags from the
+/// first status poll, once: what the Go provider's orphan collector lists them by.
+#[tokio::test]
+async fn the_first_status_poll_tags_the_nic_and_disks_the_vm_put_made() {
+    let cloud = FakeCloud::start().await;
+    let driver = cloud.driver();
+    driver.create_machine(&ctx("create", 30), cloud.create_request("tg-1")).await.unwrap();
+    let untagged = |inv: &fake_cloud_support::Inventory| -> Vec<String> {
+        inv.dependents
+            .iter()
+            .filter(|d| d.name.starts_with("tg-1") && d.tags.is_empty())
+            .map(|d| d.name.clone())
+            .collect()
+    };
+    let mut before = untagged(&cloud.inventory().await);
+    before.sort();
+    assert_eq!(before, vec!["tg-1-containerd-0-data-disk", "tg-1-nic", "tg-1-os-disk"], "ARM makes them untagged");
+
+    cloud.admin.reset_calls().await.unwrap();
+    driver.get_machine_status(&ctx("status", 10), cloud.machine_ref("tg-1")).await.unwrap();
+    assert_eq!(cloud.calls().await.breakdown(), "networkInterfaces.get×1, tags.updateAtScope×3, virtualMachines.get×1");
+    let inventory = cloud.inventory().await;
+    let vm_tags = &inventory.instances.iter().find(|i| i.name == "tg-1" && i.live).unwrap().tags;
+    for dependent in inventory.dependents.iter().filter(|d| d.name.starts_with("tg-1")) {
+        assert_eq!(&dependent.tags, vm_tags, "{} carries the VM's tags", dependent.name);
+    }
+    assert_eq!(vm_tags.get("mcm.gardener.cloud-machine-uid").map(String::as_str), Some("uid-tg-1"));
+    assert!(
+        vm_tags.contains_key("kubernetes.io-cluster-shoot--dev--conf")
+            && vm_tags.contains_key("kubernetes.io-role-node")
+    );
+
+    // Once: the next poll is the one read.
+    cloud.admin.reset_calls().await.unwrap();
+    driver.get_machine_status(&ctx("status", 10), cloud.machine_ref("tg-1")).await.unwrap();
+    assert_eq!(cloud.calls().await.breakdown(), "virtualMachines.get×1");
+    // Listed with them by this driver's ListMachines only while the VM lives (the leftovers rule).
+    let listed = driver.list_machines(&ctx("list", 10), cloud.list_request()).await.unwrap();
+    assert_eq!(listed, vec![("azure:///westeurope/tg-1".to_string(), "tg-1".to_string())]);
 }

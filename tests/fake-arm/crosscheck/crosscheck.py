@@ -148,7 +148,7 @@ def vm_body(name, nic_id, image=None):
             "hardwareProfile": {"vmSize": "Standard_D2s_v3"},
             "storageProfile": {
                 "imageReference": image
-                or {"publisher": "sap", "offer": "gardenlinux", "sku": "greatest", "version": "1443.3.0"},
+                or {"publisher": "Canonical", "offer": "ubuntu-24_04-lts", "sku": "server", "version": "24.04.202501140"},
                 "osDisk": {
                     "name": f"{name}-os-disk",
                     "createOption": "FromImage",
@@ -280,6 +280,67 @@ def check_nic_configurations_and_create_only(compute, network):
     for vm_name, nic in [(name, nic_name), ("py-once", "py-once-nic")]:
         compute.virtual_machines.begin_delete(RG, vm_name).result()
         expect_error(lambda: network.network_interfaces.get(RG, nic), 404, "ResourceNotFound", f"{nic} cascaded")
+
+
+COMMUNITY_GALLERY = "gardenlinux-13e998fe-534d-4b0a-8a27-f16a73aef620"
+IDENTITY = (
+    f"/subscriptions/{SUBSCRIPTION_ID}/resourceGroups/{RG}"
+    "/providers/Microsoft.ManagedIdentity/userAssignedIdentities/py-identity"
+)
+
+
+def check_images_identity_and_tags(compute, resources):
+    """A marketplace image's plan, a community gallery version by region, a VM's
+    user-assigned identity and a community gallery image, and the Tags API, through
+    Azure's own clients and models."""
+    img = wire(compute.virtual_machine_images.get(LOCATION, "sap", "gardenlinux", "greatest", "1443.3.0"))
+    check(
+        img["properties"]["plan"] == {"name": "greatest", "product": "gardenlinux", "publisher": "sap"},
+        f"image plan {img}",
+    )
+    version = wire(compute.community_gallery_image_versions.get(LOCATION, COMMUNITY_GALLERY, "gardenlinux", "1592.1.0"))
+    check(
+        version["identifier"]["uniqueId"] == f"/CommunityGalleries/{COMMUNITY_GALLERY}/Images/gardenlinux/Versions/1592.1.0",
+        f"community version {version}",
+    )
+    expect_error(
+        lambda: compute.community_gallery_image_versions.get(LOCATION, COMMUNITY_GALLERY, "gardenlinux", "1443.10.0"),
+        404,
+        "ResourceNotFound",
+        "community version not replicated here",
+    )
+    m = compute_models
+    vm = vm_with_nic_configuration("py-ident", "py-ident-nic")
+    vm.properties.storage_profile.image_reference = m.ImageReference(
+        community_gallery_image_id=f"/CommunityGalleries/{COMMUNITY_GALLERY}/Images/gardenlinux/Versions/1592.1.0"
+    )
+    vm.identity = m.VirtualMachineIdentity(
+        type="UserAssigned", user_assigned_identities={IDENTITY: m.UserAssignedIdentitiesValue()}
+    )
+    made = wire(compute.virtual_machines.begin_create_or_update(RG, "py-ident", vm).result())
+    check(made["properties"]["provisioningState"] == "Succeeded", f"identity vm {made['properties']}")
+    got = compute.virtual_machines.get(RG, "py-ident")
+    ids = got.identity.user_assigned_identities
+    check(list(ids) == [IDENTITY] and ids[IDENTITY].principal_id, f"identity as the SDK reads it: {wire(got)['identity']}")
+    empty = vm_with_nic_configuration("py-ident-2", "py-ident-2-nic")
+    empty.identity = m.VirtualMachineIdentity(type="UserAssigned", user_assigned_identities={})
+    expect_error(
+        lambda: compute.virtual_machines.begin_create_or_update(RG, "py-ident-2", empty).result(),
+        400,
+        "MissingIdentityIds",
+        "UserAssigned identity without ids",
+    )
+    scope = f"/subscriptions/{SUBSCRIPTION_ID}/resourceGroups/{RG}/providers/Microsoft.Network/networkInterfaces/py-ident-nic"
+    from azure.mgmt.resource.resources import models as resource_models
+
+    merged = resources.tags.begin_update_at_scope(
+        scope,
+        resource_models.TagsPatchResource(operation="Merge", properties=resource_models.Tags(tags={"k": "v"})),
+    ).result()
+    check(merged.properties.tags == {"k": "v"}, f"merged tags {wire(merged)}")
+    check(resources.tags.get_at_scope(scope).properties.tags == {"k": "v"}, "tags read back")
+    compute.virtual_machines.begin_delete(RG, "py-ident").result()
+
 
 
 def graph_nic_query(rg):
@@ -486,6 +547,7 @@ def main():
     check(failed["properties"]["provisioningState"] == "Failed", f"failed vm stays: {failed['properties']}")
 
     check_nic_configurations_and_create_only(compute, network)
+    check_images_identity_and_tags(compute, resources)
 
     # Delete with cascade: the NIC and disks with deleteOption Delete go with the VM.
     compute.virtual_machines.begin_delete(RG, names[2]).result()

@@ -12,6 +12,11 @@
 //!   `n` ms after it is gone.
 //! - `POST /_admin/azure/graph-quota {"queries": n, "windowMillis": w}`: Resource
 //!   Graph's per-user quota (default 15 queries per 5000 ms); windows restart.
+//! - `POST /_admin/azure/marketplace {"mayAcceptTerms": false, "cancelAgreements": true}`:
+//!   whether the identities may accept marketplace terms (default true; false: the
+//!   agreement PUT is 403 `AuthorizationFailed` for
+//!   `Microsoft.MarketplaceOrdering/offertypes/publishers/offers/plans/agreements/write`),
+//!   and `cancelAgreements` forgets every accepted agreement (as a cancel would); both optional.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -64,6 +69,15 @@ struct Reservation {
     ms: u64,
 }
 
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct MarketplaceSwitch {
+    #[serde(default)]
+    may_accept_terms: Option<bool>,
+    #[serde(default)]
+    cancel_agreements: bool,
+}
+
 /// The Azure-only admin routes.
 pub(crate) fn routes(store: Arc<Store>) -> Router {
     Router::new()
@@ -74,6 +88,7 @@ pub(crate) fn routes(store: Arc<Store>) -> Router {
         .route("/_admin/azure/nic-reservation", post(nic_reservation))
         .route("/_admin/azure/graph-lag", post(graph_lag))
         .route("/_admin/azure/graph-quota", post(graph_quota))
+        .route("/_admin/azure/marketplace", post(marketplace))
         .with_state(store)
 }
 
@@ -129,4 +144,17 @@ async fn graph_quota(State(store): State<Arc<Store>>, Json(spec): Json<GraphQuot
     state.graph_window = Duration::from_millis(spec.window_millis);
     state.graph_usage.clear();
     Json(json!({})).into_response()
+}
+
+async fn marketplace(State(store): State<Arc<Store>>, Json(spec): Json<MarketplaceSwitch>) -> Json<serde_json::Value> {
+    let mut state = store.lock_at(Instant::now());
+    if let Some(may) = spec.may_accept_terms {
+        state.may_accept_terms = may;
+    }
+    if spec.cancel_agreements {
+        state.agreements.clear();
+    }
+    Json(
+        json!({"mayAcceptTerms": state.may_accept_terms, "accepted": state.agreements.values().filter(|a| a.accepted).count()}),
+    )
 }

@@ -269,6 +269,66 @@ impl ArmError {
         )
     }
 
+    /// 409 `SkuNotAvailable`: the size (or a feature it asks for) is not offered in
+    /// the location or zone, with Compute's message (e.g. Azure-Samples/azuresandbox#70:
+    /// "unexpected status 409 (409 Conflict) with error: SkuNotAvailable: The requested VM
+    /// size for resource 'Following SKUs have failed for Capacity Restrictions: ...'").
+    pub(crate) fn sku_not_available(location: &str) -> Self {
+        Self::new(
+            StatusCode::CONFLICT,
+            "SkuNotAvailable",
+            format!(
+                "The requested VM size for resource 'Following SKUs have failed for Capacity Restrictions' is currently \
+                 not available in location '{location}'. Please try another size or deploy to a different location or \
+                 different zone. See https://aka.ms/azureskunotavailable for details."
+            ),
+        )
+    }
+
+    /// 400 `MissingIdentityIds`: a `UserAssigned` identity without ids (ARM's check of every
+    /// resource's identity; hashicorp/terraform-provider-azurerm#17082).
+    pub(crate) fn missing_identity_ids() -> Self {
+        Self::new(
+            StatusCode::BAD_REQUEST,
+            "MissingIdentityIds",
+            "The identity ids must not be null or empty for 'UserAssigned' identity type.",
+        )
+    }
+
+    /// 400 `InvalidIdentityId`: an identity id that is not a user-assigned identity's ARM id
+    /// (as `VirtualMachinesClient#CreateOrUpdate` gets it: Azure/aad-pod-identity#230,
+    /// MicrosoftDocs/azure-docs#48229).
+    pub(crate) fn invalid_identity_ids(ids: &str) -> Self {
+        Self::new(
+            StatusCode::BAD_REQUEST,
+            "InvalidIdentityId",
+            format!(
+                "The identity ids '{ids}' are invalid. It must be of the following format: \
+                 '/subscriptions/{{subscriptionId}}/resourceGroups/{{resourceGroupName}}/providers/Microsoft.ManagedIdentity/userAssignedIdentities/{{resourceName}}'."
+            ),
+        )
+    }
+
+    /// 400 `ResourcePurchaseValidationFailed`: a VM of a marketplace image whose plan's terms
+    /// the subscription has not accepted (the VM PUT's synchronous answer:
+    /// PaloAltoNetworks/terraform-templates#14; the message as nforgeio/neonKUBE#1673 got it).
+    pub(crate) fn terms_not_accepted(sub: &str, publisher: &str, offer: &str, sku: &str) -> Self {
+        Self::new(
+            StatusCode::BAD_REQUEST,
+            "ResourcePurchaseValidationFailed",
+            format!(
+                "User failed validation to purchase resources. Error message: 'You have not accepted the legal terms on \
+                 this subscription: '{sub}' for this plan. Before the subscription can be used, you need to accept the \
+                 legal terms of the image. To read and accept legal terms, use the Azure CLI commands described at \
+                 https://go.microsoft.com/fwlink/?linkid=2110637 or the PowerShell commands available at \
+                 https://go.microsoft.com/fwlink/?linkid=862451. Alternatively, deploying via the Azure portal provides a \
+                 UI experience for reading and accepting the legal terms. Offer details: publisher='{publisher}' offer = \
+                 '{offer}', sku = '{sku}', Correlation Id: '{}'.'",
+                uuid::Uuid::new_v4()
+            ),
+        )
+    }
+
     /// 503 `ServiceUnavailable`.
     pub(crate) fn unavailable() -> Self {
         Self::new(

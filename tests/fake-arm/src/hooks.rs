@@ -23,7 +23,9 @@ pub(crate) struct ArmHooks {
 pub(crate) fn fault_error(kind: FaultKind, operation: &str) -> ArmError {
     match kind {
         FaultKind::Throttle => ArmError::throttled(),
-        FaultKind::Capacity | FaultKind::Placement => ArmError::quota_exceeded(),
+        FaultKind::Capacity => ArmError::quota_exceeded(),
+        // Compute's answer for a size (or feature) not offered in the location or zone.
+        FaultKind::Placement => ArmError::sku_not_available(crate::LOCATION),
         FaultKind::Unavailable => ArmError::unavailable(),
         FaultKind::Internal => ArmError::internal(),
         FaultKind::Auth => ArmError::invalid_token("The access token is missing or invalid (injected fault)."),
@@ -58,6 +60,9 @@ pub(crate) const OPERATIONS: &[(&str, OpClass)] = &[
     ("resourceGroups.get", OpClass::Read),
     ("resourceGroups.checkExistence", OpClass::Read),
     ("subnets.get", OpClass::Read),
+    ("tags.getAtScope", OpClass::Read),
+    ("tags.createOrUpdateAtScope", OpClass::Write),
+    ("tags.updateAtScope", OpClass::Write),
     ("operations.get", OpClass::Read),
     ("galleries.get", OpClass::Read),
     ("galleryImages.get", OpClass::Read),
@@ -65,6 +70,9 @@ pub(crate) const OPERATIONS: &[(&str, OpClass)] = &[
     ("gallerySharingProfile.update", OpClass::Write),
     ("sharedGalleryImageVersions.get", OpClass::Read),
     ("virtualMachineImages.get", OpClass::Read),
+    ("communityGalleryImageVersions.get", OpClass::Read),
+    ("marketplaceAgreements.get", OpClass::Read),
+    ("marketplaceAgreements.create", OpClass::Write),
     ("resourceGraph.resources", OpClass::Read),
 ];
 

@@ -66,6 +66,18 @@ pub const NOT_ALLOWED_IMAGE: &str = "/subscriptions/00000000-0000-4000-8000-0000
 /// A gallery image version already shared with [`SUBSCRIPTION_ID`] (gallery `shared`).
 pub const VISIBLE_IMAGE: &str = "/subscriptions/00000000-0000-4000-8000-000000000002/resourceGroups/images/providers/Microsoft.Compute/galleries/shared/images/gardenlinux/versions/1.0.0";
 
+/// The public name of the seeded community gallery (Garden Linux's form: `<prefix>-<guid>`).
+pub const COMMUNITY_GALLERY: &str = "gardenlinux-13e998fe-534d-4b0a-8a27-f16a73aef620";
+/// A community gallery image version replicated to [`LOCATION`] (and `northeurope`).
+pub const COMMUNITY_IMAGE: &str =
+    "/CommunityGalleries/gardenlinux-13e998fe-534d-4b0a-8a27-f16a73aef620/Images/gardenlinux/Versions/1592.1.0";
+/// A community gallery image version replicated to `eastus` only: not available in [`LOCATION`].
+pub const COMMUNITY_IMAGE_ELSEWHERE: &str =
+    "/CommunityGalleries/gardenlinux-13e998fe-534d-4b0a-8a27-f16a73aef620/Images/gardenlinux/Versions/1443.10.0";
+/// The marketplace image with a purchase plan (`plan{name: greatest, product: gardenlinux, publisher: sap}`),
+/// whose terms no subscription has accepted at start.
+pub const PLAN_IMAGE_URN: &str = "sap:gardenlinux:greatest:1443.3.0";
+
 /// The complete router: AAD token endpoint, ARM, the shared admin API and the Azure-only admin routes.
 pub fn router() -> Router {
     let store = Arc::new(state::Store::new());

@@ -193,3 +193,31 @@ pub(crate) fn shared_version(
     let (image, version) = record.version(image, version).ok_or_else(not_found)?;
     Ok(respond(StatusCode::OK, Some(render::shared_version(record, image, version)), &[]))
 }
+
+/// `GET /subscriptions/S/providers/Microsoft.Compute/locations/L/communityGalleries/G/images/I/versions/V`:
+/// any subscription may read a community gallery, but only in a region the version is
+/// replicated to (the community gallery reads are regional); elsewhere 404 `ResourceNotFound`.
+pub(crate) fn community_version(
+    ctx: &Ctx,
+    location: &str,
+    gallery: &str,
+    image: &str,
+    version: &str,
+) -> Result<Response, ArmError> {
+    let st = ctx.store.lock_at(Instant::now());
+    let not_found = || {
+        ArmError::resource_not_found(
+            &format!(
+                "Microsoft.Compute/locations/{location}/communityGalleries/{gallery}/images/{image}/versions/{version}"
+            ),
+            "<null>",
+        )
+    };
+    let record = st
+        .galleries
+        .values()
+        .find(|g| g.community && render::community_name(g).eq_ignore_ascii_case(gallery))
+        .ok_or_else(not_found)?;
+    let (image, version) = record.version_in(image, Some(version), location).ok_or_else(not_found)?;
+    Ok(respond(StatusCode::OK, Some(render::community_version(record, image, version, location)), &[]))
+}

@@ -5,10 +5,12 @@ mod disks;
 mod galleries;
 mod graph;
 pub(crate) mod ids;
+mod marketplace;
 mod nics;
 mod operations;
 mod resources;
 pub(crate) mod routes;
+mod tags;
 mod vms;
 
 use std::collections::HashMap;
@@ -259,6 +261,7 @@ fn dispatch(ctx: &Ctx, route: &Route, method: &Method, req: &Req) -> Result<Resp
         (Route::Resource { sub, rg, kind: Kind::Disk, name }, "PUT") => disks::put(ctx, req, sub, rg, name),
         (Route::Resource { sub, rg, kind: Kind::Disk, name }, "GET") => disks::get(ctx, sub, rg, name),
         (Route::Resource { sub, rg, kind: Kind::Disk, name }, _) => disks::delete(ctx, req, sub, rg, name),
+        (Route::Tags { sub, rg, kind, name }, m) => tags::at_scope(ctx, req, m, sub, rg, *kind, name),
         (Route::Subnet { sub, rg, vnet, name }, _) => nics::subnet(ctx, sub, rg, vnet, name),
         (Route::Gallery { sub, rg, gallery }, _) => galleries::get(ctx, sub, rg, gallery),
         (Route::GalleryShare { sub, rg, gallery }, _) => galleries::share(ctx, req, sub, rg, gallery),
@@ -272,6 +275,12 @@ fn dispatch(ctx: &Ctx, route: &Route, method: &Method, req: &Req) -> Result<Resp
         }
         (Route::VmImage { location, publisher, offer, sku, version, .. }, _) => {
             vms::marketplace_image(req, location, publisher, offer, sku, version)
+        }
+        (Route::CommunityVersion { location, gallery, image, version, .. }, _) => {
+            galleries::community_version(ctx, location, gallery, image, version)
+        }
+        (Route::Agreement { sub, offer_type, publisher, offer, plan }, m) => {
+            marketplace::agreement(ctx, req, m == "PUT", sub, offer_type, publisher, offer, plan)
         }
     }
 }

@@ -30,6 +30,8 @@ pub(crate) enum Route {
     Collection { sub: String, rg: String, kind: Kind },
     /// One VM, NIC or disk.
     Resource { sub: String, rg: String, kind: Kind, name: String },
+    /// The tags of one VM, NIC or disk: `{resource}/providers/Microsoft.Resources/tags/default`.
+    Tags { sub: String, rg: String, kind: Kind, name: String },
     /// `.../Microsoft.Network/virtualNetworks/V/subnets/N`.
     Subnet { sub: String, rg: String, vnet: String, name: String },
     /// `.../Microsoft.Compute/galleries/G`.
@@ -46,6 +48,10 @@ pub(crate) enum Route {
     SharedVersion { sub: String, location: String, gallery: String, image: String, version: String },
     /// `/subscriptions/S/providers/Microsoft.Compute/locations/L/publishers/P/artifacttypes/vmimage/offers/O/skus/K/versions/V`.
     VmImage { sub: String, location: String, publisher: String, offer: String, sku: String, version: String },
+    /// `/subscriptions/S/providers/Microsoft.Compute/locations/L/communityGalleries/G/images/I/versions/V`.
+    CommunityVersion { sub: String, location: String, gallery: String, image: String, version: String },
+    /// `/subscriptions/S/providers/Microsoft.MarketplaceOrdering/offerTypes/T/publishers/P/offers/O/plans/N/agreements/current`.
+    Agreement { sub: String, offer_type: String, publisher: String, offer: String, plan: String },
 }
 
 fn is(segment: &str, word: &str) -> bool {
@@ -91,6 +97,14 @@ pub(crate) fn parse(path: &str, api_version: &str) -> Result<Route, ArmError> {
                 return match rest {
                     [] => Ok(Route::Collection { sub, rg, kind }),
                     [name] => Ok(Route::Resource { sub, rg, kind, name: own(name) }),
+                    [name, pv, ns, tags, default]
+                        if is(pv, "providers")
+                            && is(ns, "Microsoft.Resources")
+                            && is(tags, "tags")
+                            && is(default, "default") =>
+                    {
+                        Ok(Route::Tags { sub, rg, kind, name: own(name) })
+                    }
                     _ => Err(not_found()),
                 };
             }
@@ -147,6 +161,42 @@ pub(crate) fn parse(path: &str, api_version: &str) -> Result<Route, ArmError> {
                 version: own(v),
             })
         }
+        [sg, sub, pv, ns, ls, loc, cgs, g, im, i, vs, v]
+            if is(sg, "subscriptions")
+                && is(pv, "providers")
+                && is(ns, "Microsoft.Compute")
+                && is(ls, "locations")
+                && is(cgs, "communityGalleries")
+                && is(im, "images")
+                && is(vs, "versions") =>
+        {
+            Ok(Route::CommunityVersion {
+                sub: own(sub),
+                location: own(loc),
+                gallery: own(g),
+                image: own(i),
+                version: own(v),
+            })
+        }
+        [sg, sub, pv, ns, ots, ot, ps, p, os, o, pls, plan, ags, current]
+            if is(sg, "subscriptions")
+                && is(pv, "providers")
+                && is(ns, "Microsoft.MarketplaceOrdering")
+                && is(ots, "offerTypes")
+                && is(ps, "publishers")
+                && is(os, "offers")
+                && is(pls, "plans")
+                && is(ags, "agreements")
+                && is(current, "current") =>
+        {
+            Ok(Route::Agreement {
+                sub: own(sub),
+                offer_type: own(ot),
+                publisher: own(p),
+                offer: own(o),
+                plan: own(plan),
+            })
+        }
         [sg, sub, pv, ns, ls, loc, ps, p, at, vmimage, os, o, ks, k, vs, v]
             if is(sg, "subscriptions")
                 && is(pv, "providers")
@@ -169,7 +219,7 @@ pub(crate) fn parse(path: &str, api_version: &str) -> Result<Route, ArmError> {
             })
         }
         [sg, _sub, pv, ns, ty, ..] if is(sg, "subscriptions") && is(pv, "providers") => {
-            if is(ns, "Microsoft.Compute") || is(ns, "Microsoft.Network") {
+            if is(ns, "Microsoft.Compute") || is(ns, "Microsoft.Network") || is(ns, "Microsoft.MarketplaceOrdering") {
                 Err(ArmError::invalid_resource_type(ty, ns, api_version))
             } else {
                 Err(ArmError::invalid_namespace(ns))
@@ -188,6 +238,7 @@ impl Route {
             | Self::Resources { sub, .. }
             | Self::Collection { sub, .. }
             | Self::Resource { sub, .. }
+            | Self::Tags { sub, .. }
             | Self::Subnet { sub, .. }
             | Self::Gallery { sub, .. }
             | Self::GalleryShare { sub, .. }
@@ -195,7 +246,9 @@ impl Route {
             | Self::GalleryImageVersion { sub, .. }
             | Self::Operation { sub, .. }
             | Self::SharedVersion { sub, .. }
-            | Self::VmImage { sub, .. } => sub,
+            | Self::VmImage { sub, .. }
+            | Self::CommunityVersion { sub, .. }
+            | Self::Agreement { sub, .. } => sub,
         }
     }
 
@@ -220,6 +273,9 @@ impl Route {
             (Self::Resource { kind: Kind::Disk, .. }, "PUT") => "disks.createOrUpdate",
             (Self::Resource { kind: Kind::Disk, .. }, "GET") => "disks.get",
             (Self::Resource { kind: Kind::Disk, .. }, "DELETE") => "disks.delete",
+            (Self::Tags { .. }, "GET") => "tags.getAtScope",
+            (Self::Tags { .. }, "PUT") => "tags.createOrUpdateAtScope",
+            (Self::Tags { .. }, "PATCH") => "tags.updateAtScope",
             (Self::Subnet { .. }, "GET") => "subnets.get",
             (Self::Gallery { .. }, "GET") => "galleries.get",
             (Self::GalleryShare { .. }, "POST") => "gallerySharingProfile.update",
@@ -228,6 +284,9 @@ impl Route {
             (Self::Operation { .. }, "GET") => "operations.get",
             (Self::SharedVersion { .. }, "GET") => "sharedGalleryImageVersions.get",
             (Self::VmImage { .. }, "GET") => "virtualMachineImages.get",
+            (Self::CommunityVersion { .. }, "GET") => "communityGalleryImageVersions.get",
+            (Self::Agreement { .. }, "GET") => "marketplaceAgreements.get",
+            (Self::Agreement { .. }, "PUT") => "marketplaceAgreements.create",
             _ => return None,
         })
     }
@@ -250,6 +309,8 @@ pub(crate) fn action_of(operation: &str) -> &'static str {
             "Microsoft.Resources/subscriptions/resourceGroups/read"
         }
         "subnets.get" => "Microsoft.Network/virtualNetworks/subnets/read",
+        "tags.getAtScope" => "Microsoft.Resources/tags/read",
+        "tags.createOrUpdateAtScope" | "tags.updateAtScope" => "Microsoft.Resources/tags/write",
         "galleries.get" => "Microsoft.Compute/galleries/read",
         "galleryImages.get" => "Microsoft.Compute/galleries/images/read",
         "galleryImageVersions.get" => "Microsoft.Compute/galleries/images/versions/read",
@@ -257,6 +318,13 @@ pub(crate) fn action_of(operation: &str) -> &'static str {
         "sharedGalleryImageVersions.get" => "Microsoft.Compute/locations/sharedGalleries/images/versions/read",
         "resourceGraph.resources" => "Microsoft.ResourceGraph/resources/read",
         "virtualMachineImages.get" => "Microsoft.Compute/locations/publishers/artifacttypes/offers/skus/versions/read",
+        "communityGalleryImageVersions.get" => "Microsoft.Compute/locations/communityGalleries/images/versions/read",
+        "marketplaceAgreements.get" => {
+            "Microsoft.MarketplaceOrdering/offertypes/publishers/offers/plans/agreements/read"
+        }
+        "marketplaceAgreements.create" => {
+            "Microsoft.MarketplaceOrdering/offertypes/publishers/offers/plans/agreements/write"
+        }
         _ => "Microsoft.Resources/subscriptions/read",
     }
 }

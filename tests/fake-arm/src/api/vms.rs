@@ -11,8 +11,10 @@ use serde_json::{Map, Value, json};
 use super::{Ctx, Req, ids, nics, operations, respond};
 use crate::error::ArmError;
 use crate::paging;
-use crate::state::seed::{VM_SIZES, marketplace};
-use crate::state::{Attachment, DiskPhase, DiskRecord, Failure, Key, NicRecord, State, VmPhase, VmRecord, key, render};
+use crate::state::seed::{self, VM_SIZES, marketplace};
+use crate::state::{
+    Attachment, DiskPhase, DiskRecord, Failure, Key, NicRecord, State, VmPhase, VmRecord, agreement_key, key, render,
+};
 use crate::wire::{field, path, path_str, timestamp};
 
 /// Azure's limit on `osProfile.customData` (base64 characters).
@@ -66,6 +68,9 @@ struct VmSpec {
     data_disks: Vec<DataDiskPlan>,
     /// `creationData.imageReference`/`galleryImageReference` for the OS disk.
     image: Option<(String, Value)>,
+    /// The failure the VM's provisioning ends with whatever the failure queue holds
+    /// (a marketplace image with a plan PUT without it: `VMMarketplaceInvalidInput`).
+    failure: Option<Failure>,
 }
 
 /// Removes read-only and secret fields from a request body before it is stored.
@@ -181,26 +186,22 @@ fn check_image(
         let (unique, i, v) = ids::direct_gallery(id, "SharedGalleries").ok_or_else(|| not_available(id))?;
         let visible = st.galleries.values().find(|g| g.unique_name.eq_ignore_ascii_case(&unique)).is_some_and(|g| {
             (g.shared_with(sub) || g.sub.eq_ignore_ascii_case(sub))
-                && match &v {
-                    Some(v) => g.version(&i, v).is_some(),
-                    None => g.images.contains_key(&i.to_ascii_lowercase()),
-                }
+                && g.version_in(&i, v.as_deref(), location).is_some()
         });
         if !visible {
             return Err(not_available(id));
         }
         return Ok(("galleryImageReference".into(), json!({ "sharedGalleryImageId": id })));
     }
+    // Any subscription may boot a community gallery's image, in a region its version is
+    // replicated to (without a version: the latest one there); elsewhere GalleryImageNotFound.
     if let Some(id) = field(image, "communityGalleryImageId").and_then(Value::as_str) {
         let (public, i, v) = ids::direct_gallery(id, "CommunityGalleries").ok_or_else(|| not_available(id))?;
         let visible = st
             .galleries
             .values()
             .find(|g| g.community && render::community_name(g).eq_ignore_ascii_case(&public))
-            .is_some_and(|g| match &v {
-                Some(v) => g.version(&i, v).is_some(),
-                None => g.images.contains_key(&i.to_ascii_lowercase()),
-            });
+            .is_some_and(|g| g.version_in(&i, v.as_deref(), location).is_some());
         if !visible {
             return Err(not_available(id));
         }
@@ -269,8 +270,10 @@ fn validate(
             "vmSize",
         ));
     }
+    check_identity(field(&body, "identity"))?;
     // Image and OS disk (creation only: they cannot change afterwards).
     let mut image = None;
+    let mut failure = None;
     if existing.is_none() {
         let create = path_str(props, &["storageProfile", "osDisk", "createOption"]).unwrap_or("FromImage");
         if !create.eq_ignore_ascii_case("FromImage") {
@@ -284,6 +287,7 @@ fn validate(
         let reference =
             path(props, &["storageProfile", "imageReference"]).ok_or_else(|| ArmError::required("imageReference"))?;
         image = Some(check_image(st, req, sub, &vm_id(sub, rg, vm), &location, reference)?);
+        failure = check_plan(st, sub, &vm_id(sub, rg, vm), reference, field(&body, "plan"))?;
         if let Some(size) = path(props, &["storageProfile", "osDisk", "diskSizeGB"])
             && size.as_u64().is_none_or(|s| s == 0 || s > 4095)
         {
@@ -439,7 +443,104 @@ fn validate(
         data_disks.push(plan);
     }
     let (model, _) = normalize(body);
-    Ok(VmSpec { location, model, custom_data, nics, nic_plans, data_disks, image })
+    Ok(VmSpec { location, model, custom_data, nics, nic_plans, data_disks, image, failure })
+}
+
+/// A marketplace image with a purchase plan: a VM of it must carry that `plan`
+/// (without it, or with another, ARM accepts the PUT and the VM fails
+/// `VMMarketplaceInvalidInput`: the provisioning failure kubermatic/machine-controller#788,
+/// hashicorp/terraform-provider-azurerm#4678 and Azure/sap-automation#433 report), and the
+/// subscription must have accepted the plan's terms (else the PUT is refused at once,
+/// 400 `ResourcePurchaseValidationFailed`). Plans are matched case-insensitively.
+fn check_plan(
+    st: &State,
+    sub: &str,
+    vm: &str,
+    reference: &Value,
+    plan: Option<&Value>,
+) -> Result<Option<Failure>, ArmError> {
+    let part = |name: &str| field(reference, name).and_then(Value::as_str);
+    let (Some(p), Some(o), Some(s)) = (part("publisher"), part("offer"), part("sku")) else { return Ok(None) };
+    let Some(wanted) = seed::marketplace_image(p, o, s).and_then(|image| image.plan) else { return Ok(None) };
+    let given = |name: &str| plan.and_then(|plan| field(plan, name)).and_then(Value::as_str);
+    let matches = given("name").is_some_and(|v| v.eq_ignore_ascii_case(wanted.name))
+        && given("product").is_some_and(|v| v.eq_ignore_ascii_case(wanted.product))
+        && given("publisher").is_some_and(|v| v.eq_ignore_ascii_case(wanted.publisher));
+    if !matches {
+        return Ok(Some(Failure {
+            code: "VMMarketplaceInvalidInput".to_owned(),
+            message: format!(
+                "Creating a virtual machine from Marketplace image or a custom image sourced from a Marketplace image requires Plan information in the request. VM: '{vm}'."
+            ),
+        }));
+    }
+    let accepted = st
+        .agreements
+        .get(&agreement_key(sub, wanted.publisher, wanted.product, wanted.name))
+        .is_some_and(|a| a.accepted);
+    if !accepted {
+        return Err(ArmError::terms_not_accepted(sub, p, o, s));
+    }
+    Ok(None)
+}
+
+/// ARM's checks of a VM's `identity`: a known type; `UserAssigned` needs ids
+/// (`MissingIdentityIds`), `SystemAssigned` takes none (`InvalidParameter`), and
+/// every id is a user-assigned identity's ARM id (`InvalidIdentityId`). Whether the
+/// identity exists is not checked (the fake has no Microsoft.ManagedIdentity).
+fn check_identity(identity: Option<&Value>) -> Result<(), ArmError> {
+    let Some(identity) = identity else { return Ok(()) };
+    let kind = field(identity, "type").and_then(Value::as_str).unwrap_or("");
+    let normal: String = kind.chars().filter(|c| !c.is_whitespace()).collect::<String>().to_ascii_lowercase();
+    let user = match normal.as_str() {
+        "userassigned" | "systemassigned,userassigned" => true,
+        "systemassigned" | "none" => false,
+        _ => {
+            return Err(ArmError::invalid_parameter(
+                format!(
+                    "The value '{kind}' of parameter 'identity.type' is invalid; allowed: SystemAssigned, UserAssigned, 'SystemAssigned, UserAssigned', None."
+                ),
+                "identity.type",
+            ));
+        }
+    };
+    let ids: Vec<&String> = field(identity, "userAssignedIdentities")
+        .and_then(Value::as_object)
+        .map(|m| m.keys().collect())
+        .unwrap_or_default();
+    if !user {
+        if !ids.is_empty() {
+            return Err(ArmError::invalid_parameter(
+                format!("ResourceIdentity identityIds should not be provided if the type is \"{kind}\"."),
+                "resourceIdentity.identityIds",
+            ));
+        }
+        return Ok(());
+    }
+    if ids.is_empty() {
+        return Err(ArmError::missing_identity_ids());
+    }
+    let bad: Vec<&str> = ids.iter().map(|id| id.as_str()).filter(|id| !is_user_assigned_identity_id(id)).collect();
+    if !bad.is_empty() {
+        return Err(ArmError::invalid_identity_ids(&bad.join(",")));
+    }
+    Ok(())
+}
+
+/// `/subscriptions/{s}/resourceGroups/{rg}/providers/Microsoft.ManagedIdentity/userAssignedIdentities/{name}`
+/// (segment names case-insensitive), with a resource group and a name of Azure's syntax.
+fn is_user_assigned_identity_id(id: &str) -> bool {
+    let Some((sub, rg, name)) = ids::resource(id, "Microsoft.ManagedIdentity", "userAssignedIdentities") else {
+        return false;
+    };
+    let rg_ok = !rg.is_empty()
+        && rg.len() <= 90
+        && !rg.ends_with('.')
+        && rg.chars().all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | '(' | ')'));
+    let name_ok = (3..=128).contains(&name.len())
+        && name.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'));
+    id.starts_with('/') && uuid::Uuid::parse_str(&sub).is_ok() && rg_ok && name_ok
 }
 
 /// Refuses a NIC attached to another VM, or reserved after a failed or deleted one.
@@ -758,7 +859,10 @@ pub(crate) fn put(ctx: &Ctx, req: &Req, sub: &str, rg: &str, name: &str) -> Resu
             record.generation += 1;
         }
     }
-    let failure = st.vm_failures.pop_front().map(|code| Failure::for_code(&code));
+    let failure = match spec.failure.clone() {
+        Some(failure) => Some(failure),
+        None => st.vm_failures.pop_front().map(|code| Failure::for_code(&code)),
+    };
     let until = now + boot;
     let op = st.new_operation(sub, now, until, failure.clone(), None);
     let mut record = VmRecord {
@@ -1030,24 +1134,28 @@ pub(crate) fn marketplace_image(
 ) -> Result<Response, ArmError> {
     let found = marketplace(publisher, offer, sku, version)
         .ok_or_else(|| ArmError::new(StatusCode::NOT_FOUND, "NotFound", "Artifact: VMImage was not found."))?;
+    let plan = seed::marketplace_image(publisher, offer, sku)
+        .and_then(|image| image.plan)
+        .map(|p| json!({"name": p.name, "product": p.product, "publisher": p.publisher}));
     let id = format!(
         "/Subscriptions/{}/Providers/Microsoft.Compute/Locations/{location}/Publishers/{publisher}/ArtifactTypes/VMImage/Offers/{offer}/Skus/{sku}/Versions/{found}",
         req.caller.subscription
     );
-    Ok(respond(
-        StatusCode::OK,
-        Some(json!({
-            "name": found,
-            "location": location,
-            "id": id,
-            "properties": {
-                "osDiskImage": {"operatingSystem": "Linux", "sizeInGb": 30},
-                "hyperVGeneration": "V2",
-                "architecture": "x64",
-                "dataDiskImages": [],
-                "automaticOSUpgradeProperties": {"automaticOSUpgradeSupported": false},
-            },
-        })),
-        &[],
-    ))
+    let mut body = json!({
+        "name": found,
+        "location": location,
+        "id": id,
+        "properties": {
+            "osDiskImage": {"operatingSystem": "Linux", "sizeInGb": 30},
+            "hyperVGeneration": "V2",
+            "architecture": "x64",
+            "dataDiskImages": [],
+            "automaticOSUpgradeProperties": {"automaticOSUpgradeSupported": false},
+        },
+    });
+    // A plan image's `properties.plan` (`PurchasePlan`: name, product, publisher).
+    if let Some(plan) = plan {
+        body["properties"]["plan"] = plan;
+    }
+    Ok(respond(StatusCode::OK, Some(body), &[]))
 }

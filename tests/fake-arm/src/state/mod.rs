@@ -302,6 +302,21 @@ pub(crate) struct GalleryImage {
     pub(crate) name: String,
     /// Version names.
     pub(crate) versions: Vec<String>,
+    /// The regions each version is replicated to (its `publishingProfile.targetRegions`),
+    /// by lowercase version name; a version not listed is in the gallery's region only.
+    pub(crate) regions: BTreeMap<String, Vec<String>>,
+}
+
+impl GalleryImage {
+    /// The regions `version` (as stored) is replicated to.
+    pub(crate) fn regions_of(&self, version: &str, gallery_location: &str) -> Vec<String> {
+        self.regions.get(&version.to_ascii_lowercase()).cloned().unwrap_or_else(|| vec![gallery_location.to_owned()])
+    }
+}
+
+/// Whether `a` and `b` name the same region (`westeurope`, `West Europe`).
+pub(crate) fn same_region(a: &str, b: &str) -> bool {
+    a.replace(' ', "").eq_ignore_ascii_case(&b.replace(' ', ""))
 }
 
 /// One Azure Compute Gallery.
@@ -323,6 +338,8 @@ pub(crate) struct GalleryRecord {
     pub(crate) groups: Vec<(String, Vec<String>)>,
     /// Community sharing enabled.
     pub(crate) community: bool,
+    /// The community gallery's public name (`<publicNamePrefix>-<guid>`), when it has one.
+    pub(crate) public_name: Option<String>,
     /// Image definitions by lowercase name.
     pub(crate) images: BTreeMap<String, GalleryImage>,
 }
@@ -349,6 +366,19 @@ impl GalleryRecord {
     pub(crate) fn version(&self, image: &str, version: &str) -> Option<(&str, &str)> {
         let def = self.images.get(&image.to_ascii_lowercase())?;
         let ver = def.versions.iter().find(|v| v.eq_ignore_ascii_case(version))?;
+        Some((&def.name, ver))
+    }
+
+    /// The version of `image` a reference names in `location`: `version`
+    /// when it exists and is replicated there; without a version, the latest
+    /// (last) one replicated there. `None` when there is none.
+    pub(crate) fn version_in(&self, image: &str, version: Option<&str>, location: &str) -> Option<(&str, &str)> {
+        let def = self.images.get(&image.to_ascii_lowercase())?;
+        let here = |v: &String| def.regions_of(v, &self.location).iter().any(|r| same_region(r, location));
+        let ver = match version {
+            Some(version) => def.versions.iter().find(|v| v.eq_ignore_ascii_case(version)).filter(|v| here(v))?,
+            None => def.versions.iter().rev().find(|v| here(v))?,
+        };
         Some((&def.name, ver))
     }
 }
@@ -383,6 +413,23 @@ impl OpRecord {
             "Succeeded"
         }
     }
+}
+
+/// A subscription's agreement to the terms of a marketplace purchase plan.
+#[derive(Debug, Clone)]
+pub(crate) struct Agreement {
+    /// `properties.accepted`.
+    pub(crate) accepted: bool,
+    /// `properties.retrieveDatetime`: when the terms were read or accepted.
+    pub(crate) retrieved: String,
+}
+
+/// `(subscription, publisher, offer, plan)`, lowercase.
+pub(crate) type AgreementKey = (String, String, String, String);
+
+/// The key of a subscription's agreement to a plan.
+pub(crate) fn agreement_key(sub: &str, publisher: &str, offer: &str, plan: &str) -> AgreementKey {
+    (sub.to_ascii_lowercase(), publisher.to_ascii_lowercase(), offer.to_ascii_lowercase(), plan.to_ascii_lowercase())
 }
 
 /// All mutable state.
@@ -426,6 +473,11 @@ pub(crate) struct State {
     pub(crate) graph_window: Duration,
     /// Per client id: when its current quota window started and the queries in it.
     pub(crate) graph_usage: HashMap<String, (Instant, u32)>,
+    /// Marketplace agreements the subscriptions accepted (absent: not accepted).
+    pub(crate) agreements: BTreeMap<AgreementKey, Agreement>,
+    /// Whether the identities may accept marketplace terms
+    /// (`Microsoft.MarketplaceOrdering/offertypes/publishers/offers/plans/agreements/write`).
+    pub(crate) may_accept_terms: bool,
 }
 
 impl State {
@@ -451,6 +503,8 @@ impl State {
             graph_quota: DEFAULT_GRAPH_QUOTA,
             graph_window: DEFAULT_GRAPH_WINDOW,
             graph_usage: HashMap::new(),
+            agreements: BTreeMap::new(),
+            may_accept_terms: true,
         };
         seed::seed(&mut state);
         state

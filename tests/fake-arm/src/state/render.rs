@@ -34,6 +34,14 @@ pub(crate) fn vm(record: &VmRecord, instance_view: bool) -> Value {
         identity.insert("principalId".into(), json!(record.vm_id));
         identity.insert("tenantId".into(), json!(crate::TENANT_ID));
     }
+    // Each user-assigned identity as ARM shows it: its principal and client ids.
+    if let Some(ids) =
+        out.get_mut("identity").and_then(|i| i.get_mut("userAssignedIdentities")).and_then(Value::as_object_mut)
+    {
+        for (id, value) in ids.iter_mut() {
+            *value = json!({"principalId": pseudo_guid(id, 1), "clientId": pseudo_guid(id, 2)});
+        }
+    }
     let mut props = field(&record.model, "properties").and_then(Value::as_object).cloned().unwrap_or_default();
     let storage = object_mut(&mut props, "storageProfile");
     let os_disk = object_mut(storage, "osDisk");
@@ -82,6 +90,25 @@ pub(crate) fn vm(record: &VmRecord, instance_view: bool) -> Value {
     }
     out.insert("properties".into(), Value::Object(props));
     Value::Object(out)
+}
+
+/// A guid derived from `seed` (the same every time: ARM's ids of an identity do not change).
+fn pseudo_guid(seed: &str, salt: u64) -> String {
+    use std::hash::{Hash, Hasher};
+    let half = |n: u64| {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (seed.to_ascii_lowercase(), salt, n).hash(&mut h);
+        h.finish()
+    };
+    let (a, b) = (half(0), half(1));
+    format!(
+        "{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
+        a >> 32,
+        (a >> 16) & 0xffff,
+        a & 0xfff,
+        b >> 52,
+        b & 0xffff_ffff_ffff
+    )
 }
 
 fn vm_instance_view(record: &VmRecord) -> Value {
@@ -235,7 +262,7 @@ pub(crate) fn gallery(record: &GalleryRecord) -> Value {
             "publisherUri": "https://gardenlinux.io",
             "publisherContact": "gardenlinux@example.com",
             "eula": "https://gardenlinux.io/eula",
-            "publicNamePrefix": record.name,
+            "publicNamePrefix": community_prefix(record),
             "communityGalleryEnabled": true,
             "publicNames": [community_name(record)],
         });
@@ -253,9 +280,20 @@ pub(crate) fn gallery(record: &GalleryRecord) -> Value {
     })
 }
 
+/// The `publicNamePrefix` of a community gallery: its public name without the guid ARM appends.
+fn community_prefix(record: &GalleryRecord) -> String {
+    match &record.public_name {
+        Some(public) => {
+            let parts: Vec<&str> = public.split('-').collect();
+            parts[..parts.len().saturating_sub(5).max(1)].join("-")
+        }
+        None => record.name.clone(),
+    }
+}
+
 /// The community gallery public name of a gallery with community sharing on.
 pub(crate) fn community_name(record: &GalleryRecord) -> String {
-    format!("{}-{}", record.name, &record.sub[..8.min(record.sub.len())])
+    record.public_name.clone().unwrap_or_else(|| format!("{}-{}", record.name, &record.sub[..8.min(record.sub.len())]))
 }
 
 /// A gallery image definition as `galleryImages.get` returns it.
@@ -278,6 +316,15 @@ pub(crate) fn gallery_image(record: &GalleryRecord, image: &str) -> Value {
 
 /// A gallery image version as `galleryImageVersions.get` returns it.
 pub(crate) fn gallery_version(record: &GalleryRecord, image: &str, version: &str) -> Value {
+    let regions = record
+        .images
+        .get(&image.to_ascii_lowercase())
+        .map(|def| def.regions_of(version, &record.location))
+        .unwrap_or_else(|| vec![record.location.clone()]);
+    let targets: Vec<Value> = regions
+        .iter()
+        .map(|r| json!({"name": r, "regionalReplicaCount": 1, "storageAccountType": "Standard_LRS"}))
+        .collect();
     json!({
         "name": version,
         "id": format!("{}/images/{image}/versions/{version}", record.id()),
@@ -285,7 +332,7 @@ pub(crate) fn gallery_version(record: &GalleryRecord, image: &str, version: &str
         "location": record.location,
         "properties": {
             "publishingProfile": {
-                "targetRegions": [{"name": "West Europe", "regionalReplicaCount": 1, "storageAccountType": "Standard_LRS"}],
+                "targetRegions": targets,
                 "replicaCount": 1,
                 "excludeFromLatest": false,
                 "publishedDate": "2024-06-01T00:00:00+00:00",
@@ -307,6 +354,23 @@ pub(crate) fn shared_version(record: &GalleryRecord, image: &str, version: &str)
             "publishedDate": "2024-06-01T00:00:00+00:00",
             "excludeFromLatest": false,
             "storageProfile": {"osDiskImage": {"diskSizeGB": 30, "hostCaching": "ReadWrite"}},
+        },
+    })
+}
+
+/// A community gallery image version as `communityGalleryImageVersions.get` returns it
+/// in `location` (Compute gallery API 2023-07-03, `CommunityGalleryImageVersion`).
+pub(crate) fn community_version(record: &GalleryRecord, image: &str, version: &str, location: &str) -> Value {
+    json!({
+        "name": version,
+        "location": location,
+        "type": "Microsoft.Compute/Locations/CommunityGalleries/Images/Versions",
+        "identifier": {"uniqueId": format!("/CommunityGalleries/{}/Images/{image}/Versions/{version}", community_name(record))},
+        "properties": {
+            "publishedDate": "2024-06-01T00:00:00+00:00",
+            "excludeFromLatest": false,
+            "storageProfile": {"osDiskImage": {"diskSizeGB": 30, "hostCaching": "ReadWrite"}, "dataDiskImages": []},
+            "disclaimer": "Garden Linux community image (fake-arm seed).",
         },
     })
 }

@@ -8,21 +8,83 @@
 //!   version `1.0.0` each, sharing permissions `Groups`, shared with nobody) and gallery
 //!   `shared` (image `gardenlinux` version `1.0.0`, already shared with
 //!   `SUBSCRIPTION_ID`).
-//! - Marketplace images usable by everyone: [`MARKETPLACE`].
+//! - Subscription [`OWNER_SUBSCRIPTION_ID`](crate::OWNER_SUBSCRIPTION_ID) also has gallery
+//!   `gardenlinux-community`, a community gallery (permissions `Community`, public name
+//!   [`COMMUNITY_GALLERY`](crate::COMMUNITY_GALLERY)) with image `gardenlinux`: version
+//!   `1443.10.0` replicated to `eastus` only, `1592.1.0` to `westeurope` and `northeurope`.
+//! - Marketplace images usable by everyone: [`MARKETPLACE`]; Garden Linux's carries a
+//!   purchase plan, whose terms no subscription has accepted yet.
 
 use std::collections::BTreeMap;
 
 use super::{GalleryImage, GalleryRecord, ResourceGroup, State, Subnet, key};
-use crate::{LOCATION, OWNER_SUBSCRIPTION_ID, RESOURCE_GROUP, SUBNET, SUBSCRIPTION_ID, VNET};
+use crate::{COMMUNITY_GALLERY, LOCATION, OWNER_SUBSCRIPTION_ID, RESOURCE_GROUP, SUBNET, SUBSCRIPTION_ID, VNET};
 
 /// The owner subscription's image resource group.
 pub(crate) const IMAGES_RG: &str = "images";
 
-/// Marketplace images: `(publisher, offer, sku, versions)`; `latest` always matches.
-pub(crate) const MARKETPLACE: &[(&str, &str, &str, &[&str])] = &[
-    ("sap", "gardenlinux", "greatest", &["1443.3.0"]),
-    ("Canonical", "ubuntu-24_04-lts", "server", &["24.04.202501140"]),
+/// A marketplace image purchase plan (`plan` of the image version: `name`, `product`, `publisher`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PurchasePlan {
+    /// Plan id.
+    pub(crate) name: &'static str,
+    /// Offer id.
+    pub(crate) product: &'static str,
+    /// Publisher id.
+    pub(crate) publisher: &'static str,
+}
+
+/// One marketplace image (publisher, offer, sku) with its versions and purchase plan.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MarketplaceImage {
+    /// Publisher.
+    pub(crate) publisher: &'static str,
+    /// Offer.
+    pub(crate) offer: &'static str,
+    /// SKU.
+    pub(crate) sku: &'static str,
+    /// Versions, oldest first; `latest` matches the last.
+    pub(crate) versions: &'static [&'static str],
+    /// The purchase plan a VM of it must carry (and whose terms its subscription must accept).
+    pub(crate) plan: Option<PurchasePlan>,
+}
+
+/// Marketplace images. Garden Linux's has a plan (the reason the Go provider
+/// accepts terms: pkg/azure/provider/helpers/driver.go), Ubuntu's has none.
+pub(crate) const MARKETPLACE: &[MarketplaceImage] = &[
+    MarketplaceImage {
+        publisher: "sap",
+        offer: "gardenlinux",
+        sku: "greatest",
+        versions: &["1443.3.0"],
+        plan: Some(PurchasePlan { name: "greatest", product: "gardenlinux", publisher: "sap" }),
+    },
+    MarketplaceImage {
+        publisher: "Canonical",
+        offer: "ubuntu-24_04-lts",
+        sku: "server",
+        versions: &["24.04.202501140"],
+        plan: None,
+    },
 ];
+
+/// The marketplace image `publisher:offer:sku` (case-insensitive).
+pub(crate) fn marketplace_image(publisher: &str, offer: &str, sku: &str) -> Option<&'static MarketplaceImage> {
+    MARKETPLACE.iter().find(|m| {
+        m.publisher.eq_ignore_ascii_case(publisher)
+            && m.offer.eq_ignore_ascii_case(offer)
+            && m.sku.eq_ignore_ascii_case(sku)
+    })
+}
+
+/// The purchase plan `publisher/offer/plan` of a marketplace image (case-insensitive).
+pub(crate) fn purchase_plan(publisher: &str, offer: &str, plan: &str) -> Option<PurchasePlan> {
+    MARKETPLACE.iter().filter_map(|m| m.plan).find(|p| {
+        p.publisher.eq_ignore_ascii_case(publisher)
+            && p.product.eq_ignore_ascii_case(offer)
+            && p.name.eq_ignore_ascii_case(plan)
+    })
+}
 
 /// VM sizes the fake knows (case-insensitive), with their vCPU count.
 pub(crate) const VM_SIZES: &[(&str, u32)] = &[
@@ -40,16 +102,12 @@ pub(crate) const VM_SIZES: &[(&str, u32)] = &[
 /// The marketplace image matching `publisher:offer:sku:version` case-insensitively
 /// (`latest` matches any); returns the concrete version.
 pub(crate) fn marketplace(publisher: &str, offer: &str, sku: &str, version: &str) -> Option<&'static str> {
-    MARKETPLACE.iter().find_map(|(p, o, s, versions)| {
-        if !(p.eq_ignore_ascii_case(publisher) && o.eq_ignore_ascii_case(offer) && s.eq_ignore_ascii_case(sku)) {
-            return None;
-        }
-        if version.eq_ignore_ascii_case("latest") {
-            versions.last().copied()
-        } else {
-            versions.iter().find(|v| v.eq_ignore_ascii_case(version)).copied()
-        }
-    })
+    let image = marketplace_image(publisher, offer, sku)?;
+    if version.eq_ignore_ascii_case("latest") {
+        image.versions.last().copied()
+    } else {
+        image.versions.iter().find(|v| v.eq_ignore_ascii_case(version)).copied()
+    }
 }
 
 fn gallery(name: &str, unique: &str, images: &[&str], groups: Vec<(String, Vec<String>)>) -> GalleryRecord {
@@ -62,16 +120,43 @@ fn gallery(name: &str, unique: &str, images: &[&str], groups: Vec<(String, Vec<S
         permissions: "Groups".to_owned(),
         groups,
         community: false,
+        public_name: None,
         images: images
             .iter()
             .map(|image| {
                 (
                     image.to_ascii_lowercase(),
-                    GalleryImage { name: (*image).to_owned(), versions: vec!["1.0.0".to_owned()] },
+                    GalleryImage {
+                        name: (*image).to_owned(),
+                        versions: vec!["1.0.0".to_owned()],
+                        regions: BTreeMap::new(),
+                    },
                 )
             })
             .collect::<BTreeMap<_, _>>(),
     }
+}
+
+/// The community gallery Garden Linux is published in (as gardenlinux publishes it:
+/// a community gallery whose versions are replicated to some regions only).
+fn community_gallery() -> GalleryRecord {
+    let mut record = gallery("gardenlinux-community", "GARDENLINUX-COMMUNITY", &[], Vec::new());
+    record.permissions = "Community".to_owned();
+    record.community = true;
+    record.public_name = Some(COMMUNITY_GALLERY.to_owned());
+    let regions = [("1443.10.0", vec!["eastus"]), ("1592.1.0", vec!["westeurope", "northeurope"])];
+    record.images.insert(
+        "gardenlinux".to_owned(),
+        GalleryImage {
+            name: "gardenlinux".to_owned(),
+            versions: regions.iter().map(|(v, _)| (*v).to_owned()).collect(),
+            regions: regions
+                .iter()
+                .map(|(v, r)| ((*v).to_owned(), r.iter().map(|r| (*r).to_owned()).collect()))
+                .collect(),
+        },
+    );
+    record
 }
 
 /// Fills `state` with the seeds.
@@ -97,6 +182,7 @@ pub(crate) fn seed(state: &mut State) {
             &["gardenlinux"],
             vec![("Subscriptions".to_owned(), vec![SUBSCRIPTION_ID.to_owned()])],
         ),
+        community_gallery(),
     ];
     for record in galleries {
         state.galleries.insert(key(&record.sub, &record.rg, &record.name), record);

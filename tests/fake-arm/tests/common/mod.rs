@@ -251,7 +251,7 @@ pub fn vm_body(name: &str, nic: &str, tags: Value, custom_data: &str) -> Value {
         "properties": {
             "hardwareProfile": {"vmSize": "Standard_D2s_v3"},
             "storageProfile": {
-                "imageReference": {"publisher": "sap", "offer": "gardenlinux", "sku": "greatest", "version": "1443.3.0"},
+                "imageReference": {"publisher": "Canonical", "offer": "ubuntu-24_04-lts", "sku": "server", "version": "24.04.202501140"},
                 "osDisk": {
                     "name": format!("{name}-os-disk"),
                     "createOption": "FromImage",
