@@ -4,6 +4,9 @@
 #
 #   deploy/image.sh PROVIDER [--release]     # the sidecar: machine-driver-PROVIDER
 #   deploy/image.sh machine-controller       # the Go adapter's machine-controller
+#   deploy/image.sh gardener PROVIDER [--release]
+#       # both in one image, the drop-in for Gardener's
+#       # machine-controller-manager-provider-PROVIDER (deploy/gardener.md)
 #
 # PROVIDER is a folder under providers/. The sidecar's binary must exist
 # ($CARGO_TARGET_DIR/{debug,release}/machine-driver-PROVIDER; CI has the debug
@@ -14,12 +17,19 @@
 #
 # Result: localhost/<name>:debug (or :release) in the storage of
 # deploy/podman/env.sh, and $IMAGE_DIR/<name>.oci.tar (default
-# $CARGO_TARGET_DIR/images).
+# $CARGO_TARGET_DIR/images; IMAGE_ARCHIVE=no skips the archive).
+# MACHINE_CONTROLLER_BIN names a machine-controller built already (static,
+# CGO_ENABLED=0) instead of building it here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source deploy/podman/env.sh
 
-what="${1:?usage: deploy/image.sh PROVIDER|machine-controller [--release]}"
+what="${1:?usage: deploy/image.sh PROVIDER|machine-controller|gardener PROVIDER [--release]}"
+gardener=""
+if [[ "$what" == gardener ]]; then
+    gardener="${2:?usage: deploy/image.sh gardener PROVIDER [--release]}"
+    shift
+fi
 profile=debug
 [[ "${2:-}" == "--release" ]] && profile=release
 target="${CARGO_TARGET_DIR:-target}"
@@ -28,9 +38,25 @@ mkdir -p "$out"
 stage="$(mktemp -d "${TMPDIR:-/tmp}/image-context.XXXXXX")"
 trap 'rm -rf "$stage"' EXIT
 
+controller() {
+    if [[ -n "${MACHINE_CONTROLLER_BIN:-}" ]]; then
+        cp "$MACHINE_CONTROLLER_BIN" "$1"
+    else
+        (cd adapter && CGO_ENABLED=0 go build -trimpath -o "$1" ./cmd/machine-controller)
+    fi
+}
+packaged=packaged
 if [[ "$what" == machine-controller ]]; then
     name=machine-controller
-    (cd adapter && CGO_ENABLED=0 go build -trimpath -o "$stage/app" ./cmd/machine-controller)
+    controller "$stage/app"
+elif [[ -n "$gardener" ]]; then
+    [[ -d "providers/$gardener" ]] || { echo "no provider $gardener under providers/" >&2; exit 2; }
+    name="machine-controller-manager-provider-$gardener"
+    bin="$target/$profile/machine-driver-$gardener"
+    [[ -x "$bin" ]] || { echo "$bin does not exist: cargo build -p machine-driver-$gardener-bin${profile/debug/} first" >&2; exit 2; }
+    controller "$stage/machine-controller"
+    cp "$bin" "$stage/machine-driver"
+    packaged=gardener-packaged
 else
     [[ -d "providers/$what" ]] || { echo "no provider $what under providers/" >&2; exit 2; }
     name="machine-driver-$what"
@@ -60,13 +86,20 @@ if ! buildah inspect --type image "$base" >/dev/null 2>&1; then
 fi
 
 # A binary that needs a library the base lacks must not become an image.
-if ldd "$stage/app" >/dev/null 2>&1; then
-    missing="$(ldd "$stage/app" | awk '/=>/ {print $1}' | grep -v -x -e libc.so.6 -e libm.so.6 -e libgcc_s.so.1 || true)"
-    [[ -z "$missing" ]] || { echo "$name links libraries the base lacks: $missing" >&2; exit 1; }
-fi
+for binary in "$stage"/app "$stage"/machine-controller "$stage"/machine-driver; do
+    [[ -f "$binary" ]] || continue
+    if ldd "$binary" >/dev/null 2>&1; then
+        missing="$(ldd "$binary" | awk '/=>/ {print $1}' | grep -v -x -e libc.so.6 -e libm.so.6 -e libgcc_s.so.1 || true)"
+        [[ -z "$missing" ]] || { echo "$name ($(basename "$binary")) links libraries the base lacks: $missing" >&2; exit 1; }
+    fi
+done
 
-buildah build --quiet --isolation chroot --layers=false -f deploy/Dockerfile --target packaged \
+buildah build --quiet --isolation chroot --layers=false -f deploy/Dockerfile --target "$packaged" \
     --build-arg BASE_IMAGE="$base" -t "localhost/$name:$profile" "$stage" >/dev/null
+if [[ "${IMAGE_ARCHIVE:-yes}" == no ]]; then
+    echo "localhost/$name:$profile  $(podman image inspect --format '{{.Size}}' "localhost/$name:$profile" | numfmt --to=iec)"
+    exit 0
+fi
 rm -f "$out/$name.oci.tar"
 podman save --quiet --format oci-archive -o "$out/$name.oci.tar" "localhost/$name:$profile"
 echo "localhost/$name:$profile  $(du -h "$out/$name.oci.tar" | cut -f1)  $out/$name.oci.tar"
