@@ -1,7 +1,7 @@
 //! CreateMachine on OpenStack, idempotent without a client token (Nova has
-//! none), and answering as soon as Nova accepted the server (the Go provider
-//! waits up to 20 minutes for ACTIVE inside the call, blocking a controller
-//! worker; here GetMachineStatus reports the build).
+//! none), and answering as soon as Nova's scheduler placed the server (the Go
+//! provider waits up to 20 minutes for ACTIVE inside the call, blocking a
+//! controller worker; here GetMachineStatus reports the build).
 //!
 //! One create per machine uid at a time in this process. Then, concurrently,
 //! the machine's servers by name (`GET /servers/detail?name=^<name>$`) and its
@@ -9,7 +9,8 @@
 //! creates of the credentials and region ([`crate::lookup::CreateLookups`]:
 //! `name=^(a|b|…)$` and `name=a&name=b…`, read after each create asked):
 //! - one server of this machine (judged by the class's markers and the uid,
-//!   [`crate::ownership`]): adopted (more: OUT_OF_RANGE). A server of the name
+//!   [`crate::ownership`]; not one being deleted): adopted (more:
+//!   OUT_OF_RANGE), unless it is in ERROR (below). A server of the name
 //!   that is not the machine's (another cluster's, one made by hand, an
 //!   earlier machine's) is left alone and not adopted: Nova does not keep
 //!   names unique, so the machine gets its own server beside it;
@@ -40,14 +41,34 @@
 //!   machine uid), user data, zone, key, config drive, server group hint and a
 //!   boot volume (`rootDiskSize`, deleted with the server).
 //!
-//! A server refused for good (quota, no valid host, bad class) leaves no port
-//! behind: the machine's free ports are deleted before the error is answered.
-//! After a retryable failure they stay for the retry to reuse.
+//! The flavor and the image are resolved before any port is made: a flavor
+//! the region does not offer is RESOURCE_EXHAUSTED
+//! ([`crate::resolve::flavor_not_offered`]) and makes nothing. A server
+//! refused for good (quota, bad class) leaves no port behind: the machine's
+//! free ports are deleted before the error is answered. After a retryable
+//! failure they stay for the retry to reuse.
 //!
-//! Cost of a new machine: 4 calls alone (2 lookups, port, server); with k
-//! creates under way together, 1 + 3/k (the server, and a k-th of the two
-//! lookups and of the bulk port create; 1.47 measured with 16 concurrent
-//! creates). Plus, once per process, the flavor list and security group
+//! Nova answers `POST /servers` (202) before its scheduler runs, and a
+//! server it cannot place ("cannot place it here": no host offers the flavor
+//! or a feature in the zone, no capacity, an unsatisfiable server group) goes
+//! to ERROR a moment later with the fault "No valid host was found". The
+//! cluster autoscaler backs off a pool only when CreateMachine answers
+//! RESOURCE_EXHAUSTED, so the create waits for the scheduler's verdict
+//! ([`OpenStackDriver::scheduling_failure`]: status reads, shared with
+//! concurrent polls, until the server is past `scheduling`; at most 10 s).
+//! A failed server is removed with the machine's ports, as the Go provider's
+//! `deleteOnFail` does (gardener/machine-controller-manager-provider-openstack
+//! v0.27.1 `pkg/driver/executor/executor.go` `CreateMachine`, which maps the
+//! fault through `NoValidHost` in `errors.go` to ResourceExhausted), and its
+//! fault answered ([`crate::status::server_error`]); so is a server of the
+//! machine an earlier attempt left in ERROR. Nothing is left: Nova binds no
+//! port and makes no boot volume for a server it did not place, and a volume
+//! of one that failed on its host goes with it (`delete_on_termination`).
+//!
+//! Cost of a new machine: 5 calls alone (2 lookups, port, server, the
+//! verdict read); with k creates under way together, about 1 + 4/k (the
+//! server, and a k-th of the two lookups, of the bulk port create and of the
+//! verdict read). Plus, once per process, the flavor list and security group
 //! lookups (one at a time: concurrent first creates wait for one answer). The
 //! server POST is the floor: Nova makes distinct servers one per call and has
 //! no idempotency token, so the lookups stay.
@@ -58,7 +79,7 @@ use machine_driver_api::{
 };
 use serde_json::{Value, json};
 
-use crate::clients::{Api, Call, Verb};
+use crate::clients::{Api, Call, Scoped, Verb};
 use crate::credentials::OsCredentials;
 use crate::driver::{Created, OpenStackDriver};
 use crate::lookup::{at_most_one, get_server};
@@ -68,6 +89,7 @@ use crate::os::model::{Port, Server};
 use crate::ownership::{judge_all, log_foreign, owned_record, port_is_mine};
 use crate::ports::{self, NewPort};
 use crate::spec::{OpenStackSpec, PortPlan};
+use crate::status::server_error;
 
 impl OpenStackDriver {
     /// CreateMachine (see the module docs).
@@ -102,10 +124,10 @@ impl OpenStackDriver {
         let named = self.create_lookups.get(&api, creds.fingerprint, name).await?;
         let named_ids: Vec<String> = named.servers.iter().map(|s| s.id.clone()).collect();
         // Nova does not keep names unique: a foreign server of this name is left alone, not adopted.
+        // Nor is one being deleted (by this process a moment ago, or anyone): it cannot become the machine.
         let judged = judge_all(&markers, named.servers, &req.machine);
-        if let Some(server) = at_most_one(judged.mine, name)? {
-            return Ok(self.answer(&api, &spec, server, Source::Read));
-        }
+        let live: Vec<Server> =
+            judged.mine.into_iter().filter(|s| !s.is_deleting() && !self.deleted.contains(&s.id)).collect();
         // Neutron unbinds a deleted server's ports a moment later: a port still
         // naming the server the request says is gone does not bring it back.
         let gone = |device: &str| names_server(req.machine.provider_id.as_deref(), device);
@@ -115,19 +137,40 @@ impl OpenStackDriver {
             .into_iter()
             .filter(|p| port_is_mine(&markers, p, &req.machine))
             .partition(|p| !p.device_id.is_empty() && !gone(&p.device_id));
+        if let Some(server) = at_most_one(live, name)? {
+            // An earlier attempt's server the scheduler failed (or still places): as for a new one.
+            let failed = match failed_or_unplaced(&server) {
+                Some(true) => Some(server.clone()),
+                Some(false) => self.scheduling_failure(&api, creds.fingerprint, &server.id, name).await,
+                None => None,
+            };
+            if let Some(failed) = failed {
+                let ports: Vec<Port> =
+                    bound.iter().filter(|p| p.device_id == failed.id).chain(&existing_ports).cloned().collect();
+                return Err(self.discard_failed(&api, &failed, &ports, &uid_key).await);
+            }
+            return Ok(self.answer(&api, &spec, server, Source::Read));
+        }
         if let Some((adopted, source)) = self.adopt_through_port(&api, &markers, &req, &bound, &named_ids).await? {
             return Ok(self.answer(&api, &spec, adopted, source));
         }
 
         let mut ports = Vec::new();
-        let made = match self.machine_ports(&api, &creds, &spec, name, existing_ports, &mut ports).await {
-            Ok(()) => self.post_server(&api, &creds, &spec, &req, &ports).await,
-            Err(e) => Err(e),
-        };
+        let made = async {
+            // The flavor and the image first: a class whose flavor the region does not
+            // offer (RESOURCE_EXHAUSTED) or whose image is missing makes no port.
+            let refs = self.server_refs(&api, &creds, &spec).await?;
+            self.machine_ports(&api, &creds, &spec, name, existing_ports, &mut ports).await?;
+            self.post_server(&api, &spec, &req, &ports, &refs).await
+        }
+        .await;
         match made {
             Ok(id) => {
                 let record = owned_record(&id, name, &markers, &req.machine.uid);
-                self.created_by_uid.record(uid_key, record.clone());
+                self.created_by_uid.record(uid_key.clone(), record.clone());
+                if let Some(failed) = self.scheduling_failure(&api, creds.fingerprint, &id, name).await {
+                    return Err(self.discard_failed(&api, &failed, &ports, &uid_key).await);
+                }
                 Ok(self.answer(&api, &spec, record, Source::Posted))
             }
             Err(e) if is_for_good(&e) => {
@@ -145,6 +188,70 @@ impl OpenStackDriver {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// Waits for Nova's scheduler to decide on server `id` (of machine
+    /// `name`), which `POST /servers` accepted before the scheduler ran: the
+    /// server, when the scheduler failed it (ERROR, Nova's `NoValidHost` being
+    /// the usual fault). `None` once a compute host took it (BUILD past
+    /// `scheduling`, or ACTIVE), when a read does not show the server (reads
+    /// that lag behind the POST give no verdict), and when there is none
+    /// within [`SCHEDULING_WAIT`] (or half the call's remaining time): the
+    /// create answers then, and GetMachineStatus reports a later failure. The reads
+    /// are status reads, shared with concurrent polls and creates
+    /// ([`crate::lookup::ServerLookups`]); one that fails is not the create's
+    /// failure (the server was accepted), the next one is tried.
+    async fn scheduling_failure(&self, api: &Api<'_>, fingerprint: [u8; 32], id: &str, name: &str) -> Option<Server> {
+        let started = tokio::time::Instant::now();
+        let budget = SCHEDULING_WAIT.min(api.context().remaining() / 2);
+        let mut after = std::time::Duration::ZERO;
+        for delay in VERDICT_POLLS {
+            after += delay;
+            let at = on_verdict_tick(started + after);
+            if at > started + budget {
+                break;
+            }
+            tokio::time::sleep_until(at).await;
+            match self.lookups.get(api, fingerprint, id, name).await {
+                Ok(Some(found)) => match failed_or_unplaced(&found.server) {
+                    Some(true) => return Some(found.server),
+                    Some(false) => {}
+                    None => return None,
+                },
+                // Not shown (Nova lists a server from its POST on, as a build
+                // request: a cloud whose reads lag): no verdict to wait for.
+                Ok(None) => return None,
+                Err(e) => {
+                    tracing::debug!(machine = name, server = id, error = %e, "reading the server for the scheduler's verdict")
+                }
+            }
+        }
+        tracing::debug!(machine = name, server = id, "no scheduling verdict in time: answered as accepted");
+        None
+    }
+
+    /// Removes what a create left of server `failed`, which Nova's scheduler
+    /// (or a compute host) failed: the server (its boot volume goes with it,
+    /// `delete_on_termination`) and the machine's `ports` (Nova binds none of
+    /// them for a server it could not place), as the Go provider's
+    /// `deleteOnFail` does; forgets the create of a moment ago, so that a retry
+    /// starts afresh. The answer is the server's fault
+    /// ([`crate::status::server_error`]: RESOURCE_EXHAUSTED for "No valid host
+    /// was found"), also when a clean-up call fails (logged: the next create
+    /// or the delete of the machine finds and removes what is left).
+    async fn discard_failed(&self, api: &Api<'_>, failed: &Server, ports: &[Port], uid_key: &Scoped) -> DriverError {
+        let error = server_error(failed);
+        tracing::info!(machine = %failed.name, server = %failed.id, error = %error, "deleting the server the cloud failed, and its ports");
+        self.created_by_uid.forget(uid_key);
+        if let Err(cleanup) = self.delete_server(api, &failed.id).await {
+            tracing::warn!(machine = %failed.name, server = %failed.id, error = %cleanup, "could not delete the server the cloud failed");
+        }
+        for port in ports {
+            if let Err(cleanup) = ports::delete(api, &port.id).await {
+                tracing::warn!(machine = %failed.name, port = %port.id, error = %cleanup, "could not delete the port of a failed server");
+            }
+        }
+        error
     }
 
     /// The server a port of the machine is attached to while Nova does not
@@ -267,18 +374,29 @@ impl OpenStackDriver {
         Ok(())
     }
 
-    /// `POST /servers` on `ports`; the new server's id.
-    async fn post_server(
+    /// The flavor id (RESOURCE_EXHAUSTED when the region does not offer the
+    /// flavor, [`crate::resolve::Resolver::flavor`]) and image id of the class.
+    async fn server_refs(
         &self,
         api: &Api<'_>,
         creds: &OsCredentials,
         spec: &OpenStackSpec,
-        req: &CreateMachine,
-        ports: &[Port],
-    ) -> Result<String, DriverError> {
+    ) -> Result<ServerRefs, DriverError> {
         let flavor = self.resolver.flavor(creds.fingerprint, api, spec.flavor_name.trim()).await?;
         let image = crate::resolve::image_id(api, spec.image()).await?;
-        let body = server_body(spec, req, ports, &flavor, &image);
+        Ok(ServerRefs { flavor, image })
+    }
+
+    /// `POST /servers` on `ports`; the new server's id.
+    async fn post_server(
+        &self,
+        api: &Api<'_>,
+        spec: &OpenStackSpec,
+        req: &CreateMachine,
+        ports: &[Port],
+        refs: &ServerRefs,
+    ) -> Result<String, DriverError> {
+        let body = server_body(spec, req, ports, &refs.flavor, &refs.image);
         let created: Value =
             api.json(Call::new(Service::Compute, "servers.create", Verb::Post, "/servers"), &[], Some(&body)).await?;
         created
@@ -288,6 +406,59 @@ impl OpenStackDriver {
             .map(str::to_string)
             .ok_or_else(|| DriverError::internal("compute servers.create answered without a server id"))
     }
+}
+
+/// The ids `POST /servers` names besides the ports.
+struct ServerRefs {
+    /// Flavor id.
+    flavor: String,
+    /// Image id.
+    image: String,
+}
+
+/// Most time a create waits for Nova's scheduler to place the server it
+/// accepted ([`OpenStackDriver::scheduling_failure`]); typically a second or two.
+const SCHEDULING_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+/// The waits between the reads of a new server for the scheduler's verdict
+/// (at 0.5, 1.5, 3.5, 5.5, 7.5 and 9.5 s, each on the next [`VERDICT_TICK`]):
+/// one read for a scheduler that decides within half a second, two or three
+/// for one that takes a second or two.
+const VERDICT_POLLS: [std::time::Duration; 6] = [
+    std::time::Duration::from_millis(500),
+    std::time::Duration::from_secs(1),
+    std::time::Duration::from_secs(2),
+    std::time::Duration::from_secs(2),
+    std::time::Duration::from_secs(2),
+    std::time::Duration::from_secs(2),
+];
+
+/// The ticks the verdict reads of all creates go out on ([`on_verdict_tick`]).
+const VERDICT_TICK: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The first [`VERDICT_TICK`] at or after `at`, on one clock for the
+/// process: the verdict reads of concurrent creates go out together and are
+/// coalesced into one list ([`crate::lookup::ServerLookups`]) rather than one
+/// `GET /servers/{id}` each at its own moment.
+fn on_verdict_tick(at: tokio::time::Instant) -> tokio::time::Instant {
+    static EPOCH: std::sync::OnceLock<tokio::time::Instant> = std::sync::OnceLock::new();
+    let epoch = *EPOCH.get_or_init(tokio::time::Instant::now);
+    let since = at.saturating_duration_since(epoch).as_nanos();
+    let tick = VERDICT_TICK.as_nanos();
+    let ticks = since.div_ceil(tick);
+    let offset = u64::try_from(ticks.saturating_mul(tick)).unwrap_or(u64::MAX);
+    epoch + std::time::Duration::from_nanos(offset)
+}
+
+/// Where a server is with Nova's scheduler: `Some(true)` failed (ERROR, not
+/// being deleted), `Some(false)` not placed yet (BUILD in task `scheduling`),
+/// `None` placed (a compute host took it: past `scheduling`, ACTIVE, or any
+/// other state).
+fn failed_or_unplaced(server: &Server) -> Option<bool> {
+    if server.status.eq_ignore_ascii_case("ERROR") && !server.is_deleting() {
+        return Some(true);
+    }
+    let scheduling = server.task_state.as_deref().is_some_and(|t| t.eq_ignore_ascii_case("scheduling"));
+    (server.status.eq_ignore_ascii_case("BUILD") && scheduling).then_some(false)
 }
 
 /// Where the record a create answers with comes from, which decides whether
@@ -513,6 +684,34 @@ mod tests {
             let encoded = (!user_data.is_empty()).then(|| base64::engine::general_purpose::STANDARD.encode(&user_data));
             proptest::prop_assert_eq!(s.get("user_data").and_then(Value::as_str), encoded.as_deref());
         }
+    }
+
+    #[test]
+    fn verdict_reads_of_concurrent_creates_share_a_tick() {
+        let now = tokio::time::Instant::now();
+        let a = on_verdict_tick(now + std::time::Duration::from_millis(500));
+        let b = on_verdict_tick(now + std::time::Duration::from_millis(510));
+        assert!(a >= now + std::time::Duration::from_millis(500), "never before the wait asked for");
+        assert!(a < now + std::time::Duration::from_millis(500) + VERDICT_TICK);
+        let c = on_verdict_tick(a + VERDICT_TICK / 2);
+        assert_eq!(c, a + VERDICT_TICK, "the next tick");
+        assert!(b == a || b == a + VERDICT_TICK, "{a:?} {b:?}");
+        assert_eq!(on_verdict_tick(a), a, "a tick is its own tick");
+    }
+
+    #[test]
+    fn the_schedulers_verdict_is_read_from_status_and_task_state() {
+        let server = |status: &str, task: Option<&str>| Server {
+            status: status.into(),
+            task_state: task.map(str::to_string),
+            ..Default::default()
+        };
+        assert_eq!(failed_or_unplaced(&server("BUILD", Some("scheduling"))), Some(false));
+        assert_eq!(failed_or_unplaced(&server("ERROR", None)), Some(true));
+        assert_eq!(failed_or_unplaced(&server("ERROR", Some("deleting"))), None, "being deleted: no verdict");
+        assert_eq!(failed_or_unplaced(&server("BUILD", Some("spawning"))), None, "on a host");
+        assert_eq!(failed_or_unplaced(&server("BUILD", None)), None, "on a host, before networking");
+        assert_eq!(failed_or_unplaced(&server("ACTIVE", None)), None);
     }
 
     #[test]

@@ -16,13 +16,19 @@
 //! requires both metadata keys). Without a providerID the machine's servers
 //! are found by name (duplicates too) and each judged.
 //!
+//! A machine the Go provider made with a `rootDiskType` class also has a boot
+//! volume Nova keeps after the server: it is deleted once the server is gone
+//! ([`crate::go_volumes`], as the Go provider's `deleteVolume`).
+//!
 //! Cost: 3 calls for a machine with one port this process made or adopted
 //! in the last 10 minutes; 4 for any other (the orphan collector's, a
-//! restarted process's), the read being the ownership check. A server of no
+//! restarted process's), the read being the ownership check; for a Go-made
+//! machine of a `rootDiskType` class, or one whose server Nova no longer
+//! shows, the volume clean-up's calls besides. A server of no
 //! known name (an orphan collected by providerID alone) is read before its
 //! ports are.
 
-use machine_driver_api::{CallContext, CallFailure, DeletedMachine, DriverError, MachineRef, Ownership};
+use machine_driver_api::{CallContext, CallFailure, DeletedMachine, DriverError, MachineRef, MarkedVm, Ownership};
 
 use crate::clients::{Api, Call, Verb};
 use crate::credentials::OsCredentials;
@@ -43,6 +49,9 @@ impl OpenStackDriver {
         let spec = OpenStackSpec::parse(&req.class.provider_spec)?;
         let markers = spec.markers()?;
         let mut name = req.machine.name.clone();
+        // Servers of the machine the Go provider made (no uid): a `rootDiskType`
+        // class left a boot volume of theirs that Nova keeps ([`crate::go_volumes`]).
+        let mut go_made: Vec<String> = Vec::new();
         // The servers judged the machine's, the server the providerID names when Nova
         // no longer shows it (its marked ports are still the machine's), and the ports
         // of the machine's name when read alongside.
@@ -62,6 +71,9 @@ impl OpenStackDriver {
                     match server {
                         Some(server) => match markers.judge(&server, &req.machine) {
                             Ownership::Mine => {
+                                if server.machine_uid().is_none() {
+                                    go_made.push(id.clone());
+                                }
                                 if name.is_empty() {
                                     name = server.name;
                                 }
@@ -94,6 +106,7 @@ impl OpenStackDriver {
                     let api = self.pool.api(&creds, &spec.region, ctx)?;
                     // Every server of the machine (duplicates included), also one the Go provider made.
                     let found = find_machine(&api, &markers, &req.machine).await?;
+                    go_made.extend(found.mine.iter().filter(|s| s.machine_uid().is_none()).map(|s| s.id.clone()));
                     (api, found.mine.into_iter().map(|s| s.id).collect(), None, None)
                 }
             };
@@ -118,11 +131,20 @@ impl OpenStackDriver {
                 already_gone = false;
             }
         }
+        // A Go-made server deleted now, or none shown any more (an earlier
+        // call deleted it, or it went on its own): its boot volume, if any.
+        let root_disk_type = spec.root_disk_type.as_deref().is_some_and(|t| !t.trim().is_empty());
+        if root_disk_type && (!go_made.is_empty() || ids.is_empty()) {
+            let deleted: Vec<String> = go_made.into_iter().filter(|id| ids.contains(id)).collect();
+            if self.delete_go_volumes(&api, &markers, &req.machine, &name, &deleted).await? {
+                already_gone = false;
+            }
+        }
         Ok(DeletedMachine { last_known_state: String::new(), already_gone })
     }
 
     /// `DELETE /servers/{id}`; true when the server existed.
-    async fn delete_server(&self, api: &Api<'_>, id: &str) -> Result<bool, DriverError> {
+    pub(crate) async fn delete_server(&self, api: &Api<'_>, id: &str) -> Result<bool, DriverError> {
         let path = format!("/servers/{}", request_id("machine.providerID", id)?);
         let key = api.scoped(id);
         self.recent.forget(&key);

@@ -9,6 +9,7 @@ mod credentials;
 mod delete;
 mod driver;
 mod errors;
+mod go_volumes;
 mod initialize;
 mod list;
 mod lookup;
@@ -19,6 +20,8 @@ mod ports;
 mod resolve;
 mod share_image;
 mod spec;
+#[cfg(test)]
+mod spec_coverage;
 mod status;
 mod volumes;
 

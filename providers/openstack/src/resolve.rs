@@ -74,7 +74,8 @@ impl Resolver {
         self.by_scope.remove(&(fingerprint, region.to_string()));
     }
 
-    /// The id of flavor `name`.
+    /// The id of flavor `name`; RESOURCE_EXHAUSTED when Nova lists no flavor
+    /// of that name to the project ([`flavor_not_offered`]).
     pub(crate) async fn flavor(&self, fingerprint: [u8; 32], api: &Api<'_>, name: &str) -> Result<String, DriverError> {
         let names = self.names(fingerprint, api);
         let cached = || lock(&names.flavors).as_ref().and_then(|f| f.get(name).cloned());
@@ -93,9 +94,7 @@ impl Resolver {
         let map: HashMap<String, String> = flavors.into_iter().map(|f| (f.name, f.id)).collect();
         let id = map.get(name).cloned();
         *lock(&names.flavors) = Some(map);
-        id.ok_or_else(|| {
-            DriverError::invalid_argument("providerSpec.spec.flavorName", format!("flavor {name:?} does not exist"))
-        })
+        id.ok_or_else(|| flavor_not_offered(name, api.region()))
     }
 
     /// The ids of the security groups `names` (a name Neutron does not know
@@ -192,6 +191,28 @@ impl Resolver {
     }
 }
 
+/// The answer for a flavor Nova does not offer the project in `region`:
+/// RESOURCE_EXHAUSTED (reason `FlavorNotFound`), not INVALID_ARGUMENT. Flavors
+/// differ between regions and zones (a class is written once for a worker pool
+/// that may span several), so a missing flavor is "this machine cannot be
+/// placed here", and only RESOURCE_EXHAUSTED makes the cluster autoscaler back
+/// off this pool and try another one. As the Go provider does:
+/// gardener/machine-controller-manager-provider-openstack v0.27.1
+/// `pkg/driver/executor/errors.go` (`ErrFlavorNotFound`: "needs to be treated
+/// as ResourceExhausted to allow fallback to other flavors"), returned by
+/// `deployServer` in `pkg/driver/executor/executor.go` and mapped in
+/// `pkg/driver/utils.go` `mapErrorToCode`. The message still names the field.
+pub(crate) fn flavor_not_offered(name: &str, region: &str) -> DriverError {
+    DriverError::new(
+        machine_driver_api::ErrorKind::ResourceExhausted,
+        "FlavorNotFound",
+        format!(
+            "providerSpec.spec.flavorName: flavor {name:?} is not offered to the project in region {region:?} \
+             (Nova lists no flavor of that name)"
+        ),
+    )
+}
+
 /// The image id of the class (1 Glance call for an `imageName`; exactly one
 /// image of that name must be visible).
 pub(crate) async fn image_id(api: &Api<'_>, image: ImageRef<'_>) -> Result<String, DriverError> {
@@ -239,6 +260,14 @@ mod tests {
         }
         assert!(lock(&map).len() <= MAX_NAMES);
         assert_eq!(lock(&map).get(&format!("sg-{}", 3 * MAX_NAMES - 1)).map(String::as_str), Some("id"));
+    }
+
+    #[test]
+    fn a_flavor_the_region_does_not_offer_is_resource_exhausted_naming_the_field() {
+        let e = flavor_not_offered("g1.gpu", "RegionTwo");
+        assert_eq!(e.kind(), machine_driver_api::ErrorKind::ResourceExhausted);
+        assert!(e.message().contains("providerSpec.spec.flavorName"), "{}", e.message());
+        assert!(e.message().contains("\"g1.gpu\"") && e.message().contains("RegionTwo"), "{}", e.message());
     }
 
     #[test]

@@ -23,7 +23,7 @@ const MAX_POD_CIDRS: usize = 10;
 /// The envelope.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct Envelope {
+pub(crate) struct Envelope {
     #[serde(default)]
     api_version: Option<String>,
     #[serde(default)]

@@ -33,11 +33,20 @@ async fn create_status_initialize_list_delete_with_their_call_counts() {
     let id = created.provider_id.strip_prefix("openstack:///RegionOne/").unwrap().to_string();
     assert_eq!(created.node_name, "m-1");
     let calls = cloud.calls().await;
-    // The first create of a process also looks up the flavor and the security group.
-    for op in ["servers.list", "ports.list", "flavors.list", "security_groups.list", "ports.create", "servers.create"] {
+    // The first create of a process also looks up the flavor and the security group;
+    // `servers.get` is the read for the scheduler's verdict (Nova accepts the server first).
+    for op in [
+        "servers.list",
+        "ports.list",
+        "flavors.list",
+        "security_groups.list",
+        "ports.create",
+        "servers.create",
+        "servers.get",
+    ] {
         assert_eq!(count(&calls, op), 1, "{op}: {}", calls.breakdown());
     }
-    assert_eq!(calls.total, 6, "{}", calls.breakdown());
+    assert_eq!(calls.total, 7, "{}", calls.breakdown());
 
     // The port: named after the machine, tagged, both pod CIDRs (dual stack) from the start.
     let ports = cloud.live_dependents("m-1").await;
@@ -190,9 +199,13 @@ async fn concurrent_creates_share_their_lookups_and_ports_and_a_bad_class_fails_
     }
     let calls = cloud.calls().await;
     assert_eq!(count(&calls, "servers.create"), 11, "{}", calls.breakdown());
-    // The lookups are shared: far fewer than one per machine.
-    assert!(count(&calls, "servers.list") <= 4, "{}", calls.breakdown());
-    assert_eq!(count(&calls, "servers.list"), count(&calls, "ports.list"), "{}", calls.breakdown());
+    // The lookups are shared: far fewer than one per machine (each is a servers.list
+    // with a ports.list beside it).
+    assert!(count(&calls, "ports.list") <= 4, "{}", calls.breakdown());
+    // So are the reads for the scheduler's verdict (the other servers.list, or a
+    // servers.get when one create reads alone).
+    let verdict_reads = count(&calls, "servers.list") - count(&calls, "ports.list") + count(&calls, "servers.get");
+    assert!((1..=4).contains(&verdict_reads), "{}", calls.breakdown());
     // The ports go out in bulk; the bulk holding the bad network is refused as
     // a whole and resent port by port, so at most 12 + 4 port creates.
     assert!(count(&calls, "ports.create") <= 16, "{}", calls.breakdown());
@@ -202,6 +215,9 @@ async fn concurrent_creates_share_their_lookups_and_ports_and_a_bad_class_fails_
 async fn an_error_server_is_reported_with_its_fault() {
     let cloud = FakeCloud::start().await;
     let driver = cloud.driver();
+    // The build fails on the host after the scheduler placed the server (and
+    // after the create answered): GetMachineStatus reports it.
+    cloud.admin("/timing", json!({"boot_ms": 2000, "stop_ms": 300})).await;
     cloud.admin("/openstack/server-failures", json!({"times": 1})).await;
     let created = driver.create_machine(&ctx("create", 30), cloud.create_request("m-5")).await.unwrap();
     let mut req = cloud.machine_ref("m-5");
@@ -290,4 +306,151 @@ async fn a_server_made_by_the_go_provider_gets_every_pod_cidr_from_initialize() 
     let status = driver.get_machine_status(&ctx("status", 10), req).await.unwrap();
     assert!(status.pending_steps.is_empty());
     assert_eq!(cloud.calls().await.breakdown(), "servers.get×1");
+}
+
+/// Live servers, ports and volumes the fake holds for machine `name`, once a
+/// deleting server is gone (the fake's `stop_ms`).
+async fn left_of(cloud: &FakeCloud, name: &str) -> Vec<Value> {
+    let started = std::time::Instant::now();
+    loop {
+        let inventory = cloud.inventory().await;
+        let left: Vec<Value> = inventory
+            .instances
+            .iter()
+            .chain(&inventory.dependents)
+            .filter(|i| i.live && i.name == name)
+            .map(|i| serde_json::to_value(i).unwrap())
+            .collect();
+        if left.is_empty() || started.elapsed() > Duration::from_secs(5) {
+            return left;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Nova accepts a server its scheduler cannot place (202), then fails it
+/// (ERROR, fault "No valid host was found"): the create waits for that
+/// verdict, deletes the server and the machine's port and answers
+/// RESOURCE_EXHAUSTED (the cluster autoscaler's signal to try another pool),
+/// with a boot volume in the class too. A later create starts afresh.
+#[tokio::test]
+async fn a_server_the_scheduler_cannot_place_is_resource_exhausted_and_leaves_nothing() {
+    let cloud = FakeCloud::start().await;
+    let driver = cloud.driver();
+    assert!(
+        serde_json::from_slice::<Value>(&cloud.class.provider_spec).unwrap()["spec"]["rootDiskSize"].as_u64() > Some(0)
+    );
+    cloud.admin("/faults", json!({"operation": "create", "kind": "placement", "times": 1})).await;
+    let err = driver.create_machine(&ctx("create", 30), cloud.create_request("m-7")).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::ResourceExhausted, "{err:?}");
+    assert!(err.message().contains("No valid host was found"), "{}", err.message());
+    assert_eq!(left_of(&cloud, "m-7").await, Vec::<Value>::new(), "no server, port or volume left");
+    let calls = cloud.calls().await;
+    assert_eq!((count(&calls, "servers.delete"), count(&calls, "ports.delete")), (1, 1), "{}", calls.breakdown());
+
+    // The retry (MCM's, after its back-off) makes a new server, placed this time.
+    let created = driver.create_machine(&ctx("create", 30), cloud.create_request("m-7")).await.unwrap();
+    let live = cloud.live_named("m-7").await;
+    assert_eq!(live.len(), 1, "{live:?}");
+    assert!(created.provider_id.ends_with(&live[0]));
+}
+
+/// A create that finds the machine's server already failed (its earlier
+/// attempt answered before the verdict, or another process made it) removes it
+/// and answers its fault, as the Go provider's `deleteOnFail` does.
+#[tokio::test]
+async fn a_create_that_finds_the_machines_failed_server_removes_it() {
+    let cloud = FakeCloud::start().await;
+    // Failed on the host at 600 ms; the first create's call is too short to
+    // wait for a verdict (half its time: less than the first read's 0.5 s),
+    // so it answers as soon as Nova accepted the server.
+    cloud.admin("/timing", json!({"boot_ms": 600, "stop_ms": 100})).await;
+    cloud.admin("/openstack/server-failures", json!({"times": 1})).await;
+    cloud.driver().create_machine(&ctx("create", 1), cloud.create_request("m-8")).await.unwrap();
+    let started = std::time::Instant::now();
+    while !cloud.inventory().await.instances.iter().any(|i| i.name == "m-8" && i.state == "ERROR") {
+        assert!(started.elapsed() < Duration::from_secs(5), "the server never failed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let err = cloud.driver().create_machine(&ctx("create", 30), cloud.create_request("m-8")).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::ResourceExhausted, "{err:?}");
+    assert_eq!(left_of(&cloud, "m-8").await, Vec::<Value>::new());
+}
+
+/// A flavor the region does not offer is RESOURCE_EXHAUSTED naming the field
+/// (the Go provider's `ErrFlavorNotFound`), and makes neither port nor server.
+#[tokio::test]
+async fn a_flavor_the_region_does_not_offer_is_resource_exhausted_and_makes_nothing() {
+    let cloud = FakeCloud::start().await;
+    let driver = cloud.driver();
+    let mut req = cloud.create_request("m-9");
+    req.class = cloud.class_with(json!({"flavorName": "g1.gpu-a100"}));
+    let err = driver.create_machine(&ctx("create", 30), req).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::ResourceExhausted, "{err:?}");
+    assert!(err.message().contains("providerSpec.spec.flavorName"), "{}", err.message());
+    let calls = cloud.calls().await;
+    assert_eq!((count(&calls, "ports.create"), count(&calls, "servers.create")), (0, 0), "{}", calls.breakdown());
+    assert!(left_of(&cloud, "m-9").await.is_empty());
+}
+
+/// A machine the Go provider made from a `rootDiskType` class, as it makes it
+/// (gardener/machine-controller-manager-provider-openstack v0.27.1
+/// `pkg/driver/executor/executor.go`: `ensureVolume` makes a volume named
+/// after the machine with the class's tags as metadata, the server boots from
+/// it with `delete_on_termination: false`, no uid metadata): the sidecar's
+/// DeleteMachine leaves nothing, as the Go provider's `deleteVolume` does;
+/// a CSI volume attached to the node (another name) is left alone.
+#[tokio::test]
+async fn deleting_a_go_made_machine_deletes_the_boot_volume_the_go_provider_made() {
+    let cloud = FakeCloud::start().await;
+    cloud.admin("/timing", json!({"boot_ms": 100, "stop_ms": 300})).await;
+    let tags = json!({"kubernetes.io-cluster-shoot--dev--conf": "1", "kubernetes.io-role-node": "1"});
+    let volumes = format!("/volume/v3/{}/volumes", fake_openstack::PROJECT_ID);
+    let mut volume_ids = Vec::new();
+    for name in ["m-go-vol", "pvc-0a1b"] {
+        let volume = cloud
+            .os(
+                reqwest::Method::POST,
+                &volumes,
+                Some(json!({"volume": {"name": name, "size": 50, "volume_type": "standard",
+                    "imageRef": fake_openstack::PUBLIC_IMAGE, "metadata": tags}})),
+            )
+            .await;
+        volume_ids.push(volume["volume"]["id"].as_str().unwrap().to_string());
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await; // creating → available
+    let made = cloud
+        .os(
+            reqwest::Method::POST,
+            "/compute/v2.1/servers",
+            Some(json!({"server": {
+                "name": "m-go-vol", "flavorRef": "4", "imageRef": "",
+                "networks": [{"uuid": fake_openstack::NETWORK_ID}], "availability_zone": "nova", "metadata": tags,
+                "block_device_mapping_v2": [
+                    {"boot_index": 0, "uuid": volume_ids[0], "source_type": "volume", "destination_type": "volume",
+                     "delete_on_termination": false},
+                    {"boot_index": null, "uuid": volume_ids[1], "source_type": "volume", "destination_type": "volume",
+                     "delete_on_termination": false}]}})),
+        )
+        .await;
+    let id = made["server"]["id"].as_str().unwrap().to_string();
+
+    let driver = cloud.driver();
+    let mut req = cloud.machine_ref("m-go-vol");
+    req.machine.provider_id = Some(format!("openstack:///RegionOne/{id}"));
+    let deleted = driver.delete_machine(&ctx("delete", 30), req.clone()).await.unwrap();
+    assert!(!deleted.already_gone);
+    assert_eq!(left_of(&cloud, "m-go-vol").await, Vec::<Value>::new(), "the Go provider's boot volume is deleted");
+    let inventory = cloud.inventory().await;
+    let live = |vid: &str| inventory.dependents.iter().any(|d| d.id == vid && d.live);
+    assert!(live(&volume_ids[1]), "a volume of another name is not the machine's");
+    assert!(inventory.instances.iter().all(|i| i.id != id || !i.live));
+    // The sidecar's own machines have no such volume: their delete reads no volume.
+    cloud.admin.reset_calls().await.unwrap();
+    let created = driver.create_machine(&ctx("create", 30), cloud.create_request("m-own")).await.unwrap();
+    let mut own = cloud.machine_ref("m-own");
+    own.machine.provider_id = Some(created.provider_id);
+    cloud.admin.reset_calls().await.unwrap();
+    driver.delete_machine(&ctx("delete", 10), own).await.unwrap();
+    assert_eq!(cloud.calls().await.breakdown(), "ports.delete×1, ports.list×1, servers.delete×1");
 }

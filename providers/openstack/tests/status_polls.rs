@@ -28,14 +28,27 @@ async fn cloud_for(n: usize) -> (FakeCloud, Arc<OpenStackDriver>) {
     (cloud, driver)
 }
 
+/// The context of a create: for a few machines (made between a list and the
+/// polls it is to answer) 900 ms, too short for the create to wait for the
+/// scheduler's verdict (it waits at most half its time, and reads first after
+/// 0.5 s), so that they are made well within the list's 2 s.
+fn create_ctx(few: bool) -> machine_driver_api::CallContext {
+    if few {
+        machine_driver_api::CallContext::with_timeout("create", Duration::from_millis(900))
+    } else {
+        ctx("create", 60)
+    }
+}
+
 /// Creates the machines `names` at once; their providerIDs, in order.
 async fn create_all(cloud: &FakeCloud, driver: &Arc<OpenStackDriver>, names: &[String]) -> Vec<String> {
+    let few = names.len() <= 10;
     let tasks: Vec<_> = names
         .iter()
         .map(|name| {
             let driver = Arc::clone(driver);
             let req = cloud.create_request(name);
-            tokio::spawn(async move { driver.create_machine(&ctx("create", 60), req).await.unwrap().provider_id })
+            tokio::spawn(async move { driver.create_machine(&create_ctx(few), req).await.unwrap().provider_id })
         })
         .collect();
     let mut out = Vec::new();
@@ -103,6 +116,9 @@ async fn a_wave_of_polls_is_one_prefix_list_and_the_next_wave_within_two_seconds
     let machines = make(&cloud, &driver, (0..120).map(|i| format!("{PREFIX}-{i:03}")).collect()).await;
     // A server of the project outside the prefix is neither listed nor answered.
     let _other = make(&cloud, &driver, vec!["other-cluster-machine".into()]).await;
+    // The creates' reads for the scheduler's verdict are status reads too (one
+    // prefix list for the 120): past its window, the polls list anew.
+    tokio::time::sleep(Duration::from_millis(2100)).await;
 
     let calls = polled_running(&cloud, &driver, &machines).await;
     // The first poll alone (a GET), the other 119 in one batch: one list of the prefix (one page).

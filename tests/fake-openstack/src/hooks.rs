@@ -1,5 +1,6 @@
 //! The OpenStack side of the shared admin API: operation classes, the real error per
-//! fault kind and service, the inventory, reset and out-of-band termination.
+//! fault kind and service (or, for `placement` on `servers.create`, the scheduler's
+//! outcome, [`scheduling_outcome`]), the inventory, reset and out-of-band termination.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -11,6 +12,7 @@ use serde_json::json;
 
 use crate::error::{ApiError, Service};
 use crate::state::Store;
+use crate::state::compute::Scheduling;
 
 /// [`CloudHooks`] for the fake OpenStack.
 #[derive(Debug)]
@@ -64,7 +66,27 @@ pub(crate) fn service_of(operation: &str) -> Service {
     }
 }
 
-/// The real error of the operation's service for a neutral fault kind.
+/// What Nova's scheduler decides for the server of an injected fault of `kind` on
+/// `operation`, when that fault is not an error answer: `placement` on
+/// `servers.create` (either phase) is Nova's `NoValidHost`, which the API never answers.
+/// Nova accepts the server (202 with its id: the compute API reference, "Create Server",
+/// answers 202 before scheduling) and the scheduler then fails it: BUILD (`scheduling`),
+/// then ERROR with `fault {"code": 500, "message": "No valid host was found. …",
+/// "created"}` (the compute API reference, "Show Server Details": `fault`, shown for a
+/// server in ERROR). `None`: the fault is answered ([`fault_error`]).
+pub(crate) fn scheduling_outcome(kind: FaultKind, operation: &str) -> Option<Scheduling> {
+    (kind == FaultKind::Placement && schedules(operation)).then_some(Scheduling::NoValidHost)
+}
+
+/// Whether an injected fault on `operation` may be a scheduling outcome ([`scheduling_outcome`]).
+pub(crate) fn schedules(operation: &str) -> bool {
+    operation == "servers.create"
+}
+
+/// The real error of the operation's service for a neutral fault kind (`placement` on
+/// `servers.create` is no error answer but a scheduling outcome, [`scheduling_outcome`];
+/// on the other operations it is answered as `capacity`: Cinder's scheduler fails a
+/// volume it cannot place after accepting it too, and Neutron has no placement).
 pub(crate) fn fault_error(kind: FaultKind, operation: &str, identity_uri: &str) -> ApiError {
     let service = service_of(operation);
     let neutron = service == Service::Neutron;
@@ -185,5 +207,9 @@ mod tests {
         assert_eq!(service_of("security_groups.get"), Service::Neutron);
         let error = fault_error(FaultKind::Capacity, "servers.create", "x");
         assert_eq!(error.status, StatusCode::FORBIDDEN);
+        assert_eq!(scheduling_outcome(FaultKind::Placement, "servers.create"), Some(Scheduling::NoValidHost));
+        assert_eq!(scheduling_outcome(FaultKind::Capacity, "servers.create"), None);
+        assert_eq!(scheduling_outcome(FaultKind::Placement, "ports.create"), None);
+        assert_eq!(fault_error(FaultKind::Placement, "volumes.create", "x").status, StatusCode::PAYLOAD_TOO_LARGE);
     }
 }

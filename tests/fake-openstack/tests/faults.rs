@@ -8,7 +8,7 @@ mod common;
 use common::Fake;
 use fake_openstack::{NETWORK_ID, PUBLIC_IMAGE};
 use reqwest::Method;
-use serde_json::json;
+use serde_json::{Value, json};
 
 #[tokio::test]
 async fn throttle_answers_429_with_retry_after_in_each_services_style() {
@@ -113,4 +113,73 @@ async fn rate_limit_and_reset() {
     assert!(inventory["instances"].as_array().unwrap().is_empty());
     assert_eq!(inventory["images"].as_array().unwrap().len(), 3);
     assert!(inventory["dependents"].as_array().unwrap().is_empty());
+}
+
+/// `placement` on `servers.create` is Nova's `NoValidHost`: never an error answer (the
+/// API accepts the server with 202 before the scheduler runs), but a server that stays
+/// BUILD (`scheduling`) and then goes to ERROR with its `fault` (code 500). Nothing was
+/// set up on a host: the user's port stays unbound, no Nova port and no boot volume are
+/// made, and its delete (Nova's local delete: no host took it) is done at once. Both
+/// phases, and only the faulted server.
+#[tokio::test]
+async fn placement_on_servers_create_is_a_server_the_scheduler_fails() {
+    let fake = Fake::start().await;
+    fake.admin("timing", json!({"boot_ms": 200, "stop_ms": 0})).await;
+    for phase in ["before", "after"] {
+        fake.admin("faults", json!({"operation": "create", "kind": "placement", "times": 1, "phase": phase})).await;
+        let port = fake
+            .call(Method::POST, "/network/v2.0/ports", Some(json!({"port": {"network_id": NETWORK_ID, "name": "p"}})))
+            .await
+            .expect(201);
+        let port_id = port["port"]["id"].as_str().unwrap().to_owned();
+        let id = fake
+            .create_server(
+                &format!("unplaceable-{phase}"),
+                json!({"imageRef": "", "networks": [{"port": port_id}, {"uuid": NETWORK_ID}],
+                       "block_device_mapping_v2": [{"boot_index": 0, "uuid": PUBLIC_IMAGE, "source_type": "image",
+                           "destination_type": "volume", "volume_size": 10, "delete_on_termination": true}]}),
+            )
+            .await;
+        let building = fake.server(&id).await;
+        assert_eq!(
+            (building["status"].as_str(), building["OS-EXT-STS:task_state"].as_str()),
+            (Some("BUILD"), Some("scheduling"))
+        );
+        assert!(building.get("fault").is_none(), "{building}");
+        assert_eq!(fake.wait_server(&id, "ERROR").await, vec!["BUILD", "ERROR"]);
+        let failed = fake.server(&id).await;
+        assert_eq!(failed["fault"]["code"], 500, "{failed}");
+        assert!(failed["fault"]["message"].as_str().unwrap().starts_with("No valid host was found."), "{failed}");
+        assert!(failed["fault"]["created"].is_string(), "{failed}");
+        assert_eq!(
+            (failed["OS-EXT-STS:vm_state"].as_str(), &failed["OS-EXT-STS:task_state"]),
+            (Some("error"), &Value::Null)
+        );
+        assert_eq!(failed["addresses"], json!({}), "no port was bound: {failed}");
+        assert_eq!(failed["os-extended-volumes:volumes_attached"], json!([]), "no volume was made: {failed}");
+        let port = fake.get(&format!("/network/v2.0/ports/{port_id}")).await.expect(200);
+        assert_eq!(port["port"]["device_id"], "", "the user's port stays unbound");
+        let inventory = fake.inventory().await;
+        let live_dependents: Vec<&Value> = inventory["dependents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|d| d["live"] == true && d["name"] == format!("unplaceable-{phase}").as_str())
+            .collect();
+        assert!(live_dependents.is_empty(), "{phase}: {live_dependents:?}");
+        fake.nova(Method::DELETE, &format!("/servers/{id}"), None).await.expect(204);
+        assert_eq!(fake.server(&id).await, Value::Null, "no host took it: Nova deletes it at once");
+        fake.call(Method::DELETE, &format!("/network/v2.0/ports/{port_id}"), None).await.expect(204);
+        // The fault was used up: the next server is placed.
+        let next = fake.create_server(&format!("placed-{phase}"), json!({})).await;
+        assert_eq!(fake.wait_server(&next, "ACTIVE").await.last().map(String::as_str), Some("ACTIVE"));
+    }
+    let inventory = fake.inventory().await;
+    assert_eq!(
+        inventory["dependents"].as_array().unwrap().iter().filter(|d| d["live"] == true).count(),
+        2,
+        "the two placed servers' Nova ports"
+    );
+    let calls = fake.admin_get("calls").await;
+    assert_eq!(calls["injected"]["placement"], 2, "{calls}");
 }

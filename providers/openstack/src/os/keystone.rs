@@ -22,6 +22,8 @@ pub(crate) enum Service {
     Network,
     /// Glance.
     Image,
+    /// Cinder (only for the boot volumes the Go provider made, see [`crate::go_volumes`]).
+    BlockStorage,
 }
 
 impl Service {
@@ -31,6 +33,7 @@ impl Service {
             Self::Compute => "compute",
             Self::Network => "network",
             Self::Image => "image",
+            Self::BlockStorage => "volume",
         }
     }
 
@@ -40,13 +43,16 @@ impl Service {
             Self::Compute => &["compute"],
             Self::Network => &["network"],
             Self::Image => &["image"],
+            Self::BlockStorage => &["block-storage", "volumev3"],
         }
     }
 
     /// The API root from a catalog URL: a version the catalog names at the
     /// end of the path (Nova's legacy `/v2/<project>` included) is replaced by
     /// the one the driver speaks: Nova `/v2.1` (microversions need it),
-    /// Neutron `/v2.0`, Glance `/v2`.
+    /// Neutron `/v2.0`, Glance `/v2`. Cinder's catalog URL is kept as it is
+    /// when it names a version (`/v3/<project>`, or `/v3` where the project is
+    /// optional), else `/v3` is appended.
     fn api_root(self, url: &str) -> String {
         let url = url.trim_end_matches('/');
         let path_at = url.find("://").map_or(0, |s| url[s + 3..].find('/').map_or(url.len(), |p| s + 3 + p));
@@ -54,6 +60,12 @@ impl Service {
         let mut segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
         let is_version =
             |s: &str| s.len() > 1 && s.starts_with('v') && s[1..].bytes().all(|b| b.is_ascii_digit() || b == b'.');
+        if self == Self::BlockStorage {
+            if !segments.iter().any(|s| is_version(s)) {
+                segments.push("v3");
+            }
+            return format!("{base}/{}", segments.join("/"));
+        }
         match segments.as_slice() {
             [.., v, _project] if self == Self::Compute && is_version(v) => segments.truncate(segments.len() - 2),
             [.., v] if is_version(v) => segments.truncate(segments.len() - 1),
@@ -62,7 +74,7 @@ impl Service {
         let version = match self {
             Self::Compute => "v2.1",
             Self::Network => "v2.0",
-            Self::Image => "v2",
+            Self::Image | Self::BlockStorage => "v2",
         };
         segments.push(version);
         format!("{base}/{}", segments.join("/"))
@@ -268,6 +280,12 @@ mod tests {
         assert_eq!(Service::Network.api_root("https://cloud/network/v2.0"), "https://cloud/network/v2.0");
         assert_eq!(Service::Image.api_root("https://glance:9292/v2"), "https://glance:9292/v2");
         assert_eq!(Service::Image.api_root("https://cloud/image"), "https://cloud/image/v2");
+        assert_eq!(
+            Service::BlockStorage.api_root("https://cinder:8776/v3/0123abcd/"),
+            "https://cinder:8776/v3/0123abcd"
+        );
+        assert_eq!(Service::BlockStorage.api_root("https://cloud/volume/v3"), "https://cloud/volume/v3");
+        assert_eq!(Service::BlockStorage.api_root("https://cloud/volume"), "https://cloud/volume/v3");
     }
 
     #[test]

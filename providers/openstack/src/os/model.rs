@@ -243,3 +243,43 @@ pub(crate) struct MembersPage {
     #[serde(default)]
     pub(crate) members: Vec<Member>,
 }
+
+/// A Cinder volume (`GET /volumes/detail`): what the clean-up of a boot volume
+/// the Go provider made reads ([`crate::go_volumes`]).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub(crate) struct Volume {
+    /// Volume id.
+    #[serde(default)]
+    pub(crate) id: String,
+    /// Volume name (the Go provider names a boot volume after its machine).
+    #[serde(default)]
+    pub(crate) name: Option<String>,
+    /// `available`, `in-use`, `deleting`, `error`, ...
+    #[serde(default)]
+    pub(crate) status: String,
+    /// Metadata (the Go provider puts the class's tags there).
+    #[serde(default)]
+    pub(crate) metadata: BTreeMap<String, String>,
+    /// The servers it is attached to.
+    #[serde(default)]
+    pub(crate) attachments: Vec<VolumeAttachment>,
+}
+
+/// One attachment of a volume.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub(crate) struct VolumeAttachment {
+    /// The server.
+    #[serde(default)]
+    pub(crate) server_id: String,
+}
+
+/// A page of `GET /volumes/detail`.
+#[derive(Debug, Deserialize)]
+pub(crate) struct VolumesPage {
+    /// The volumes.
+    #[serde(default)]
+    pub(crate) volumes: Vec<Volume>,
+    /// `next` when there are more.
+    #[serde(default)]
+    pub(crate) volumes_links: Vec<Link>,
+}

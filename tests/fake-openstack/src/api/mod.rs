@@ -1,7 +1,9 @@
 //! The request pipeline: version discovery documents (free, uncounted), Keystone's token
 //! endpoint (counted separately), then for every other service: the `X-Auth-Token` check
 //! (a 401 is no counted call), Nova's microversion, routing to an operation name, the
-//! admin call gate ([`fake_cloud_support::Admin::begin_call`]) and the handlers.
+//! admin call gate ([`fake_cloud_support::Admin::begin_call`]) and the handlers. An
+//! injected fault that Nova would not answer (`placement` on `servers.create`) is applied
+//! as the scheduler's outcome for the server instead ([`crate::hooks::scheduling_outcome`]).
 
 mod cinder;
 mod discovery;
@@ -11,7 +13,8 @@ mod keystone;
 mod networks;
 mod paging;
 mod ports;
-mod servers;
+/// Nova's servers; [`servers::nova_port`] is also how the planted server gets its port.
+pub(crate) mod servers;
 mod wire;
 
 use std::future::Future;
@@ -24,12 +27,14 @@ use axum::extract::Request;
 use axum::http::header::{HOST, VARY, WWW_AUTHENTICATE};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use fake_cloud_support::Admin;
+use fake_cloud_support::{Admin, RejectionCause};
 use serde_json::Value;
 
 use crate::NOVA_MAX_MICROVERSION;
 use crate::error::{ApiError, ApiResult, Service};
+use crate::hooks::{schedules, scheduling_outcome};
 use crate::state::Store;
+use crate::state::compute::Scheduling;
 
 /// What every handler needs: the shared admin machinery and the cloud state.
 #[derive(Clone)]
@@ -179,16 +184,41 @@ async fn serve(ctx: &Ctx, service: Service, mut call: Call, path_project: Option
     let Some(operation) = operation else {
         return decorate(ApiError::no_route(service).into_response(), &call, service, &identity_uri);
     };
+    // An injected fault that is a scheduling outcome (`placement` on `servers.create`)
+    // is applied to the server the call makes, in either phase, instead of answered.
+    let mut scheduling = Scheduling::Placed;
     let guard = match ctx.admin.begin_call(operation).await {
-        Ok(guard) => guard,
-        Err(rejection) => return decorate(rejection.into_response(), &call, service, &identity_uri),
+        Ok(guard) => Some(guard),
+        Err(rejection) => match scheduling_outcome(rejection.kind, operation) {
+            Some(outcome) if matches!(rejection.cause, RejectionCause::Injected(_)) => {
+                scheduling = outcome;
+                None
+            }
+            _ => return decorate(rejection.into_response(), &call, service, &identity_uri),
+        },
+    };
+    // The `after` fault of an operation with scheduling outcomes is drawn before its
+    // handler runs (the draw does not depend on the answer): a scheduling outcome shapes
+    // the server, any other fault replaces the answer, as `CallGuard::finish` does.
+    let (guard, lost_answer) = match guard {
+        Some(guard) if schedules(operation) => match guard.after_fault() {
+            Some(rejection) => match scheduling_outcome(rejection.kind, operation) {
+                Some(outcome) => {
+                    scheduling = outcome;
+                    (None, None)
+                }
+                None => (None, Some(rejection)),
+            },
+            None => (None, None),
+        },
+        other => (other, None),
     };
     let result: ApiResult = if path_project.as_deref().is_some_and(|p| p != call.project_id) {
         Err(ApiError::forbidden(service, "Policy doesn't allow volume:get_all to be performed."))
     } else {
         match service {
             Service::Nova if operation.starts_with("flavors") => flavors::handle(&call, operation),
-            Service::Nova => servers::handle(ctx, &call, operation),
+            Service::Nova => servers::handle(ctx, &call, operation, scheduling),
             Service::Neutron if operation.starts_with("ports") => ports::handle(ctx, &call, operation),
             Service::Neutron => networks::handle(ctx, &call, operation),
             Service::Glance => glance::handle(ctx, &call, operation),
@@ -196,7 +226,12 @@ async fn serve(ctx: &Ctx, service: Service, mut call: Call, path_project: Option
             Service::Keystone => Err(ApiError::no_route(service)),
         }
     };
-    let response = guard.finish(result.unwrap_or_else(IntoResponse::into_response));
+    let response = result.unwrap_or_else(IntoResponse::into_response);
+    let response = match (lost_answer, guard) {
+        (Some(rejection), _) => rejection.into_response(),
+        (None, Some(guard)) => guard.finish(response),
+        (None, None) => response,
+    };
     decorate(response, &call, service, &identity_uri)
 }
 

@@ -1,5 +1,6 @@
 //! Nova servers: microversions, `POST /servers` with its validation and side effects
-//! (Nova-made ports, user ports attached, boot volumes), `GET /servers[/detail]` with the
+//! (Nova-made ports, user ports attached, boot volumes; none of them for a server the
+//! scheduler cannot place, [`Scheduling::NoValidHost`]), `GET /servers[/detail]` with the
 //! regex name filter and marker paging, `GET /servers/{id}` and `DELETE /servers/{id}`.
 
 use std::collections::BTreeMap;
@@ -17,7 +18,7 @@ use serde_json::{Map, Value, json};
 use super::paging::{PageError, next_query, page};
 use super::{Call, Ctx, nova_max, wire};
 use crate::error::{ApiError, ApiResult, Service};
-use crate::state::compute::{AttachedVolume, Server, ServerPhase, flavor};
+use crate::state::compute::{AttachedVolume, Scheduling, Server, ServerPhase, flavor};
 use crate::state::network::{FixedIp, Port, random_mac};
 use crate::state::volumes::{Attachment, Volume, VolumePhase};
 use crate::state::{State, compute};
@@ -69,10 +70,11 @@ pub(crate) fn operation(method: &Method, path: &[&str]) -> Option<&'static str> 
     }
 }
 
-/// Dispatches a server operation.
-pub(crate) fn handle(ctx: &Ctx, call: &Call, operation: &str) -> ApiResult {
+/// Dispatches a server operation; `scheduling` is what the scheduler decides for a
+/// server that `servers.create` accepts.
+pub(crate) fn handle(ctx: &Ctx, call: &Call, operation: &str, scheduling: Scheduling) -> ApiResult {
     match operation {
-        "servers.create" => create(ctx, call),
+        "servers.create" => create(ctx, call, scheduling),
         "servers.list" => list(ctx, call),
         "servers.get" => get(ctx, call),
         "servers.delete" => delete(ctx, call),
@@ -230,7 +232,42 @@ fn bdms(call: &Call, server: &Map<String, Value>) -> Result<Vec<Bdm>, ApiError> 
         .collect()
 }
 
-fn create(ctx: &Ctx, call: &Call) -> ApiResult {
+/// The port Nova makes for a server booted on a network (`networks: [{"uuid": …}]`)
+/// once a compute host takes it: unnamed and untagged, bound to the server
+/// (`device_id`, `device_owner compute:<zone>`), with the server's security groups
+/// (ids) and `fixed_ips`, no allowed address pairs, `DOWN` until the server is ACTIVE
+/// ([`State::advance`] turns it `ACTIVE` then), deleted with the server.
+pub(crate) fn nova_port(
+    project_id: &str,
+    server_id: &str,
+    availability_zone: &str,
+    network_id: &str,
+    fixed_ips: Vec<FixedIp>,
+    security_groups: Vec<String>,
+    created: SystemTime,
+) -> Port {
+    Port {
+        id: uuid::Uuid::new_v4().to_string(),
+        project_id: project_id.to_owned(),
+        name: String::new(),
+        description: String::new(),
+        network_id: network_id.to_owned(),
+        mac_address: random_mac(),
+        status: "DOWN",
+        device_id: server_id.to_owned(),
+        device_owner: format!("compute:{availability_zone}"),
+        fixed_ips,
+        security_groups,
+        allowed_address_pairs: Vec::new(),
+        tags: Vec::new(),
+        created,
+        updated: created,
+        revision: 1,
+        made_by_nova: true,
+    }
+}
+
+fn create(ctx: &Ctx, call: &Call, scheduling: Scheduling) -> ApiResult {
     let body = call.json(NOVA)?;
     let server = body
         .get("server")
@@ -400,7 +437,13 @@ fn create(ctx: &Ctx, call: &Call) -> ApiResult {
 
     let id = uuid::Uuid::new_v4().to_string();
     let created = SystemTime::now();
-    let fail = match state.failures.as_mut() {
+    // Everything above is the API's own validation (4xx before any scheduling);
+    // what follows happens once the scheduler placed the server on a host. A
+    // server it cannot place gets none of it: its ports stay unbound (Nova binds
+    // them on the compute host), it gets no Nova-made port and no new volume
+    // (made on the host too); a pre-existing volume stays reserved for it.
+    let placed = scheduling == Scheduling::Placed;
+    let fail = match state.failures.as_mut().filter(|_| placed) {
         Some(failures) if failures.times > 0 => {
             failures.times -= 1;
             Some((failures.code, failures.message.clone()))
@@ -412,7 +455,7 @@ fn create(ctx: &Ctx, call: &Call) -> ApiResult {
     }
     let device_owner = format!("compute:{availability_zone}");
     let mut port_ids = Vec::new();
-    for net in nets {
+    for net in nets.into_iter().filter(|_| placed) {
         match net {
             NetRequest::Port(port_id) => {
                 if let Some(port) = state.ports.get_mut(&port_id) {
@@ -442,25 +485,15 @@ fn create(ctx: &Ctx, call: &Call) -> ApiResult {
                         }
                     }
                 }
-                let port = Port {
-                    id: uuid::Uuid::new_v4().to_string(),
-                    project_id: call.project_id.clone(),
-                    name: String::new(),
-                    description: String::new(),
-                    network_id,
-                    mac_address: random_mac(),
-                    status: "DOWN",
-                    device_id: id.clone(),
-                    device_owner: device_owner.clone(),
+                let port = nova_port(
+                    &call.project_id,
+                    &id,
+                    &availability_zone,
+                    &network_id,
                     fixed_ips,
-                    security_groups: group_ids.clone(),
-                    allowed_address_pairs: Vec::new(),
-                    tags: Vec::new(),
+                    group_ids.clone(),
                     created,
-                    updated: created,
-                    revision: 1,
-                    made_by_nova: true,
-                };
+                );
                 port_ids.push(port.id.clone());
                 state.ports.insert(port.id.clone(), port);
             }
@@ -477,6 +510,9 @@ fn create(ctx: &Ctx, call: &Call) -> ApiResult {
                 volume.updated = created;
             }
             volumes.push(AttachedVolume { id: volume_id, delete_on_termination: bdm.delete_on_termination });
+            continue;
+        }
+        if !placed {
             continue;
         }
         let seq = state.seq();
@@ -521,7 +557,11 @@ fn create(ctx: &Ctx, call: &Call) -> ApiResult {
             created,
             updated: created,
             visible_at: now + invisible,
-            phase: ServerPhase::Building { spawning_at: now + boot / 2, until: now + boot, fail },
+            phase: if placed {
+                ServerPhase::Building { spawning_at: now + boot / 2, until: now + boot, fail }
+            } else {
+                ServerPhase::Unplaceable { until: now + boot / 2 }
+            },
             flavor_id,
             image_id: if boot_volume { None } else { image_id },
             key_name,
@@ -685,7 +725,11 @@ fn delete(ctx: &Ctx, call: &Call) -> ApiResult {
     let stop = ctx.admin.timing().stop();
     let mut state = ctx.store.lock_at(now);
     let server = state.servers.get_mut(id).filter(|s| s.project_id == call.project_id).ok_or_else(|| not_found(id))?;
-    if !server.deleting() {
+    if server.without_host() {
+        // Nova's local delete of an instance no host took (compute API `_delete`:
+        // a build request is deleted, an instance buried in cell0 destroyed), at once.
+        state.remove_server(id, now);
+    } else if !server.deleting() {
         let was = server.status();
         server.phase = ServerPhase::Deleting { until: now + stop, was };
         server.updated = SystemTime::now();

@@ -19,6 +19,26 @@ pub(crate) fn flavor(id: &str) -> Option<Flavor> {
     FLAVORS.iter().copied().find(|f| f.0 == id)
 }
 
+/// The fault Nova records when its scheduler finds no compute host for a
+/// server (`nova.exception.NoValidHost`, `msg_fmt` "No valid host was found.
+/// %(reason)s", with the filter scheduler's reason; an instance fault of code
+/// 500, whose `details` Nova shows to administrators only).
+pub(crate) const NO_VALID_HOST: &str = "No valid host was found. There are not enough hosts available.";
+
+/// What Nova's scheduler decides for a server it accepted (`POST /servers`
+/// answers 202 before the scheduler runs, so neither outcome is in that answer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scheduling {
+    /// A compute host takes it: BUILD (`scheduling`, `spawning`), then ACTIVE.
+    Placed,
+    /// No host can take it (flavor or feature not offered in the zone, no
+    /// capacity, an unsatisfiable server group): BUILD (`scheduling`), then
+    /// ERROR with fault [`NO_VALID_HOST`]. Nothing was set up on a host: no
+    /// port is bound or made for it and no boot volume is made (Nova does
+    /// both on the compute host, after scheduling).
+    NoValidHost,
+}
+
 /// A server fault (`fault` of a server in ERROR).
 #[derive(Debug, Clone)]
 pub(crate) struct ServerFault {
@@ -43,6 +63,17 @@ pub(crate) enum ServerPhase {
         /// The fault to end in, for servers hit by `/_admin/openstack/server-failures`.
         fail: Option<(u16, String)>,
     },
+    /// `BUILD` with task `scheduling` until `until`, then [`ServerPhase::Buried`]
+    /// (a build request no host was found for).
+    Unplaceable {
+        /// When the scheduler gives up.
+        until: Instant,
+    },
+    /// `ERROR` with the fault [`NO_VALID_HOST`], on no host: Nova's conductor
+    /// buries the instance in cell0. Its `DELETE` is Nova's local delete (the
+    /// compute API deletes an instance without a host itself, at once: no task
+    /// `deleting`, 404 right after the 204).
+    Buried,
     /// `ACTIVE`.
     Active,
     /// `ERROR` (see [`Server::fault`]).
@@ -116,9 +147,9 @@ impl Server {
     /// Nova's `status`.
     pub(crate) fn status(&self) -> &'static str {
         match &self.phase {
-            ServerPhase::Building { .. } => "BUILD",
+            ServerPhase::Building { .. } | ServerPhase::Unplaceable { .. } => "BUILD",
             ServerPhase::Active => "ACTIVE",
-            ServerPhase::Error => "ERROR",
+            ServerPhase::Error | ServerPhase::Buried => "ERROR",
             ServerPhase::Deleting { was, .. } => was,
         }
     }
@@ -137,14 +168,21 @@ impl Server {
         match &self.phase {
             ServerPhase::Building { spawning_at, .. } if now < *spawning_at => Some("scheduling"),
             ServerPhase::Building { .. } => Some("spawning"),
+            ServerPhase::Unplaceable { .. } => Some("scheduling"),
             ServerPhase::Deleting { .. } => Some("deleting"),
-            ServerPhase::Active | ServerPhase::Error => None,
+            ServerPhase::Active | ServerPhase::Error | ServerPhase::Buried => None,
         }
     }
 
     /// `OS-EXT-STS:power_state` (0 NOSTATE, 1 RUNNING).
     pub(crate) fn power_state(&self) -> u8 {
         u8::from(self.status() == "ACTIVE")
+    }
+
+    /// Whether no compute host ever took it (a build request, or one buried in
+    /// cell0): Nova deletes such a server at once.
+    pub(crate) fn without_host(&self) -> bool {
+        matches!(self.phase, ServerPhase::Unplaceable { .. } | ServerPhase::Buried)
     }
 
     /// Whether it is being deleted.

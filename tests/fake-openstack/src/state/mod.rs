@@ -29,7 +29,7 @@ pub(crate) const DEFAULT_PAGE_SIZE: usize = 1000;
 /// Default instance quota per project.
 pub(crate) const DEFAULT_INSTANCE_QUOTA: usize = 100;
 /// Default fault message of servers hit by `/_admin/openstack/server-failures`.
-pub(crate) const DEFAULT_FAILURE_MESSAGE: &str = "No valid host was found. There are not enough hosts available.";
+pub(crate) const DEFAULT_FAILURE_MESSAGE: &str = compute::NO_VALID_HOST;
 /// How long gone resources stay in the inventory.
 const GONE_RETENTION: Duration = Duration::from_secs(600);
 
@@ -120,6 +120,15 @@ impl State {
                         server.phase = ServerPhase::Active;
                         built.push((id.clone(), true));
                     }
+                }
+                ServerPhase::Unplaceable { until } if now >= *until => {
+                    server.updated = SystemTime::now();
+                    server.phase = ServerPhase::Buried;
+                    server.fault = Some(ServerFault {
+                        code: 500,
+                        message: compute::NO_VALID_HOST.to_owned(),
+                        created: SystemTime::now(),
+                    });
                 }
                 ServerPhase::Deleting { until, .. } if now >= *until => gone.push(id.clone()),
                 _ => {}
