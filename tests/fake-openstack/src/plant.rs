@@ -25,8 +25,9 @@ use std::time::{Instant, SystemTime};
 
 use fake_cloud_support::{AttachedKind, PlantAttached, PlantError, PlantRequest, Planted, PlantedAttached};
 
+use crate::api::servers::nova_port;
 use crate::state::compute::{AttachedVolume, Server, ServerPhase};
-use crate::state::network::{FixedIp, Port, random_mac};
+use crate::state::network::{FixedIp, Port};
 use crate::state::volumes::{Attachment, Volume, VolumePhase};
 use crate::state::{State, Store};
 
@@ -97,26 +98,15 @@ fn user_port(
         let ip = state.allocate_ip(subnet).ok_or_else(|| PlantError::Invalid(format!("subnet {subnet} is full")))?;
         fixed_ips.push(FixedIp { subnet_id: subnet.clone(), ip_address: ip });
     }
-    let created = SystemTime::now();
-    Ok(Port {
-        id: uuid::Uuid::new_v4().to_string(),
-        project_id: project.to_owned(),
-        name: spec.name.clone(),
-        description: String::new(),
-        network_id: network_id.to_owned(),
-        mac_address: random_mac(),
-        status: "ACTIVE",
-        device_id: server_id.to_owned(),
-        device_owner: format!("compute:{zone}"),
-        fixed_ips,
-        security_groups,
-        allowed_address_pairs: Vec::new(),
-        tags: spec.string_tags.clone(),
-        created,
-        updated: created,
-        revision: 1,
-        made_by_nova: false,
-    })
+    // The port as Nova makes it for a server, then what a user-made port
+    // differs in: its name and tags, and that Nova did not make it. The
+    // planted server is ACTIVE, so its port is too.
+    let mut port = nova_port(project, server_id, zone, network_id, fixed_ips, security_groups, SystemTime::now());
+    port.name = spec.name.clone();
+    port.tags = spec.string_tags.clone();
+    port.status = "ACTIVE";
+    port.made_by_nova = false;
+    Ok(port)
 }
 
 /// Plants the server described by `request` into `store`.
