@@ -39,8 +39,13 @@ const EXHAUSTED_CODES: &[&str] = &[
     "OperationDenied.ResourceControl",
     "QuotaExceeded.PrivateIpAddress",
     "QuotaExceed.ShareImageUser",
-    "Account.Arrearage",
 ];
+
+/// ECS's code for an account with an overdue payment ("Your account has an
+/// outstanding payment", RunInstances error table): no zone or pool can serve
+/// the request until the bill is paid, so it is FAILED_PRECONDITION, not
+/// "cannot place it here".
+const ARREARAGE: &str = "Account.Arrearage";
 
 /// A failed ECS or STS call, reduced to what classification needs.
 #[derive(Debug, Clone)]
@@ -100,6 +105,9 @@ impl EcsFailure {
         {
             return ErrorKind::Unavailable;
         }
+        if code == ARREARAGE {
+            return ErrorKind::FailedPrecondition;
+        }
         if EXHAUSTED_CODES.contains(&code)
             || code.starts_with("QuotaExceed")
             || code.contains("NoStock")
@@ -151,7 +159,13 @@ impl EcsFailure {
         } else {
             self.code.clone()
         };
-        let message = cloud_failure_message(what, &reason, self.http_status, &self.message);
+        let mut message = cloud_failure_message(what, &reason, self.http_status, &self.message);
+        if self.code == ARREARAGE {
+            message = format!(
+                "the Alibaba Cloud account has an unpaid bill: ECS creates nothing in any zone until it is \
+                 settled; {message}"
+            );
+        }
         let err = DriverError::new(kind, reason, message);
         if kind == ErrorKind::Unavailable { err.with_retry_after(RETRY_SOON) } else { err }
     }
@@ -234,11 +248,30 @@ mod tests {
                 assert_eq!(err.retry_after(), None);
             }
         }
+        // An unpaid bill is not a place problem: another zone or pool does not help.
+        assert!(!EXHAUSTED_CODES.contains(&ARREARAGE));
         // Refusals of the class itself stay as they were.
         assert_eq!(EcsFailure::answered(400, "InvalidSpotPriceLimit", "").kind(), ErrorKind::InvalidArgument);
         assert_eq!(
             EcsFailure::answered(400, "InvalidInstanceType.ValueNotSupported", "").kind(),
             ErrorKind::InvalidArgument
         );
+    }
+
+    #[test]
+    fn an_unpaid_bill_is_failed_precondition_and_says_so() {
+        for status in [400, 403] {
+            let err = EcsFailure::answered(status, "Account.Arrearage", "Your account has an outstanding payment.")
+                .driver_error("ecs RunInstances");
+            assert_eq!(err.kind(), ErrorKind::FailedPrecondition, "HTTP {status}");
+            assert_eq!(err.reason(), "Account.Arrearage");
+            assert_eq!(err.retry_after(), None);
+            assert!(err.message().starts_with("the Alibaba Cloud account has an unpaid bill"), "{err}");
+            assert!(err.message().contains("ecs RunInstances failed: Account.Arrearage"), "{err}");
+            assert!(err.message().ends_with("Your account has an outstanding payment."), "{err}");
+        }
+        // Only that code gets the note.
+        let other = EcsFailure::answered(403, "SomethingElse", "m").driver_error("ecs RunInstances");
+        assert!(!other.message().contains("unpaid bill"), "{other}");
     }
 }

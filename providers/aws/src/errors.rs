@@ -55,7 +55,8 @@ const TRANSIENT: &[&str] = &[
 /// InstanceLimitExceeded, VcpuLimitExceeded, VolumeLimitExceeded, MaxIOPSLimitExceeded,
 /// RouteLimitExceeded, Unsupported) and the EC2 error codes reference's other capacity,
 /// placement and quota codes. Any other `Insufficient*` and `*LimitExceeded` (but
-/// `RequestLimitExceeded`, throttling) too.
+/// `RequestLimitExceeded`, throttling; the per-resource limits of [`CLASS_LIMITS`];
+/// `FilterLimitExceeded`, the driver's own request) too.
 const EXHAUSTED: &[&str] = &[
     "Unsupported",
     "InsufficientVolumeCapacity",
@@ -79,6 +80,46 @@ const EXHAUSTED: &[&str] = &[
     "SpotMaxPriceTooLow",
     "ReservationCapacityExceeded",
 ];
+
+/// `*LimitExceeded` codes that are not an account quota but a limit on what
+/// one resource may carry, so the class asks for too much and no other pool
+/// or zone helps: INVALID_ARGUMENT naming the class field, with what the limit
+/// is (EC2 API reference, "Error codes for the Amazon EC2 API", client error
+/// codes for specific actions).
+const CLASS_LIMITS: &[(&str, &str, &str)] = &[
+    // "You've reached the limit on the number of tags that you can assign to the specified resource."
+    (
+        "TagLimitExceeded",
+        "providerSpec.tags",
+        "more tags than EC2 allows on one resource (50, counting the driver's `Name` and \
+         `mcm.gardener.cloud/machine-uid`)",
+    ),
+    // "You've reached the limit on the number of security groups that you can assign to an instance."
+    (
+        "SecurityGroupsPerInstanceLimitExceeded",
+        "providerSpec.networkInterfaces[].securityGroupIDs",
+        "more security groups than the account allows on one instance",
+    ),
+    // "You've reached the limit on the number of security groups you can associate with the specified
+    // network interface."
+    (
+        "SecurityGroupsPerInterfaceLimitExceeded",
+        "providerSpec.networkInterfaces[].securityGroupIDs",
+        "more security groups than the account allows on one network interface (5 unless raised)",
+    ),
+    // "You've reached the limit on the number of Amazon EBS volumes or network interfaces that can be
+    // attached to a single instance."
+    (
+        "AttachmentLimitExceeded",
+        "providerSpec.blockDevices",
+        "more volumes or network interfaces (providerSpec.networkInterfaces) than the machine type can attach",
+    ),
+];
+
+/// The class field and the limit of a [`CLASS_LIMITS`] code.
+fn class_limit(code: &str) -> Option<(&'static str, &'static str)> {
+    CLASS_LIMITS.iter().find(|(c, _, _)| *c == code).map(|(_, field, limit)| (*field, *limit))
+}
 
 const UNAUTHENTICATED: &[&str] = &[
     "AuthFailure",
@@ -106,6 +147,11 @@ pub(crate) fn kind_for(code: &str, http_status: u16) -> ErrorKind {
     // autoscaler pick another zone. Listed in EXHAUSTED, before the `Unsupported*` prefix rule.
     if THROTTLING.contains(&code) || TRANSIENT.contains(&code) {
         ErrorKind::Unavailable
+    } else if class_limit(code).is_some() {
+        ErrorKind::InvalidArgument
+    } else if code == "FilterLimitExceeded" {
+        // "The request uses too many filters or too many filter values": the driver's own request.
+        ErrorKind::Internal
     } else if EXHAUSTED.contains(&code)
         || code.starts_with("Insufficient")
         || (code.ends_with("LimitExceeded") && code != "RequestLimitExceeded")
@@ -150,6 +196,9 @@ pub(crate) fn service_error(
     } else {
         format!("{service} {operation} failed: {code}: {detail}")
     };
+    if let Some((field, limit)) = class_limit(code) {
+        return DriverError::invalid_argument(field, format!("{limit}; {message}"));
+    }
     let err = DriverError::new(kind, code, message);
     if kind == ErrorKind::Unavailable { err.with_retry_after(RETRY_AFTER) } else { err }
 }
@@ -357,6 +406,33 @@ mod tests {
             assert_eq!(kind_for(code, 400), ErrorKind::InvalidArgument, "{code}");
         }
         assert_eq!(kind_for("RequestLimitExceeded", 503), ErrorKind::Unavailable);
+    }
+
+    #[test]
+    fn a_per_resource_limit_is_the_classs_invalid_argument_not_a_quota() {
+        let e = service_error("ec2", "RunInstances", "TagLimitExceeded", 400, Some("Too many tags."));
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+        assert_eq!(e.field(), Some("providerSpec.tags"));
+        assert!(e.message().starts_with("providerSpec.tags: more tags than EC2 allows on one resource (50"), "{e}");
+        assert!(e.message().ends_with("ec2 RunInstances failed: TagLimitExceeded: Too many tags."), "{e}");
+        assert_eq!(e.retry_after(), None);
+        for (code, field) in [
+            ("SecurityGroupsPerInstanceLimitExceeded", "providerSpec.networkInterfaces[].securityGroupIDs"),
+            ("SecurityGroupsPerInterfaceLimitExceeded", "providerSpec.networkInterfaces[].securityGroupIDs"),
+            ("AttachmentLimitExceeded", "providerSpec.blockDevices"),
+        ] {
+            for status in [400, 500] {
+                let e = service_error("ec2", "RunInstances", code, status, None);
+                assert_eq!((e.kind(), e.field()), (ErrorKind::InvalidArgument, Some(field)), "{code} ({status})");
+                assert!(e.message().ends_with(&format!("ec2 RunInstances failed: {code}")), "{e}");
+            }
+        }
+        // The driver's own request is too big: a bug, not the class and not a quota.
+        assert_eq!(kind_for("FilterLimitExceeded", 400), ErrorKind::Internal);
+        // Quotas stay RESOURCE_EXHAUSTED, also one EC2 adds later.
+        for code in ["InstanceLimitExceeded", "VcpuLimitExceeded", "SomeNewLimitExceeded"] {
+            assert_eq!(kind_for(code, 400), ErrorKind::ResourceExhausted, "{code}");
+        }
     }
 
     #[test]

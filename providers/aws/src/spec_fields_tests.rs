@@ -267,9 +267,10 @@ fn launched(spec: &AwsProviderSpec) -> Instance {
 #[test]
 fn the_readme_field_table_is_the_spec_type() {
     let accepted = field_paths::<AwsProviderSpec>().expect("the spec type walks");
-    let rows = readme_table(README, TABLE);
-    let listed: std::collections::BTreeSet<String> = rows.iter().map(|(k, _)| k.clone()).collect();
-    assert_eq!(rows.len(), listed.len(), "a key is listed twice in the README's {TABLE:?} table");
+    let rows = readme_table(README, TABLE).unwrap_or_else(|e| panic!("{e}"));
+    let named: Vec<&String> = rows.iter().flat_map(|r| &r.paths).collect();
+    let listed: std::collections::BTreeSet<String> = named.iter().map(|k| (*k).clone()).collect();
+    assert_eq!(named.len(), listed.len(), "a key is listed twice in the README's {TABLE:?} table");
     let missing: Vec<_> = accepted.difference(&listed).collect();
     let stale: Vec<_> = listed.difference(&accepted).collect();
     assert!(
@@ -280,11 +281,11 @@ fn the_readme_field_table_is_the_spec_type() {
 
 #[test]
 fn every_accepted_key_reaches_what_the_readme_says_or_is_listed_as_ignored() {
-    let rows = readme_table(README, TABLE);
+    let rows = readme_table(README, TABLE).unwrap_or_else(|e| panic!("{e}"));
     let ignored: std::collections::BTreeSet<&str> = rows
         .iter()
-        .filter(|(_, cells)| cells.get(1).is_some_and(|c| c.starts_with("ignored")))
-        .map(|(k, _)| k.as_str())
+        .filter(|r| r.cells.get(1).is_some_and(|c| c.starts_with("ignored")))
+        .flat_map(|r| r.paths.iter().map(String::as_str))
         .collect();
     let mutations = mutations();
     let changed: std::collections::BTreeSet<&str> = mutations.iter().map(|(k, _)| *k).collect();
@@ -303,7 +304,11 @@ fn every_accepted_key_reaches_what_the_readme_says_or_is_listed_as_ignored() {
         reached(&v)
     };
     for (key, mutate) in mutations {
-        let (_, cells) = rows.iter().find(|(k, _)| k == key).unwrap_or_else(|| panic!("{key} not in the README"));
+        let cells = &rows
+            .iter()
+            .find(|r| r.paths.iter().any(|p| p == key))
+            .unwrap_or_else(|| panic!("{key} not in the README"))
+            .cells;
         let place = cells.get(1).copied().unwrap_or("");
         let (before, after) = (state(mutate, false), state(mutate, true));
         let mut reaches = Vec::new();

@@ -14,7 +14,7 @@ use crate::config::CloudEndpoints;
 use crate::naming::VmRef;
 use crate::spec::AzureProviderSpec;
 use crate::vm::{image_disk_body, vm_body};
-use machine_driver_api::spec_walk::field_paths;
+use machine_driver_api::spec_walk::{self, field_paths, merge_patch};
 
 const README: &str = include_str!("../README.md");
 
@@ -109,22 +109,6 @@ fn alternative(path: &str) -> Option<Value> {
         "cloudConfiguration.name" => json!("AzureChina"),
         _ => return None,
     })
-}
-
-/// RFC 7396 merge patch.
-fn merge(target: &mut Value, patch: &Value) {
-    match (target.as_object_mut(), patch.as_object()) {
-        (Some(t), Some(p)) => {
-            for (k, v) in p {
-                if v.is_null() {
-                    t.remove(k);
-                } else {
-                    merge(t.entry(k.clone()).or_insert(Value::Null), v);
-                }
-            }
-        }
-        _ => *target = patch.clone(),
-    }
 }
 
 /// The values at `path` (`a.b[].c`: in every element of `b`).
@@ -223,7 +207,7 @@ fn applied_and_ignored() -> (BTreeSet<String>, BTreeSet<String>) {
     for path in spec_paths() {
         let mut class = base();
         if let Some(patch) = context(&path) {
-            merge(&mut class, &patch);
+            merge_patch(&mut class, &patch);
         }
         let first = values_at(&class, &path).first().map(|v| (*v).clone());
         let Some(first) = first else { panic!("the probe class does not set {path}: add it to base() or context()") };
@@ -239,62 +223,9 @@ fn applied_and_ignored() -> (BTreeSet<String>, BTreeSet<String>) {
     (applied, ignored)
 }
 
-/// The first cells of the first table after `heading`.
-fn first_cells(heading: &str) -> Vec<String> {
-    let start = README.find(heading).unwrap_or_else(|| panic!("README has no {heading:?}"));
-    README[start..]
-        .lines()
-        .skip_while(|l| !l.starts_with('|'))
-        .take_while(|l| l.starts_with('|'))
-        .skip(2)
-        .filter_map(|l| l.split('|').nth(1).map(str::to_string))
-        .collect()
-}
-
-/// The field paths a README cell names: each backticked token in the notation
-/// `a.b`, `a{b, c{d}}`, `a[]{b}`, prefixes distributed.
-fn cell_paths(cell: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for (i, token) in cell.split('`').enumerate() {
-        if i % 2 == 1 {
-            let chars: Vec<char> = token.chars().collect();
-            let mut at = 0;
-            expand(&chars, &mut at, "", &mut out);
-            assert_eq!(at, chars.len(), "README field notation not understood: {token:?}");
-        }
-    }
-    out
-}
-
-/// One comma-separated list of `name{...}` items under `prefix`.
-fn expand(chars: &[char], at: &mut usize, prefix: &str, out: &mut Vec<String>) {
-    loop {
-        while chars.get(*at).is_some_and(|c| c.is_whitespace()) {
-            *at += 1;
-        }
-        let start = *at;
-        while chars.get(*at).is_some_and(|c| !matches!(c, '{' | '}' | ',')) {
-            *at += 1;
-        }
-        let name: String = chars[start..*at].iter().collect::<String>().trim().to_string();
-        let full = if prefix.is_empty() { name } else { format!("{prefix}.{name}") };
-        if chars.get(*at) == Some(&'{') {
-            *at += 1;
-            expand(chars, at, &full, out);
-            assert_eq!(chars.get(*at), Some(&'}'), "unclosed brace");
-            *at += 1;
-        } else {
-            out.push(full);
-        }
-        match chars.get(*at) {
-            Some(',') => *at += 1,
-            _ => return,
-        }
-    }
-}
-
+/// The field paths the README's tables under `heading` name.
 fn readme_paths(heading: &str) -> BTreeSet<String> {
-    first_cells(heading).iter().flat_map(|c| cell_paths(c)).collect()
+    spec_walk::readme_paths(README, heading).unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[test]
@@ -320,7 +251,6 @@ fn the_probe_tells_applied_from_ignored() {
     assert!(applied.contains("properties.identityID"), "{applied:?}");
     assert!(applied.contains("properties.storageProfile.imageReference.skipMarketplaceAgreement"));
     assert!(ignored.contains("properties.osProfile.computerName"), "{ignored:?}");
-    assert!(cell_paths("`a.b{c, d{e, f}}`, `g[]{h}`") == ["a.b.c", "a.b.d.e", "a.b.d.f", "g[].h"]);
 }
 
 /// Every accepted key is applied or listed as deliberately ignored; the README's
@@ -328,7 +258,7 @@ fn the_probe_tells_applied_from_ignored() {
 #[test]
 fn no_accepted_key_is_dropped_silently_and_the_readme_tables_match() {
     let (applied, ignored) = applied_and_ignored();
-    let documented_ignored = readme_paths("### Accepted and ignored");
+    let documented_ignored = readme_paths("Accepted and ignored");
     let silently_dropped: Vec<&String> = ignored.difference(&documented_ignored).collect();
     assert!(
         silently_dropped.is_empty(),
@@ -339,7 +269,7 @@ fn no_accepted_key_is_dropped_silently_and_the_readme_tables_match() {
         not_ignored.is_empty(),
         "the README lists as ignored what the driver applies or has no such field: {not_ignored:?}"
     );
-    let table = readme_paths("## Provider spec");
+    let table = readme_paths("Provider spec");
     let undocumented: Vec<&String> = applied.difference(&table).collect();
     assert!(undocumented.is_empty(), "applied but not in the README's field table: {undocumented:?}");
     let phantom: Vec<&String> = table.difference(&applied).collect();

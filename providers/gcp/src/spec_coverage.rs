@@ -11,82 +11,18 @@ use serde_json::{Value, json};
 
 use crate::instance::{InstanceTarget, build_instance};
 use crate::spec::GcpProviderSpec;
-use machine_driver_api::spec_walk::field_paths;
+use machine_driver_api::spec_walk::{self, field_paths, merge_patch};
 
 const README: &str = include_str!("../README.md");
 
-/// A path as compared: keys are matched ignoring case (as Go's `encoding/json`
-/// and `parse_provider_spec` read them, which also folds the
-/// `ipv6accessType` alias into `ipv6AccessType`), a trailing `[]` (a list of
-/// values) is the list's own key.
-fn normal(path: &str) -> String {
-    path.trim_end_matches("[]").to_ascii_lowercase()
-}
-
 /// The field paths of the spec type.
 fn spec_paths() -> BTreeSet<String> {
-    field_paths::<GcpProviderSpec>().expect("the spec type walks").iter().map(|p| normal(p)).collect()
+    field_paths::<GcpProviderSpec>().expect("the spec type walks")
 }
 
-/// The rows (first cell) of the first table after `heading` in the README.
-fn table_first_cells(heading: &str) -> Vec<String> {
-    let start = README.find(heading).unwrap_or_else(|| panic!("README has no {heading:?}"));
-    README[start..]
-        .lines()
-        .skip_while(|l| !l.starts_with('|'))
-        .take_while(|l| l.starts_with('|'))
-        .skip(2) // header and separator
-        .filter_map(|l| l.split('|').nth(1).map(str::to_string))
-        .collect()
-}
-
-/// The field paths a README cell names: every backticked token in the
-/// notation `name`, `name[]`, `name{a, b{c}}`, `name[]{...}`.
-fn cell_paths(cell: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for (i, token) in cell.split('`').enumerate() {
-        if i % 2 == 1 {
-            let mut chars = token.chars().peekable();
-            parse_list(&mut chars, "", &mut out);
-            assert!(chars.next().is_none(), "README field notation not understood: {token:?}");
-        }
-    }
-    out
-}
-
-fn parse_list(chars: &mut std::iter::Peekable<std::str::Chars<'_>>, prefix: &str, out: &mut Vec<String>) {
-    loop {
-        while chars.peek().is_some_and(|c| c.is_whitespace()) {
-            chars.next();
-        }
-        let mut name = String::new();
-        while let Some(&c) = chars.peek() {
-            if c.is_ascii_alphanumeric() || matches!(c, '[' | ']' | '.') {
-                name.push(c);
-                chars.next();
-            } else {
-                break;
-            }
-        }
-        assert!(!name.is_empty(), "README field notation: empty name after {prefix:?}");
-        let path = format!("{prefix}{name}");
-        if chars.peek() == Some(&'{') {
-            chars.next();
-            parse_list(chars, &format!("{path}."), out);
-            assert_eq!(chars.next(), Some('}'), "README field notation: unclosed {{ after {path:?}");
-        } else {
-            out.push(path);
-        }
-        if chars.peek() == Some(&',') {
-            chars.next();
-        } else {
-            return;
-        }
-    }
-}
-
+/// The field paths the README's tables under `heading` name.
 fn readme_paths(heading: &str) -> BTreeSet<String> {
-    table_first_cells(heading).iter().flat_map(|c| cell_paths(c)).map(|p| normal(&p)).collect()
+    spec_walk::readme_paths(README, heading).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// One probe: the spec field, where the insert body carries it, and two
@@ -101,27 +37,11 @@ fn probe(field: &'static str, at: &'static str, a: (Value, Value), b: (Value, Va
     Probe { field, at, variants: [a, b] }
 }
 
-/// RFC 7396 merge patch (arrays are replaced).
-fn merge(target: &mut Value, patch: &Value) {
-    match (target, patch) {
-        (Value::Object(t), Value::Object(p)) => {
-            for (k, v) in p {
-                if v.is_null() {
-                    t.remove(k);
-                } else {
-                    merge(t.entry(k.clone()).or_insert(Value::Null), v);
-                }
-            }
-        }
-        (t, p) => *t = p.clone(),
-    }
-}
-
 /// The example's boot disk with `extra` merged in.
 fn boot(extra: Value) -> Value {
     let mut d = json!({"boot": true, "autoDelete": true, "sizeGb": 50, "type": "pd-balanced",
         "image": "projects/debian-cloud/global/images/debian-12", "labels": {"name": "worker-a"}});
-    merge(&mut d, &extra);
+    merge_patch(&mut d, &extra);
     d
 }
 
@@ -131,7 +51,7 @@ fn disks(extra: Value) -> Value {
 
 fn nic(extra: Value) -> Value {
     let mut n = json!({"network": "default", "disableExternalIP": false});
-    merge(&mut n, &extra);
+    merge_patch(&mut n, &extra);
     json!({"networkInterfaces": [n]})
 }
 
@@ -145,7 +65,7 @@ fn probes() -> Vec<Probe> {
     let spot = |extra: Value| {
         let mut sched =
             json!({"provisioningModel": "SPOT", "automaticRestart": false, "onHostMaintenance": "TERMINATE"});
-        merge(&mut sched, &extra);
+        merge_patch(&mut sched, &extra);
         json!({"scheduling": sched})
     };
     let limited = |d: Value| json!({"scheduling": {"instanceTerminationAction": "DELETE", "maxRunDuration": d}});
@@ -473,7 +393,7 @@ fn probes() -> Vec<Probe> {
 fn body_with(patch: &Value) -> Value {
     let mut spec: Value =
         serde_json::from_slice(include_bytes!("../examples/machine-class.json")).expect("example class");
-    merge(&mut spec, patch);
+    merge_patch(&mut spec, patch);
     let parsed = GcpProviderSpec::parse(spec.to_string().as_bytes())
         .unwrap_or_else(|e| panic!("probe spec {patch} must be valid: {e}"));
     let target = InstanceTarget { project: "p-1", name: "m-1", uid: "uid-1" };
@@ -497,10 +417,9 @@ fn every_applied_field_reaches_the_insert_body() {
 #[test]
 fn every_accepted_key_is_applied_or_documented_as_ignored() {
     let fields = spec_paths();
-    let applied: BTreeSet<String> = probes().iter().map(|p| normal(p.field)).collect();
-    let ignored = readme_paths("### Accepted and ignored");
-    let documented = readme_paths("| field | rules |");
-    assert!(!ignored.is_empty() && !documented.is_empty(), "README tables not found");
+    let applied: BTreeSet<String> = probes().iter().map(|p| p.field.to_string()).collect();
+    let ignored = readme_paths("Accepted and ignored");
+    let documented = readme_paths("Provider spec");
 
     let unaccounted: Vec<_> = fields.iter().filter(|f| !applied.contains(*f) && !ignored.contains(*f)).collect();
     assert!(unaccounted.is_empty(), "accepted but neither applied nor documented as ignored: {unaccounted:?}");
@@ -517,12 +436,4 @@ fn the_walk_finds_nested_and_listed_fields() {
     for want in ["disks[].encryption.kmsKeyName", "tags", "serviceAccounts[].scopes", "scheduling.preemptible"] {
         assert!(fields.contains(want), "{want} not in {fields:?}");
     }
-}
-
-#[test]
-fn the_readme_notation_is_read_as_paths() {
-    assert_eq!(
-        cell_paths(" `disks[]{boot, encryption{kmsKeyName, kmsKeyServiceAccount}}`, `tags[]` "),
-        ["disks[].boot", "disks[].encryption.kmsKeyName", "disks[].encryption.kmsKeyServiceAccount", "tags[]"]
-    );
 }
