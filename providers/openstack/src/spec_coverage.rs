@@ -1,105 +1,76 @@
 //! No accepted providerSpec key is silently dropped (issue 28): the keys the
-//! spec types accept are read from the types themselves (their serde field
-//! lists, [`fields_of`]), and each is either proven to reach the cloud (a
-//! probe below: a create on the fake with that key set, its value checked on
-//! what Nova, Neutron or Cinder made) or listed in the README under
-//! "Accepted, not sent". The README's field table must list exactly the
-//! probed keys: a key added to the type without a probe and a README row, a
-//! README row of a key the type no longer has, or a key the driver stops
-//! sending each fail here.
+//! spec types accept are read from the types themselves ([`accepted_keys`]
+//! walks them with `machine_driver_api::spec_walk`), and each is either
+//! proven to reach the cloud (a probe below: a create on the fake with that
+//! key set, its value checked on what Nova, Neutron or Cinder made) or listed
+//! in the README under "Accepted, not sent". The README's field table (read
+//! with the kit's `readme_table`) must list exactly the probed keys: a key
+//! added to the type without a probe and a README row, a README row of a key
+//! the type no longer has, or a key the driver stops sending each fail here.
 
 use std::collections::BTreeSet;
 
 use fake_cloud_support::{AdminClient, InventoryInstance};
+use machine_driver_api::spec_walk::{expand_notation, field_paths, merge_patch, normalise_readme_path, readme_table};
 use machine_driver_api::{
     CallContext, CloudOptions, CreateMachine, Driver, DriverError, Machine, MachineClass, SecretBytes, SecretData,
 };
-use serde::de::{self, DeserializeOwned, Visitor};
 use serde_json::{Value, json};
 
 use crate::config::OpenStackConfig;
 use crate::driver::OpenStackDriver;
-use crate::spec::{Envelope, NetworkRef, OpenStackSpec};
+use crate::spec::Envelope;
 
 /// The README, whose field table and "Accepted, not sent" list are checked.
 const README: &str = include_str!("../README.md");
 
-/// A deserializer that only records the field list `deserialize_struct` is given.
-struct FieldNames<'a>(&'a mut Option<&'static [&'static str]>);
+/// The heading of the README's field table (the section ends at the next heading).
+const TABLE: &str = "Provider spec";
 
-impl<'de> de::Deserializer<'de> for FieldNames<'_> {
-    type Error = de::value::Error;
+/// The heading of the README's list of keys that are read but not sent.
+const UNSENT: &str = "Accepted, not sent";
 
-    fn deserialize_any<V: Visitor<'de>>(self, _visitor: V) -> Result<V::Value, Self::Error> {
-        Err(de::Error::custom("not a struct"))
-    }
-
-    fn deserialize_struct<V: Visitor<'de>>(
-        self,
-        _name: &'static str,
-        fields: &'static [&'static str],
-        _visitor: V,
-    ) -> Result<V::Value, Self::Error> {
-        *self.0 = Some(fields);
-        Err(de::Error::custom("field names recorded"))
-    }
-
-    serde::forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf option unit
-        unit_struct newtype_struct seq tuple tuple_struct map enum identifier ignored_any
-    }
-}
-
-/// The JSON keys the struct `T` accepts, as its `Deserialize` names them (renames applied).
-fn fields_of<T: DeserializeOwned>() -> &'static [&'static str] {
-    let mut fields = None;
-    let _ = T::deserialize(FieldNames(&mut fields));
-    fields.unwrap_or_else(|| panic!("{} is not a struct", std::any::type_name::<T>()))
-}
-
-/// Every providerSpec key, as the README names them: the envelope's (less
-/// `spec`), `spec`'s, and `networks[].<key>` for an entry of `networks`.
+/// Every providerSpec key, as the README names them: the envelope's leaf
+/// paths (the walk of [`Envelope`]) with `spec.` dropped from those under
+/// `spec`, and each list of objects by its own key too (`networks`, whose
+/// entries' keys are `networks[].<key>`), since a list of objects makes one
+/// port per entry whatever its entries hold.
 fn accepted_keys() -> BTreeSet<String> {
-    let mut keys: BTreeSet<String> =
-        fields_of::<Envelope>().iter().filter(|k| **k != "spec").map(|k| (*k).to_string()).collect();
-    keys.extend(fields_of::<OpenStackSpec>().iter().map(|k| (*k).to_string()));
-    keys.extend(fields_of::<NetworkRef>().iter().map(|k| format!("networks[].{k}")));
+    let leaves = field_paths::<Envelope>().unwrap_or_else(|e| panic!("{e}"));
+    let mut keys: BTreeSet<String> = leaves.iter().map(|p| p.strip_prefix("spec.").unwrap_or(p).to_string()).collect();
+    let lists: Vec<String> = keys.iter().filter_map(|k| k.split_once("[]").map(|(list, _)| list.to_string())).collect();
+    keys.extend(lists);
     keys
 }
 
-/// The backticked words of `text`.
-fn backticked(text: &str) -> Vec<&str> {
-    text.split('`').skip(1).step_by(2).collect()
-}
-
-/// The README's "Provider spec" section.
-fn spec_section() -> &'static str {
-    let start = README.find("## Provider spec").expect("README: no \"## Provider spec\"");
-    let rest = &README[start + 3..];
-    &rest[..rest.find("\n## ").unwrap_or(rest.len())]
-}
-
-/// The keys of the README's field table (its first column).
+/// The keys of the README's field table, each once (a key in two rows fails).
 fn readme_table_keys() -> BTreeSet<String> {
-    let section = spec_section();
-    let table = &section[..section.find("### Accepted, not sent").unwrap_or(section.len())];
-    table
-        .lines()
-        .filter(|l| l.starts_with("| `"))
-        .flat_map(|l| backticked(l.split('|').nth(1).unwrap_or_default()))
-        .map(str::to_string)
-        .collect()
+    let rows = readme_table(README, TABLE).unwrap_or_else(|e| panic!("{e}"));
+    let named: Vec<String> = rows.into_iter().flat_map(|row| row.paths).collect();
+    let keys: BTreeSet<String> = named.iter().cloned().collect();
+    assert_eq!(keys.len(), named.len(), "a key is in two rows of the README's {TABLE:?} table: {named:?}");
+    keys
 }
 
-/// The keys of the README's "Accepted, not sent" list.
+/// The keys of the README's "Accepted, not sent" list: the first backquoted
+/// token of each `- ` bullet under that heading, up to the next heading, in
+/// the table's notation. (The kit's [`readme_table`] reads tables only.)
 fn readme_unsent_keys() -> BTreeSet<String> {
-    let section = spec_section();
-    let start = section.find("### Accepted, not sent").expect("README: no \"### Accepted, not sent\"");
-    section[start..]
-        .lines()
-        .filter(|l| l.starts_with("- `"))
-        .filter_map(|l| backticked(l).first().map(|k| (*k).to_string()))
-        .collect()
+    let mut keys = BTreeSet::new();
+    let (mut found, mut inside) = (0usize, false);
+    for line in README.lines() {
+        if line.starts_with('#') {
+            inside = line.trim_start_matches('#').trim() == UNSENT;
+            found += usize::from(inside);
+        } else if inside && let Some(bullet) = line.strip_prefix("- ") {
+            let token = bullet.split('`').nth(1).unwrap_or_else(|| panic!("{UNSENT:?}: {line:?} names no key"));
+            let paths = expand_notation(token).unwrap_or_else(|e| panic!("{e}"));
+            keys.extend(paths.iter().map(|p| normalise_readme_path(p)));
+        }
+    }
+    assert_eq!(found, 1, "README: one heading {UNSENT:?}");
+    assert!(!keys.is_empty(), "README: {UNSENT:?} lists no key");
+    keys
 }
 
 /// What the fake holds of one probe's machine after its create.
@@ -140,7 +111,7 @@ impl Made {
 }
 
 /// One key's proof: the patch of the example class's `spec` that sets it
-/// (`null` removes a key) and the check of what the cloud made.
+/// (a JSON Merge Patch: `null` removes a key) and the check of what the cloud made.
 struct Probe {
     key: &'static str,
     patch: Value,
@@ -149,12 +120,6 @@ struct Probe {
 
 fn probes() -> Vec<Probe> {
     use fake_openstack::*;
-    let no_volume = || json!({"rootDiskSize": null, "rootDiskType": null});
-    let merged = |a: Value, b: Value| {
-        let mut a = a;
-        a.as_object_mut().unwrap().extend(b.as_object().unwrap().clone());
-        a
-    };
     vec![
         Probe {
             key: "region",
@@ -176,12 +141,12 @@ fn probes() -> Vec<Probe> {
         },
         Probe {
             key: "imageID",
-            patch: merged(no_volume(), json!({"imageID": PUBLIC_IMAGE})),
+            patch: json!({"rootDiskSize": null, "rootDiskType": null, "imageID": PUBLIC_IMAGE}),
             check: |m| assert_eq!(m.server().extra["image"], PUBLIC_IMAGE),
         },
         Probe {
             key: "imageName",
-            patch: merged(no_volume(), json!({"imageID": null, "imageName": "ubuntu-24.04"})),
+            patch: json!({"rootDiskSize": null, "rootDiskType": null, "imageID": null, "imageName": "ubuntu-24.04"}),
             check: |m| assert_eq!(m.server().extra["image"], PUBLIC_IMAGE),
         },
         Probe {
@@ -290,13 +255,7 @@ fn probes() -> Vec<Probe> {
 async fn made(driver: &OpenStackDriver, admin: &AdminClient, name: String, patch: &Value) -> Made {
     {
         let mut class: Value = serde_json::from_slice(include_bytes!("../examples/machine-class.json")).unwrap();
-        for (k, v) in patch.as_object().unwrap() {
-            if v.is_null() {
-                class["spec"].as_object_mut().unwrap().remove(k);
-            } else {
-                class["spec"][k] = v.clone();
-            }
-        }
+        merge_patch(&mut class["spec"], patch);
         let secret: std::collections::BTreeMap<String, String> =
             serde_json::from_str(include_str!("../examples/secret.json")).unwrap();
         let req = CreateMachine {
