@@ -168,7 +168,7 @@ impl AzureDriver {
         self.recent.record(target.clone(), ());
         // The NIC and disks the PUT made carry no tags: the first status poll tags them.
         let tags = vm::machine_tags(&spec, &req.machine.uid);
-        self.tags_to_apply.record(&target, PendingTags::of_create(&spec, &target, &nic_name, tags));
+        self.tags_to_apply.record(&target, PendingTags::of_create(&spec, &target, &nic_name, &req.machine.uid, tags));
         // The NIC's address is read once by GetMachineStatus: the VM PUT's answer carries none.
         self.forget_addresses(&target);
         Ok(created(&target, Vec::new()))

@@ -168,15 +168,14 @@ impl ArmFailure {
 
     /// Quota or capacity exhausted, or the VM cannot be placed there (the Go
     /// provider's list; `OperationNotAllowed` about a quota; `BadRequest`
-    /// saying the size or a feature is "not supported" there, which the Go
-    /// provider maps to ResourceExhausted since #225: its `NotSupportedRegex`
-    /// `(?i)not\s+supported`).
+    /// saying the size or a feature is "not supported" in a zone, location or
+    /// region: [`says_not_supported_there`]).
     pub(crate) fn is_exhausted(&self) -> bool {
         let code = self.code();
         let message = self.message.to_ascii_lowercase();
         EXHAUSTED_CODES.contains(&code)
             || (code == "OperationNotAllowed" && message.contains("quota"))
-            || (code == "BadRequest" && says_not_supported(&message))
+            || (code == "BadRequest" && says_not_supported_there(&message))
     }
 
     /// The driver error kind this failure belongs to.
@@ -253,12 +252,41 @@ impl ArmFailure {
     }
 }
 
-/// `(?i)not\s+supported` (the Go provider's `NotSupportedRegex`) on a lowercase message.
-fn says_not_supported(lowercase: &str) -> bool {
-    lowercase.match_indices("not").any(|(at, _)| {
+/// A lowercase `BadRequest` message that says something is not supported in
+/// a place: `(?i)not\s+supported` (the Go provider's `NotSupportedRegex`,
+/// pkg/azure/access/errors/errors.go, which maps every such `BadRequest` to
+/// ResourceExhausted) followed by a zone, location or region ("in zone '3'",
+/// "in location 'eastus2'", "in this region", "for location 'westcentralus'",
+/// "for this VM size in the location"). Go's rule alone also catches refusals
+/// of the class itself ("Encryption Type ... is not supported for server
+/// side encryption with customer managed key", "... is not supported for
+/// this API version"), which no other pool or zone cures: those stay
+/// INVALID_ARGUMENT, as every other 400.
+fn says_not_supported_there(lowercase: &str) -> bool {
+    not_supported_at(lowercase).is_some_and(|end| names_a_place(&lowercase[end..]))
+}
+
+/// Where the first `not\s+supported` of a lowercase message ends.
+fn not_supported_at(lowercase: &str) -> Option<usize> {
+    lowercase.match_indices("not").find_map(|(at, _)| {
         let rest = &lowercase[at + 3..];
         let trimmed = rest.trim_start();
-        trimmed.len() < rest.len() && trimmed.starts_with("supported")
+        (trimmed.len() < rest.len() && trimmed.starts_with("supported"))
+            .then(|| lowercase.len() - trimmed.len() + "supported".len())
+    })
+}
+
+/// Whether `text` (lowercase) names a zone, location or region: `in` or
+/// `for`, maybe an article (`the`, `this`, `that`, `current`, `availability`),
+/// then `zone`, `location` or `region`.
+fn names_a_place(text: &str) -> bool {
+    const SKIPPED: &[&str] = &["the", "this", "that", "current", "availability", "requested", "selected"];
+    const PLACES: &[&str] = &["zone", "location", "region"];
+    let words: Vec<&str> = text.split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty()).collect();
+    words.iter().enumerate().filter(|(_, w)| matches!(**w, "in" | "for")).any(|(i, _)| {
+        let mut next = words[i + 1..].iter().skip_while(|w| SKIPPED.contains(w));
+        // "zone", "zones", "zone(s)" alike.
+        next.next().is_some_and(|w| PLACES.contains(&w.strip_suffix('s').unwrap_or(w)))
     })
 }
 
@@ -340,20 +368,43 @@ mod tests {
             assert_eq!(kind(status, code, "x"), ErrorKind::ResourceExhausted, "{code}");
             assert_eq!(ArmFailure::operation(Some(code.into()), "x").kind(), ErrorKind::ResourceExhausted, "{code}");
         }
+        // A BadRequest saying it is not supported in a zone, location or region: exhausted.
+        // Real ARM messages (Compute's `VMSizeNotSupported`, AKS's zone refusal, ACI's
+        // location refusal, as users quote them) under the code Go reads.
+        for there in [
+            "Virtual Machine size: 'standard_dc16ads_cc_v5' is not supported in location 'eastus2'.",
+            "The zone(s) '2' for resource 'defaultpool' is not supported in location 'eastus'",
+            "Virtual network is not supported in location 'eastus' for container group 'appcontaineryaml'. \
+             Please use one of the locations 'EastUS2EUAP,CentralUSEUAP,WestUS,WestCentralUS,NorthEurope,WestEurope'.",
+            "The zone(s) '1' for resource 'Microsoft.Compute/virtualMachines/infra-1' is not supported. \
+             The supported zones for location 'northcentralus' are ''",
+            // Go's regex: any case, any white space.
+            "Virtual Machine size: 'Standard_L8s_v3' is NOT\tSUPPORTED in location 'westeurope'.",
+        ] {
+            assert_eq!(kind(400, "BadRequest", there), ErrorKind::ResourceExhausted, "{there}");
+        }
+        // Not supported, but no place: the class's own error, which no other pool or zone
+        // cures (real ARM messages: Compute's refusal of a disk encryption type, Spot's
+        // refusals listed in Azure's Spot VM error table).
+        for input in [
+            "Encryption Type ConfidentialVmEncryptedWithCustomerKey is not supported for server side encryption \
+             with customer managed key.  Target: '/subscriptions/7157c5e7-0f06-458b-8229-0a0f52209ee2/resourceGroups/\
+             chkmarx-conf-compute-mvp/providers/Microsoft.Compute/disks/cc-win_OsDisk_1'.",
+            "Azure Spot Virtual Machine is not supported for this API version.",
+            "Azure Spot Virtual Machine is not supported for this VM size Standard_A0.",
+        ] {
+            assert_eq!(kind(400, "BadRequest", input), ErrorKind::InvalidArgument, "{input}");
+        }
+        // A place that is not what is "not supported" (before it) does not count.
         assert_eq!(
-            kind(
-                400,
-                "BadRequest",
-                "The VM size Standard_L8s_v3 is not supported in zone '3' of location 'westeurope'."
-            ),
-            ErrorKind::ResourceExhausted
-        );
-        assert_eq!(
-            kind(400, "BadRequest", "Accelerated networking is NOT\tSUPPORTED for this VM size in this location."),
-            ErrorKind::ResourceExhausted
+            kind(400, "BadRequest", "In location 'westeurope' the value of osDisk.caching is not supported."),
+            ErrorKind::InvalidArgument
         );
         // Not "not supported": a plain bad request.
-        assert_eq!(kind(400, "BadRequest", "The request is invalid: notsupported"), ErrorKind::InvalidArgument);
+        assert_eq!(
+            kind(400, "BadRequest", "The request is invalid: notsupported in zone 1"),
+            ErrorKind::InvalidArgument
+        );
         assert_eq!(kind(400, "BadRequest", "Bad value for vmSize."), ErrorKind::InvalidArgument);
         // Only BadRequest's message is read (Go's rule): another code saying so keeps its kind.
         assert_eq!(kind(400, "InvalidParameter", "is not supported"), ErrorKind::InvalidArgument);

@@ -14,9 +14,20 @@
 //!    such an image without it: `VMMarketplaceInvalidInput`).
 //!
 //! Fewer calls than Go (which makes 1-3 of them on every create): an image's
-//! plan (or that it has none) is remembered per cloud, location and URN, and
-//! an accepted agreement per subscription and plan, for the process's life
-//! (both bounded, least recently used dropped). A VM PUT that ARM refuses
+//! plan (or that it has none) is remembered per cloud, subscription (what a
+//! subscription may see of the marketplace is its own), location and URN,
+//! and an accepted agreement per subscription and plan (both bounded, least
+//! recently used dropped). A URN with a version number names one image
+//! version, which never changes: its plan is remembered for the process's
+//! life. A URN with version `latest` names whichever version is newest, which
+//! moves when the publisher publishes one: its plan is remembered for
+//! [`LATEST_PLAN_TTL`] (1 h), then read again. That is at most one
+//! `virtualMachineImages.get` an hour per subscription, location and URN, where
+//! reading it on each create costs one per create (the autoscaler's bursts
+//! make tens a minute); and it stays correct because a purchase plan belongs
+//! to the offer's SKU (`plan.name` is the SKU's plan, the same for its
+//! versions), so a new version with another plan (or none) is a change the
+//! driver follows within the hour. A VM PUT that ARM refuses
 //! because the terms are not accepted (`ResourcePurchaseValidationFailed`,
 //! `MarketplacePurchaseEligibilityFailed`: someone cancelled them since)
 //! forgets the agreement and the create accepts the terms again once.
@@ -25,6 +36,9 @@
 //! answers PERMISSION_DENIED naming the action it lacks
 //! ([`AGREEMENT_WRITE_ACTION`]) and the two ways out (grant it, or accept
 //! the terms once by hand).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use machine_driver_api::{CallFailure, DriverError, ErrorKind, KeyedCache};
 use serde::Deserialize;
@@ -42,6 +56,8 @@ pub(crate) const AGREEMENT_WRITE_ACTION: &str =
     "Microsoft.MarketplaceOrdering/offertypes/publishers/offers/plans/agreements/write";
 /// Most remembered image plans and accepted agreements.
 const MAX_REMEMBERED: usize = 1024;
+/// How long the plan of a `latest` URN is remembered (the version it names moves).
+pub(crate) const LATEST_PLAN_TTL: Duration = Duration::from_secs(3600);
 
 /// A marketplace image's purchase plan (`plan` of the image version; `product` is the offer).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -79,16 +95,16 @@ impl Urn {
     }
 }
 
-/// Cloud, location, publisher, offer, sku, version (lowercase).
-type ImageKey = (String, String, String, String, String, String);
+/// Cloud, subscription, location, publisher, offer, sku, version (lowercase).
+type ImageKey = (String, String, String, String, String, String, String);
 /// Cloud, subscription, publisher, product, plan (lowercase).
 type AgreementKey = (String, String, String, String, String);
 
 /// What this process knows of marketplace images and agreements.
 #[derive(Debug)]
 pub(crate) struct Marketplace {
-    /// Each image's plan (`None`: the image has none).
-    plans: KeyedCache<ImageKey, Option<Plan>>,
+    /// Each image's plan.
+    plans: KeyedCache<ImageKey, KnownPlan>,
     /// Agreements known accepted.
     accepted: KeyedCache<AgreementKey, ()>,
 }
@@ -97,6 +113,15 @@ impl Default for Marketplace {
     fn default() -> Self {
         Self { plans: KeyedCache::new(MAX_REMEMBERED), accepted: KeyedCache::new(MAX_REMEMBERED) }
     }
+}
+
+/// An image's plan as read, and until when it holds.
+#[derive(Debug)]
+struct KnownPlan {
+    /// The plan (`None`: the image has none).
+    plan: Option<Plan>,
+    /// Until when it holds (`None`: for good; a pinned version never changes).
+    until: Option<Instant>,
 }
 
 /// The image version as `virtualMachineImages.get` answers it (what is read of it).
@@ -112,6 +137,18 @@ struct ImageProperties {
     plan: Option<Plan>,
 }
 
+fn image_key(cloud: &str, vm: &VmRef, urn: &Urn) -> ImageKey {
+    (
+        cloud.to_ascii_lowercase(),
+        vm.subscription.to_ascii_lowercase(),
+        vm.location.to_ascii_lowercase(),
+        urn.publisher.to_ascii_lowercase(),
+        urn.offer.to_ascii_lowercase(),
+        urn.sku.to_ascii_lowercase(),
+        urn.version.to_ascii_lowercase(),
+    )
+}
+
 fn agreement_key(api: &Api<'_>, subscription: &str, plan: &Plan) -> AgreementKey {
     (
         api.cloud().to_ascii_lowercase(),
@@ -123,9 +160,26 @@ fn agreement_key(api: &Api<'_>, subscription: &str, plan: &Plan) -> AgreementKey
 }
 
 impl Marketplace {
-    /// The plan of the URN image `urn` in `vm`'s location: remembered, else
-    /// one `virtualMachineImages.get`. A missing image is INVALID_ARGUMENT
-    /// naming `field` (the class names an image the location does not have).
+    /// The remembered plan of the image `key`, when it still holds at `now`.
+    fn known_plan(&self, key: &ImageKey, now: Instant) -> Option<Option<Plan>> {
+        let known = self.plans.get(key)?;
+        if known.until.is_some_and(|until| now >= until) {
+            self.plans.remove(key);
+            return None;
+        }
+        Some(known.plan.clone())
+    }
+
+    /// Remembers the plan of the image `key` (version `version`) read at `now`.
+    fn remember_plan(&self, key: ImageKey, version: &str, plan: Option<Plan>, now: Instant) {
+        let until = version.eq_ignore_ascii_case("latest").then(|| now + LATEST_PLAN_TTL);
+        self.plans.insert(key, Arc::new(KnownPlan { plan, until }));
+    }
+
+    /// The plan of the URN image `urn` in `vm`'s subscription and location:
+    /// remembered (see the module docs for how long), else one
+    /// `virtualMachineImages.get`. A missing image is INVALID_ARGUMENT naming
+    /// `field` (the class names an image the location does not have).
     pub(crate) async fn plan_of(
         &self,
         api: &Api<'_>,
@@ -133,16 +187,9 @@ impl Marketplace {
         urn: &Urn,
         field: &str,
     ) -> Result<Option<Plan>, DriverError> {
-        let key = (
-            api.cloud().to_ascii_lowercase(),
-            vm.location.to_ascii_lowercase(),
-            urn.publisher.to_ascii_lowercase(),
-            urn.offer.to_ascii_lowercase(),
-            urn.sku.to_ascii_lowercase(),
-            urn.version.to_ascii_lowercase(),
-        );
-        if let Some(known) = self.plans.get(&key) {
-            return Ok(known.as_ref().clone());
+        let key = image_key(api.cloud(), vm, urn);
+        if let Some(known) = self.known_plan(&key, Instant::now()) {
+            return Ok(known);
         }
         let url = api.arm_url(
             &[
@@ -182,7 +229,7 @@ impl Marketplace {
             DriverError::internal("compute virtualMachineImages.get answered a body that is not an image")
         })?;
         let plan = image.properties.plan;
-        self.plans.insert(key, std::sync::Arc::new(plan.clone()));
+        self.remember_plan(key, &urn.version, plan.clone(), Instant::now());
         Ok(plan)
     }
 
@@ -236,7 +283,7 @@ impl Marketplace {
             )
         })?;
         if agreement.pointer("/properties/accepted").and_then(Value::as_bool) == Some(true) {
-            self.accepted.insert(key, std::sync::Arc::new(()));
+            self.accepted.insert(key, Arc::new(()));
             return Ok(());
         }
         let Some(properties) = agreement.get_mut("properties").and_then(Value::as_object_mut) else {
@@ -250,7 +297,7 @@ impl Marketplace {
         match api.put_raw("marketplaceordering", "marketplaceAgreements.create", &url, &body, &[]).await {
             Ok(_) => {
                 tracing::info!(%subscription, plan = %which, "accepted the marketplace terms of the image's plan");
-                self.accepted.insert(key, std::sync::Arc::new(()));
+                self.accepted.insert(key, Arc::new(()));
                 Ok(())
             }
             Err(CallFailure::Cloud(_, f)) if f.http_status == Some(403) => Err(DriverError::new(
@@ -299,5 +346,49 @@ mod tests {
         let without: ImageAnswer =
             serde_json::from_value(serde_json::json!({"properties": {"osDiskImage": {}}})).unwrap();
         assert_eq!(without.properties.plan, None);
+    }
+
+    fn vm(subscription: &str) -> VmRef {
+        VmRef {
+            subscription: subscription.into(),
+            resource_group: "rg".into(),
+            location: "westeurope".into(),
+            name: "m".into(),
+        }
+    }
+
+    fn plan() -> Plan {
+        Plan { name: "greatest".into(), product: "gardenlinux".into(), publisher: "sap".into() }
+    }
+
+    /// A pinned version's plan holds for good; `latest`'s for an hour, then it is read again.
+    #[test]
+    fn the_plan_of_latest_is_read_again_after_an_hour() {
+        let market = Marketplace::default();
+        let t0 = Instant::now();
+        let pinned = Urn::parse("sap:gardenlinux:greatest:1443.3.0").unwrap();
+        let latest = Urn::parse("sap:gardenlinux:greatest:Latest").unwrap();
+        let (pinned_key, latest_key) =
+            (image_key("public", &vm("s-1"), &pinned), image_key("public", &vm("s-1"), &latest));
+        market.remember_plan(pinned_key.clone(), &pinned.version, Some(plan()), t0);
+        market.remember_plan(latest_key.clone(), &latest.version, Some(plan()), t0);
+        let a_minute_short = t0 + LATEST_PLAN_TTL - Duration::from_secs(60);
+        assert_eq!(market.known_plan(&latest_key, a_minute_short), Some(Some(plan())));
+        assert_eq!(market.known_plan(&latest_key, t0 + LATEST_PLAN_TTL), None, "latest has moved on, maybe");
+        assert_eq!(market.known_plan(&latest_key, t0), None, "and is forgotten until read again");
+        let a_day_later = t0 + Duration::from_secs(86_400);
+        assert_eq!(market.known_plan(&pinned_key, a_day_later), Some(Some(plan())), "a version never changes");
+    }
+
+    /// What one subscription read is not another's.
+    #[test]
+    fn plans_are_remembered_per_subscription() {
+        let market = Marketplace::default();
+        let now = Instant::now();
+        let urn = Urn::parse("sap:gardenlinux:greatest:1443.3.0").unwrap();
+        market.remember_plan(image_key("public", &vm("s-1"), &urn), &urn.version, Some(plan()), now);
+        assert_eq!(market.known_plan(&image_key("public", &vm("S-1"), &urn), now), Some(Some(plan())));
+        assert_eq!(market.known_plan(&image_key("public", &vm("s-2"), &urn), now), None);
+        assert_eq!(market.known_plan(&image_key("china", &vm("s-1"), &urn), now), None);
     }
 }

@@ -46,8 +46,9 @@
 //! machine's. One without any tag may be the driver's own: ARM makes the NICs
 //! and the OS and `Empty` data disks from the VM PUT
 //! (`networkInterfaceConfigurations`, `osDisk`), which has no way to tag
-//! them, and tagging each afterwards would cost a call per resource on every
-//! create. Its name is then all that ties it to the machine, so it is deleted
+//! them; the first status poll tags them ([`crate::tagging`]), but one whose
+//! tagging a restart interrupted or ARM refused stays untagged. Its name is
+//! then all that ties it to the machine, so it is deleted
 //! only by a DeleteMachine that carries the machine's uid: a Machine object
 //! MCM still has (MCM deletes only its own Machines by name). The orphan
 //! collector's delete (by providerID, no uid) of a name ListMachines returned
@@ -127,6 +128,14 @@ impl<'de> Deserialize<'de> for Marks {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let tags = Option::<BTreeMap<String, Value>>::deserialize(deserializer)?;
         Ok(Self::from_tags(tags.iter().flatten().map(|(k, v)| (k.as_str(), v))))
+    }
+}
+
+/// The marks of a VM a status read found.
+pub(crate) fn marks_found(found: &FoundVm) -> Marks {
+    match found {
+        FoundVm::Full(vm) => Marks::of_vm(vm),
+        FoundVm::Listed(listed) => listed.marks.clone(),
     }
 }
 

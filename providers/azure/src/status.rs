@@ -9,14 +9,14 @@
 //! ([`crate::ownership`]) is NOT_FOUND, so that MCM never adopts another
 //! cluster's VM or one made by hand.
 
-use machine_driver_api::{CallContext, DriverError, MachineRef, MachineStatus, Ownership, foreign_not_found};
+use machine_driver_api::{CallContext, DriverError, MachineRef, MachineStatus, MarkedVm, Ownership, foreign_not_found};
 
 use crate::clients::Api;
 use crate::credentials::AzureCredentials;
 use crate::driver::AzureDriver;
 use crate::lookup::FoundVm;
 use crate::naming::VmRef;
-use crate::ownership::judge_found;
+use crate::ownership::{judge_found, marks_found};
 use crate::vm::{self, Provisioning};
 
 impl AzureDriver {
@@ -58,12 +58,12 @@ impl AzureDriver {
                     }
                     // No longer failed (a list up to LIST_REUSE old, or ARM's record behind
                     // Compute's): answered from the fresh read.
-                    Some(fresh) => return Ok(self.answer(&api, &creds, &target, &fresh).await),
+                    Some(fresh) => return Ok(self.answer(&api, &creds, &target, &fresh, &req.machine.uid).await),
                     // Gone since: answered as absent below.
                     None => {}
                 }
             } else {
-                return Ok(self.answer(&api, &creds, &target, &found).await);
+                return Ok(self.answer(&api, &creds, &target, &found, &req.machine.uid).await);
             }
         }
         if self.recent.contains(&target) {
@@ -75,8 +75,16 @@ impl AzureDriver {
             .ok_or_else(|| DriverError::not_found(format!("VM {}", target.provider_id())))
     }
 
-    /// The status of a VM found not failed: its state and (unless it is being deleted) its addresses.
-    async fn answer(&self, api: &Api<'_>, creds: &AzureCredentials, target: &VmRef, found: &FoundVm) -> MachineStatus {
+    /// The status of a VM found not failed, polled for the machine of uid
+    /// `machine_uid`: its state and (unless it is being deleted) its addresses.
+    async fn answer(
+        &self,
+        api: &Api<'_>,
+        creds: &AzureCredentials,
+        target: &VmRef,
+        found: &FoundVm,
+        machine_uid: &str,
+    ) -> MachineStatus {
         let state = found.provisioning();
         let vm_state = match state {
             Provisioning::Succeeded => "running",
@@ -84,9 +92,11 @@ impl AzureDriver {
             Provisioning::Deleting => "deleting",
             Provisioning::Failed => "failed",
         };
-        // The NIC and disks of a create of this process: tagged now that the VM is there.
+        // The NIC and disks of a create of this process: tagged now that the VM is there
+        // (when it is the VM that create made: the VM's uid tag says so).
         if matches!(state, Provisioning::InProgress | Provisioning::Succeeded) && self.tags_to_apply.contains(target) {
-            self.tags_to_apply.apply(api, target).await;
+            let marks = marks_found(found);
+            self.tags_to_apply.apply(api, target, machine_uid, marks.machine_uid()).await;
         }
         MachineStatus {
             provider_id: target.provider_id(),

@@ -4,6 +4,7 @@
 
 mod support;
 
+use fake_cloud_support::Fault;
 use machine_driver_api::{Driver, ErrorKind};
 use support::{FakeCloud, ctx};
 
@@ -177,4 +178,88 @@ async fn the_first_status_poll_tags_the_nic_and_disks_the_vm_put_made() {
     // Listed with them by this driver's ListMachines only while the VM lives (the leftovers rule).
     let listed = driver.list_machines(&ctx("list", 10), cloud.list_request()).await.unwrap();
     assert_eq!(listed, vec![("azure:///westeurope/tg-1".to_string(), "tg-1".to_string())]);
+}
+
+/// A tagging refusal that every poll would meet again (403: the identity lacks
+/// Microsoft.Resources/tags/write; a 400) costs one PATCH, not one per poll for the
+/// machine's life; ARM being unavailable keeps the rest for the next poll.
+#[tokio::test]
+async fn a_refused_tagging_is_tried_once_and_an_unavailable_one_again() {
+    let cloud = FakeCloud::start().await;
+    let driver = cloud.driver();
+    for (name, kind) in [("tr-1", "permission"), ("tr-2", "invalid")] {
+        driver.create_machine(&ctx("create", 30), cloud.create_request(name)).await.unwrap();
+        cloud.admin.clear_faults().await.unwrap();
+        cloud
+            .admin
+            .add_fault(Fault { operation: "tags.updateAtScope", kind, times: None, phase: "before" })
+            .await
+            .unwrap();
+        for poll in 0..3 {
+            cloud.admin.reset_calls().await.unwrap();
+            // The status answer goes on without the tags.
+            driver.get_machine_status(&ctx("status", 10), cloud.machine_ref(name)).await.unwrap();
+            let expected = if poll == 0 { 1 } else { 0 };
+            assert_eq!(cloud.calls().await.of("tags.updateAtScope"), expected, "{kind}, poll {poll}");
+        }
+    }
+    cloud.admin.clear_faults().await.unwrap();
+    driver.create_machine(&ctx("create", 30), cloud.create_request("tr-3")).await.unwrap();
+    cloud
+        .admin
+        .add_fault(Fault { operation: "tags.updateAtScope", kind: "unavailable", times: Some(1), phase: "before" })
+        .await
+        .unwrap();
+    cloud.admin.reset_calls().await.unwrap();
+    driver.get_machine_status(&ctx("status", 10), cloud.machine_ref("tr-3")).await.unwrap();
+    assert_eq!(cloud.calls().await.of("tags.updateAtScope"), 1, "stops at the first failure");
+    cloud.admin.reset_calls().await.unwrap();
+    driver.get_machine_status(&ctx("status", 10), cloud.machine_ref("tr-3")).await.unwrap();
+    assert_eq!(cloud.calls().await.of("tags.updateAtScope"), 3, "the next poll tags all three");
+    let inventory = cloud.inventory().await;
+    for dependent in inventory.dependents.iter().filter(|d| d.name.starts_with("tr-3")) {
+        assert_eq!(dependent.tags.get("mcm.gardener.cloud-machine-uid").map(String::as_str), Some("uid-tr-3"));
+    }
+}
+
+/// A name this process created a VM for, made again since for another Machine (by
+/// another process, after a delete): this process's poll for the new Machine never
+/// puts the earlier machine's uid on the new VM's NIC and disks.
+#[tokio::test]
+async fn a_name_made_again_for_another_machine_is_not_tagged_with_the_earlier_uid() {
+    let cloud = FakeCloud::start().await;
+    let first = cloud.driver();
+    first.create_machine(&ctx("create", 30), cloud.create_request("rn-1")).await.unwrap();
+    // Another process deletes the VM and makes it again for a new Machine of the name.
+    let second = cloud.driver();
+    let mut old = cloud.machine_ref("rn-1");
+    old.machine.provider_id = Some("azure:///westeurope/rn-1".into());
+    second.delete_machine(&ctx("delete", 10), old).await.unwrap();
+    let started = std::time::Instant::now();
+    while !cloud.live_resources("rn-1").await.is_empty() {
+        assert!(started.elapsed().as_secs() < 20, "left behind: {:?}", cloud.live_resources("rn-1").await);
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let mut again = cloud.create_request("rn-1");
+    again.machine.uid = "uid-rn-1-again".into();
+    second.create_machine(&ctx("create", 30), again).await.unwrap();
+
+    let mut poll = cloud.machine_ref("rn-1");
+    poll.machine.uid = "uid-rn-1-again".into();
+    cloud.admin.reset_calls().await.unwrap();
+    first.get_machine_status(&ctx("status", 10), poll.clone()).await.unwrap();
+    assert_eq!(cloud.calls().await.of("tags.updateAtScope"), 0, "{}", cloud.calls().await.breakdown());
+    // The process that made it tags them, with its uid.
+    second.get_machine_status(&ctx("status", 10), poll).await.unwrap();
+    let inventory = cloud.inventory().await;
+    let dependents: Vec<_> = inventory.dependents.iter().filter(|d| d.name.starts_with("rn-1") && d.live).collect();
+    assert!(dependents.len() >= 3, "{dependents:?}");
+    for dependent in dependents {
+        assert_eq!(
+            dependent.tags.get("mcm.gardener.cloud-machine-uid").map(String::as_str),
+            Some("uid-rn-1-again"),
+            "{}",
+            dependent.name
+        );
+    }
 }
