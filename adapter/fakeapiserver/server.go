@@ -5,7 +5,9 @@
 // the target cluster (nodes, pods and their eviction, volumes, PDBs,
 // bootstrap token secrets), with the API server's semantics that MCM depends
 // on: a new resourceVersion on every write, list-then-watch from a
-// resourceVersion without gaps, conflicts on stale updates, the status
+// resourceVersion without gaps (and, as the API server's watch cache, an
+// ERROR event 410 Expired for a resourceVersion older than the events it
+// keeps, HTTP 500 for one that does not parse), conflicts on stale updates, the status
 // subresource, deletion timestamps and finalizers, merge, JSON and strategic
 // merge patches, discovery (groups, resources, the eviction subresource) and
 // /version, /healthz.
@@ -30,6 +32,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/big"
 	"net"
 	"net/http"
@@ -46,6 +49,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes/scheme"
 )
 
@@ -125,11 +129,20 @@ type Server struct {
 	resources []Resource
 	byPath    map[string]Resource // "gv/name"
 
+	// Window is how many of the latest writes a watch can start after (at
+	// least; default 10000), as the API server's watch cache keeps a window
+	// of events: a watch from an older resourceVersion gets 410 Expired.
+	// Set it before Start.
+	Window int
+
 	mu      sync.Mutex
 	rv      int64
 	objects map[key]object
 	log     []event
-	changed chan struct{}
+	// compacted is the resourceVersion of the newest event dropped from log
+	// (0: none): a watch must start at it or after.
+	compacted int64
+	changed   chan struct{}
 	// Requests counts requests by verb and resource (e.g. "create pods/eviction").
 	requests map[string]int
 
@@ -265,16 +278,30 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 func writeError(w http.ResponseWriter, err error) {
+	writeJSON(w, statusOf(err).code, statusObject(err))
+}
+
+func statusOf(err error) *apiError {
 	var e *apiError
 	if !errors.As(err, &e) {
 		e = &apiError{http.StatusInternalServerError, "InternalError", err.Error(), nil}
 	}
+	return e
+}
+
+// statusObject is the metav1.Status the API server writes for err (reason
+// and details omitted when empty, as their omitempty tags do).
+func statusObject(err error) object {
+	e := statusOf(err)
 	status := object{"kind": "Status", "apiVersion": "v1", "metadata": object{}, "status": "Failure",
-		"message": e.message, "reason": e.reason, "code": e.code}
+		"message": e.message, "code": e.code}
+	if e.reason != "" {
+		status["reason"] = e.reason
+	}
 	if e.details != nil {
 		status["details"] = e.details
 	}
-	writeJSON(w, e.code, status)
+	return status
 }
 
 // ServeHTTP implements http.Handler.
@@ -491,6 +518,16 @@ func (s *Server) commit(res Resource, k key, o object, kind string) object {
 		s.objects[k] = o
 	}
 	s.log = append(s.log, event{rv: s.rv, gr: res.groupResource(), ns: k.ns, kind: kind, obj: deepCopy(o)})
+	window := s.Window
+	if window <= 0 {
+		window = defaultWindow
+	}
+	// Dropped in chunks (a copy every window writes): between window and 2*window are kept.
+	if len(s.log) >= 2*window {
+		drop := len(s.log) - window
+		s.compacted = s.log[drop-1].rv
+		s.log = append([]event(nil), s.log[drop:]...)
+	}
 	close(s.changed)
 	s.changed = make(chan struct{})
 	return deepCopy(o)
@@ -764,10 +801,41 @@ func (s *Server) list(res Resource, ns string, r *http.Request) (object, error) 
 		"metadata": object{"resourceVersion": strconv.FormatInt(s.rv, 10)}, "items": items}, nil
 }
 
+// defaultWindow is Server.Window's default.
+const defaultWindow = 10000
+
+// parseWatchVersion parses a watch's resourceVersion as the API server does
+// (APIObjectVersioner.ParseResourceVersion: "" and "0" are 0, anything else
+// must be an unsigned integer). Its error is a storage.InvalidError, which
+// the watch handler does not convert to a Status: the API server answers 500
+// with no reason and the field error as message (kubernetes/kubernetes
+// issues 101350, 139485: a 400 is proposed, not merged).
+func parseWatchVersion(rv string) (uint64, error) {
+	if rv == "" || rv == "0" {
+		return 0, nil
+	}
+	v, err := strconv.ParseUint(rv, 10, 64)
+	if err != nil {
+		msg := field.ErrorList{field.Invalid(field.NewPath("resourceVersion"), rv, err.Error())}.ToAggregate().Error()
+		return 0, &apiError{http.StatusInternalServerError, "", msg, nil}
+	}
+	return v, nil
+}
+
 // watch streams the events after the request's resourceVersion (or, without
-// one, ADDED for every object first), until timeoutSeconds or the client goes.
+// one, ADDED for every object first), until timeoutSeconds or the client
+// goes. A resourceVersion older than the kept events gets, as from the API
+// server's watch cache (watchCache.getAllEventsSinceLocked), the stream with
+// one ERROR event, a Status 410 Expired "too old resource version: RV
+// (OLDEST-1)", and its end.
 func (s *Server) watch(w http.ResponseWriter, r *http.Request, res Resource, ns string) {
 	sel, err := parseSelector(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	rv := r.URL.Query().Get("resourceVersion")
+	requested, err := parseWatchVersion(rv)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -795,8 +863,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, res Resource, ns 
 
 	s.mu.Lock()
 	var from int64
-	rv := r.URL.Query().Get("resourceVersion")
-	if rv == "" || rv == "0" {
+	if requested == 0 {
 		from = s.rv
 		var initial []object
 		for k, o := range s.objects {
@@ -811,12 +878,24 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, res Resource, ns 
 			}
 		}
 	} else {
-		from, _ = strconv.ParseInt(rv, 10, 64)
 		s.mu.Unlock()
+		from = math.MaxInt64 // past every resourceVersion this server will write
+		if requested < math.MaxInt64 {
+			from = int64(requested)
+		}
 	}
 	end := time.After(timeout)
 	for {
 		s.mu.Lock()
+		if from < s.compacted {
+			// Events after from are gone (checked under the lock that
+			// reads the log: none is skipped in silence).
+			compacted := s.compacted
+			s.mu.Unlock()
+			send("ERROR", statusObject(&apiError{http.StatusGone, "Expired",
+				fmt.Sprintf("too old resource version: %d (%d)", from, compacted), nil}))
+			return
+		}
 		var pending []event
 		// The log is in resourceVersion order; find the first event after from.
 		i := sort.Search(len(s.log), func(i int) bool { return s.log[i].rv > from })
@@ -825,7 +904,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, res Resource, ns 
 				pending = append(pending, e)
 			}
 		}
-		from = s.rv
+		from = max(from, s.rv)
 		changed := s.changed
 		s.mu.Unlock()
 		for _, e := range pending {

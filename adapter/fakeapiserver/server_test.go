@@ -2,6 +2,11 @@ package fakeapiserver
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"reflect"
 	"testing"
 	"time"
 
@@ -184,5 +189,116 @@ func TestPatchesSelectorsAndEviction(t *testing.T) {
 	}
 	if _, err := c.CoreV1().Pods("default").Get(ctx, "p1", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("evicted pod: %v, want NotFound", err)
+	}
+}
+
+// A watch from a resourceVersion that does not parse: the API server's answer
+// (HTTP 500, the Status without a reason, the field error as message; see
+// parseWatchVersion), not a replay of every event.
+func TestWatchRefusesAResourceVersionThatDoesNotParse(t *testing.T) {
+	s, cfg := start(t, TargetCluster())
+	c := kubernetes.NewForConfigOrDie(cfg)
+	if _, err := c.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rv := range []string{"abc", "-1", "1.5"} {
+		// Bounded: a watch that started would stream until its timeout.
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.URL()+"/api/v1/nodes?watch=true&resourceVersion="+rv, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		cancel()
+		if err != nil {
+			t.Errorf("resourceVersion %q: %d, a stream (%q, then %v), want the error Status", rv, resp.StatusCode, body, err)
+			continue
+		}
+		var got map[string]any
+		if err := json.Unmarshal(body, &got); err != nil {
+			t.Fatalf("resourceVersion %q: %d %q: %v", rv, resp.StatusCode, body, err)
+		}
+		want := map[string]any{"kind": "Status", "apiVersion": "v1", "metadata": map[string]any{}, "status": "Failure",
+			"message": `resourceVersion: Invalid value: "` + rv + `": strconv.ParseUint: parsing "` + rv + `": invalid syntax`,
+			"code":    float64(http.StatusInternalServerError)}
+		if resp.StatusCode != http.StatusInternalServerError || !reflect.DeepEqual(got, want) {
+			t.Errorf("resourceVersion %q: %d %s, want 500 %v", rv, resp.StatusCode, body, want)
+		}
+	}
+	_, err = c.CoreV1().Nodes().Watch(context.Background(), metav1.ListOptions{ResourceVersion: "abc"})
+	var se apierrors.APIStatus
+	if !errors.As(err, &se) || se.Status().Code != http.StatusInternalServerError {
+		t.Fatalf("client-go watch from \"abc\": %v, want the API server's 500 Status", err)
+	}
+}
+
+// A watch from before the kept window: one ERROR event, 410 Expired, as from
+// the API server's watch cache (the reflector relists on it); from the
+// window's first resourceVersion - 1 on, every later event.
+func TestWatchFromBeforeTheWindowIsExpired(t *testing.T) {
+	s := New("secret-token", TargetCluster())
+	s.Window = 2
+	if err := s.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	c := kubernetes.NewForConfigOrDie(&rest.Config{Host: s.URL(), BearerToken: "secret-token", TLSClientConfig: rest.TLSClientConfig{CAData: s.CACert}})
+	ctx := context.Background()
+	for _, n := range []string{"n1", "n2", "n3", "n4", "n5"} { // resourceVersions 1-5; 1 and 2 dropped at the 4th write
+		if _, err := c.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	next := func(w watch.Interface) watch.Event {
+		t.Helper()
+		select {
+		case e, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatal("watch ended")
+			}
+			return e
+		case <-time.After(5 * time.Second):
+			t.Fatal("no event")
+		}
+		return watch.Event{}
+	}
+	w, err := c.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{ResourceVersion: "1"})
+	if err != nil {
+		t.Fatalf("watch from 1: %v, want the stream with an ERROR event", err)
+	}
+	e := next(w)
+	st, ok := e.Object.(*metav1.Status)
+	if e.Type != watch.Error || !ok || !apierrors.IsResourceExpired(apierrors.FromObject(e.Object)) ||
+		st.Code != http.StatusGone || st.Message != "too old resource version: 1 (2)" {
+		t.Fatalf("watch from 1: %s %#v, want ERROR 410 Expired \"too old resource version: 1 (2)\"", e.Type, e.Object)
+	}
+	select {
+	case _, open := <-w.ResultChan():
+		if open {
+			t.Fatal("an event after the ERROR")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the watch did not end after the ERROR")
+	}
+
+	w, err = c.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{ResourceVersion: "2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	for _, want := range []string{"n3", "n4", "n5"} {
+		e := next(w)
+		if n, ok := e.Object.(*corev1.Node); e.Type != watch.Added || !ok || n.Name != want {
+			t.Fatalf("watch from 2: %s %v, want ADDED %s", e.Type, e.Object, want)
+		}
 	}
 }

@@ -10,9 +10,11 @@
 //     again with exponential backoff, while Healthy reports false with the
 //     reason, so that /healthz tells the kubelet the container is unhealthy
 //     only for as long as the driver is not back;
-//   - Stop sends SIGTERM, waits for the driver to finish its in-flight calls
-//     (its shutdown grace), and kills it when it takes longer than the stop
-//     timeout;
+//   - Stop sends SIGTERM at once (a Probe in flight is cancelled, not waited
+//     for), waits for the driver to finish its in-flight calls (its shutdown
+//     grace), and kills it when it has not exited StopTimeout after Stop was
+//     called: Stop returns within StopTimeout + 250 ms whatever the driver
+//     does (hangs, ignores SIGTERM);
 //   - each start gets its own loopback metrics address, MetricsURL, which the
 //     controller scrapes to serve the driver's series on its own /metrics.
 //
@@ -59,8 +61,9 @@ type Config struct {
 	// ShutdownGrace is the driver's --shutdown-grace: how long its in-flight
 	// calls may take after SIGTERM (default 3s).
 	ShutdownGrace time.Duration
-	// StopTimeout is how long Stop waits for the driver after SIGTERM before
-	// it kills it (default ShutdownGrace + 1s).
+	// StopTimeout is how long Stop waits, from the moment it is called, for
+	// the driver to exit after SIGTERM before it kills it (default
+	// ShutdownGrace + 1s). Stop returns within StopTimeout + 250 ms (killWait).
 	StopTimeout time.Duration
 	// InitialBackoff is the wait before the first restart (default 1s); it
 	// doubles with every restart up to MaxBackoff (default 30s), and is reset
@@ -122,6 +125,11 @@ const (
 // startupProbePeriod is how often a started driver is probed until it is ready.
 const startupProbePeriod = 200 * time.Millisecond
 
+// killWait bounds the wait for a driver to be reaped after SIGKILL (a process
+// in uninterruptible sleep can take longer; Stop returns anyway and the
+// kernel kills it with the supervisor, Pdeathsig).
+const killWait = 250 * time.Millisecond
+
 // Supervisor runs one driver process at a time and restarts it when it dies.
 type Supervisor struct {
 	cfg    Config
@@ -129,9 +137,13 @@ type Supervisor struct {
 	socket string
 
 	stopping chan struct{} // closed by Stop
-	done     chan struct{} // closed when the run loop has ended
-	ready    chan struct{} // closed the first time the driver is ready
-	once     sync.Once
+	// stopCtx is cancelled by Stop (before stopping is closed): every Probe
+	// derives its context from it, so that a Probe in flight ends at once.
+	stopCtx    context.Context
+	cancelStop context.CancelFunc
+	done       chan struct{} // closed when the run loop has ended
+	ready      chan struct{} // closed the first time the driver is ready
+	once       sync.Once
 
 	mu          sync.Mutex
 	healthy     bool
@@ -140,6 +152,7 @@ type Supervisor struct {
 	metricsAddr string
 	starts      int
 	stopErr     error
+	stopBy      time.Time // when Stop kills the driver (set by Stop before it cancels stopCtx)
 }
 
 // Start checks the binary, creates the private socket directory and starts
@@ -170,14 +183,17 @@ func Start(cfg Config) (*Supervisor, error) {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("socket path %q is longer than a Unix socket allows (107 bytes): pick a shorter --machine-driver-socket-dir", socket)
 	}
+	stopCtx, cancelStop := context.WithCancel(context.Background())
 	s := &Supervisor{
-		cfg:      cfg,
-		dir:      dir,
-		socket:   socket,
-		stopping: make(chan struct{}),
-		done:     make(chan struct{}),
-		ready:    make(chan struct{}),
-		reason:   "machine driver starting",
+		cfg:        cfg,
+		stopCtx:    stopCtx,
+		cancelStop: cancelStop,
+		dir:        dir,
+		socket:     socket,
+		stopping:   make(chan struct{}),
+		done:       make(chan struct{}),
+		ready:      make(chan struct{}),
+		reason:     "machine driver starting",
 	}
 	go s.loop()
 	return s, nil
@@ -233,12 +249,20 @@ func (s *Supervisor) Starts() int {
 	return s.starts
 }
 
-// Stop sends SIGTERM to the driver and waits for it to exit, killing it after
-// the stop timeout; it removes the private directory. The error tells how the
-// driver ended when that was not a clean exit: killed, or a non-zero status.
-// Stop may be called more than once; later calls return the first result.
+// Stop sends SIGTERM to the driver and waits for it to exit, killing it when
+// it has not exited StopTimeout after this call; it removes the private
+// directory. It returns within StopTimeout + 250 ms (killWait). The error tells how
+// the driver ended when that was not a clean exit: killed, or a non-zero
+// status. Stop may be called more than once; later calls return the first
+// result.
 func (s *Supervisor) Stop() error {
-	s.once.Do(func() { close(s.stopping) })
+	s.once.Do(func() {
+		s.mu.Lock()
+		s.stopBy = time.Now().Add(s.cfg.StopTimeout)
+		s.mu.Unlock()
+		s.cancelStop()
+		close(s.stopping)
+	})
 	<-s.done
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -311,6 +335,9 @@ func (s *Supervisor) runOnce() (readyFor time.Duration, stopped bool) {
 		envShutdownGrace+"="+strconv.FormatInt(s.cfg.ShutdownGrace.Milliseconds(), 10)+"ms",
 	)
 	cmd.Stdout, cmd.Stderr = s.cfg.Stdout, s.cfg.Stderr
+	// Wait must not block on output pipes a grandchild keeps open (a Writer
+	// that is no *os.File is fed through a pipe).
+	cmd.WaitDelay = killWait
 	cmd.SysProcAttr = procAttr()
 	if err := cmd.Start(); err != nil {
 		s.set(false, fmt.Sprintf("starting %s: %v", s.cfg.Binary, err))
@@ -341,6 +368,13 @@ func (s *Supervisor) runOnce() (readyFor time.Duration, stopped bool) {
 	defer func() { _ = conn.Close() }()
 	identity := pb.NewIdentityServiceClient(conn)
 
+	stop := func() {
+		s.set(false, "machine driver stopping")
+		err := s.terminate(cmd, exited)
+		s.mu.Lock()
+		s.stopErr = err
+		s.mu.Unlock()
+	}
 	started := time.Now()
 	var readySince time.Time
 	failures := 0
@@ -355,14 +389,17 @@ func (s *Supervisor) runOnce() (readyFor time.Duration, stopped bool) {
 			ended(err)
 			return readyFor, false
 		case <-s.stopping:
-			s.set(false, "machine driver stopping")
-			s.mu.Lock()
-			s.stopErr = s.terminate(cmd, exited)
-			s.mu.Unlock()
+			stop()
 			return 0, true
 		case <-timer.C:
 		}
 		err := s.probe(identity)
+		if s.stopCtx.Err() != nil {
+			// Stop was called during the Probe (which it cancelled): a
+			// failure now says nothing about the driver.
+			stop()
+			return 0, true
+		}
 		switch {
 		case err == nil:
 			failures = 0
@@ -391,9 +428,9 @@ func (s *Supervisor) runOnce() (readyFor time.Duration, stopped bool) {
 	}
 }
 
-// probe asks the driver whether it is ready.
+// probe asks the driver whether it is ready; Stop cancels it.
 func (s *Supervisor) probe(identity pb.IdentityServiceClient) error {
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ProbeTimeout)
+	ctx, cancel := context.WithTimeout(s.stopCtx, s.cfg.ProbeTimeout)
 	defer cancel()
 	resp, err := identity.Probe(ctx, &pb.ProbeRequest{})
 	if err != nil {
@@ -405,12 +442,18 @@ func (s *Supervisor) probe(identity pb.IdentityServiceClient) error {
 	return nil
 }
 
-// terminate sends SIGTERM and waits up to the stop timeout, then kills.
+// terminate sends SIGTERM and waits until the stop deadline (StopTimeout
+// after Stop was called), then kills and waits at most killWait more.
 func (s *Supervisor) terminate(cmd *exec.Cmd, exited <-chan error) error {
 	began := time.Now()
+	s.mu.Lock()
+	stopBy := s.stopBy
+	s.mu.Unlock()
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		klog.Warningf("SIGTERM to the machine driver (pid %d): %v", cmd.Process.Pid, err)
 	}
+	deadline := time.NewTimer(time.Until(stopBy))
+	defer deadline.Stop()
 	select {
 	case err := <-exited:
 		klog.Infof("machine driver (pid %d) stopped after %s: %s", cmd.Process.Pid, time.Since(began).Round(time.Millisecond), describeExit(err))
@@ -418,12 +461,19 @@ func (s *Supervisor) terminate(cmd *exec.Cmd, exited <-chan error) error {
 			return fmt.Errorf("machine driver ended with %s", describeExit(err))
 		}
 		return nil
-	case <-time.After(s.cfg.StopTimeout):
-		_ = cmd.Process.Kill()
-		<-exited
-		klog.Warningf("machine driver (pid %d) did not stop within %s of SIGTERM: killed", cmd.Process.Pid, s.cfg.StopTimeout)
-		return fmt.Errorf("machine driver did not stop within %s of SIGTERM and was killed", s.cfg.StopTimeout)
+	case <-deadline.C:
 	}
+	_ = cmd.Process.Kill()
+	reaped := time.NewTimer(killWait)
+	defer reaped.Stop()
+	select {
+	case <-exited:
+	case <-reaped.C:
+		klog.Warningf("machine driver (pid %d) not reaped within %s of SIGKILL", cmd.Process.Pid, killWait)
+	}
+	klog.Warningf("machine driver (pid %d) did not stop within %s of Stop: killed %s after SIGTERM",
+		cmd.Process.Pid, s.cfg.StopTimeout, time.Since(began).Round(time.Millisecond))
+	return fmt.Errorf("machine driver did not stop within %s of Stop (SIGTERM) and was killed", s.cfg.StopTimeout)
 }
 
 func describeExit(err error) string {

@@ -25,7 +25,8 @@ import (
 // what it was given to FAKE_DRIVER_RECORD. FAKE_DRIVER_MODE picks a behaviour:
 // "" (serve; SIGTERM ends it with status 0 after FAKE_DRIVER_TERM_DELAY),
 // "exit" (exit 7 at once), "ignore-term" (never ends on SIGTERM), "not-ready"
-// (Probe answers ready=false).
+// (Probe answers ready=false), "hang" (Probe never answers, SIGTERM is
+// ignored; FAKE_DRIVER_PROBED, when set, is created at the first Probe).
 func TestMain(m *testing.M) {
 	if os.Getenv("FAKE_DRIVER") == "1" {
 		os.Exit(fakeDriver())
@@ -35,10 +36,16 @@ func TestMain(m *testing.M) {
 
 type fakeIdentity struct {
 	pb.UnimplementedIdentityServiceServer
-	ready bool
+	ready, hang bool
 }
 
 func (f fakeIdentity) Probe(context.Context, *pb.ProbeRequest) (*pb.ProbeResponse, error) {
+	if f.hang {
+		if probed := os.Getenv("FAKE_DRIVER_PROBED"); probed != "" {
+			_ = os.WriteFile(probed, nil, 0o600)
+		}
+		select {} // a hung driver: not even a cancelled call ends it
+	}
 	return &pb.ProbeResponse{Ready: f.ready}, nil
 }
 
@@ -63,7 +70,7 @@ func fakeDriver() int {
 		return 1
 	}
 	srv := grpc.NewServer()
-	pb.RegisterIdentityServiceServer(srv, fakeIdentity{ready: mode != "not-ready"})
+	pb.RegisterIdentityServiceServer(srv, fakeIdentity{ready: mode != "not-ready", hang: mode == "hang"})
 	go func() { _ = srv.Serve(l) }()
 	mux := http.NewServeMux()
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
@@ -71,7 +78,7 @@ func fakeDriver() int {
 	})
 	go func() { _ = http.ListenAndServe(os.Getenv(envMetricsListen), mux) }()
 	for range signals {
-		if mode == "ignore-term" {
+		if mode == "ignore-term" || mode == "hang" {
 			continue
 		}
 		if d, err := time.ParseDuration(os.Getenv("FAKE_DRIVER_TERM_DELAY")); err == nil {
@@ -98,7 +105,7 @@ func start(t *testing.T, mode string, cfg Config) (*Supervisor, string) {
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	cfg.SocketDir = dir
-	cfg.Env = append(os.Environ(), "FAKE_DRIVER=1", "FAKE_DRIVER_MODE="+mode, "FAKE_DRIVER_RECORD="+record,
+	cfg.Env = append(append(os.Environ(), cfg.Env...), "FAKE_DRIVER=1", "FAKE_DRIVER_MODE="+mode, "FAKE_DRIVER_RECORD="+record,
 		"FAKE_DRIVER_PASSED=yes", envShutdownGrace+"=99s", envEndpoint+"=unix:///elsewhere.sock")
 	cfg.Args = []string{"-test.run=^$"}
 	s, err := Start(cfg)
@@ -244,6 +251,33 @@ func TestStopWaitsForTheGraceThenKills(t *testing.T) {
 	}
 	if took < 500*time.Millisecond || took > 3*time.Second {
 		t.Fatalf("Stop took %s, want the 500 ms stop timeout", took)
+	}
+	if err := syscall.Kill(pid, 0); err == nil {
+		t.Fatalf("driver %d still runs after Stop", pid)
+	}
+}
+
+// A driver whose Probe hangs, and which ignores SIGTERM: Stop cancels the
+// Probe in flight instead of waiting out its ProbeTimeout, and kills the
+// driver StopTimeout after Stop was called.
+func TestStopOfAHungDriverKeepsToTheStopTimeout(t *testing.T) {
+	probed := filepath.Join(t.TempDir(), "probed")
+	const stopTimeout = 500 * time.Millisecond
+	s, _ := start(t, "hang", Config{StopTimeout: stopTimeout, ProbeTimeout: 3 * time.Second, Env: []string{"FAKE_DRIVER_PROBED=" + probed}})
+	waitFor(t, 10*time.Second, "the driver received a Probe", func() bool { _, err := os.Stat(probed); return err == nil })
+	pid := s.PID()
+	if ok, _ := s.Healthy(); ok {
+		t.Fatal("healthy while Probe hangs")
+	}
+	began := time.Now()
+	err := s.Stop()
+	took := time.Since(began)
+	if err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Fatalf("Stop of a hung driver: %v, want killed", err)
+	}
+	// Without the cancellation Stop would begin only when the 3 s Probe timed out.
+	if took < stopTimeout || took > stopTimeout+killWait+500*time.Millisecond {
+		t.Fatalf("Stop took %s, want the %s stop timeout (+ at most %s to reap)", took, stopTimeout, killWait)
 	}
 	if err := syscall.Kill(pid, 0); err == nil {
 		t.Fatalf("driver %d still runs after Stop", pid)

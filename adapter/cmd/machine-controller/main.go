@@ -20,7 +20,17 @@
 // On SIGTERM (or SIGINT) the process stops taking work, sends SIGTERM to the
 // supervised driver, waits for the driver calls in flight (answered, or
 // refused with UNAVAILABLE by a driver whose --shutdown-grace ran out),
-// releases the leader election lease and exits, all within --shutdown-timeout.
+// releases the leader election lease and exits, all within --shutdown-timeout
+// (default 4.5 s: Gardener's pod gets SIGKILL 5 s after SIGTERM). Every wait
+// is bounded by that one deadline, counted from the signal, whatever the
+// driver does (hangs, ignores SIGTERM):
+//
+//	0 s            controllers stopped, new driver calls refused, SIGTERM to the driver
+//	               (a Probe in flight is cancelled, not waited for);
+//	timeout-0.6 s  calls still in flight given up; the driver is killed if it still runs;
+//	timeout-0.3 s  the driver's exit given up (it is reported, exit status 3);
+//	timeout-0.1 s  the lease release given up;
+//	timeout        exit.
 //
 // Exit status: 0 after a clean stop; 1 when the machine-controller failed
 // (flags MCM refuses, a kubeconfig or API server problem, lost leader
@@ -31,6 +41,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/signal"
 	"syscall"
@@ -61,7 +72,9 @@ const (
 	exitDriver     = 3
 )
 
-// releaseMargin is the part of --shutdown-timeout kept for releasing the lease.
+// releaseMargin is the part of --shutdown-timeout kept for releasing the
+// lease: the driver is killed 2*releaseMargin before the deadline, and its
+// exit waited for until releaseMargin before it.
 const releaseMargin = 300 * time.Millisecond
 
 func main() {
@@ -109,6 +122,7 @@ func run() int {
 	prometheus.MustRegister(callsInFlight)
 
 	var sup *supervise.Supervisor
+	var stopSup func() error // nil without a supervised driver
 	metrics := promhttp.Handler()
 	var driverHealthy func() (bool, string)
 	if f.binary != "" {
@@ -123,6 +137,7 @@ func run() int {
 			klog.Errorf("machine driver: %v", err)
 			return exitDriver
 		}
+		stopSup = sup.Stop
 		prometheus.MustRegister(metricsmerge.ScrapeFailures)
 		metrics = promhttp.InstrumentMetricHandler(prometheus.DefaultRegisterer,
 			promhttp.HandlerFor(&metricsmerge.Gatherer{Own: prometheus.DefaultGatherer, URL: sup.MetricsURL}, promhttp.HandlerOpts{}))
@@ -138,20 +153,20 @@ func run() int {
 		cancelWait()
 		if err != nil {
 			if ctx.Err() != nil {
-				return stopDriver(sup, exitOK)
+				return stopDriver(stopSup, exitOK, time.Now().Add(f.shutdown))
 			}
 			klog.Errorf("machine driver did not become ready within %s: %v", f.wait, err)
-			return stopDriver(sup, exitDriver)
+			return stopDriver(stopSup, exitDriver, time.Now().Add(f.shutdown))
 		}
 		socket = sup.Socket()
 	}
 	d, err := driver.Dial(ctx, socket, f.wait)
 	if err != nil {
 		if ctx.Err() != nil {
-			return stopDriver(sup, exitOK)
+			return stopDriver(stopSup, exitOK, time.Now().Add(f.shutdown))
 		}
 		klog.Errorf("%v", err)
-		return stopDriver(sup, exitDriver)
+		return stopDriver(stopSup, exitDriver, time.Now().Add(f.shutdown))
 	}
 	defer func() { _ = d.Close() }()
 	calls := newTracked(d)
@@ -159,11 +174,11 @@ func run() int {
 	c, err := startController(s, calls)
 	if err != nil {
 		klog.Errorf("machine-controller: %v", err)
-		return stopDriver(sup, exitController)
+		return stopDriver(stopSup, exitController, time.Now().Add(f.shutdown))
 	}
 	select {
 	case <-ctx.Done():
-		return shutdown(f, c, calls, sup)
+		return shutdown(f, c, calls, stopSup)
 	case err := <-c.failed:
 		klog.Errorf("machine-controller failed: %v", err)
 	case err := <-httpFailed:
@@ -171,26 +186,23 @@ func run() int {
 	}
 	c.stopControllers()
 	calls.refuse()
-	return stopDriver(sup, exitController)
+	return stopDriver(stopSup, exitController, time.Now().Add(f.shutdown))
 }
 
-// shutdown stops the controllers and the driver within --shutdown-timeout.
-func shutdown(f flags, c *controller, calls *tracked, sup *supervise.Supervisor) int {
+// shutdown stops the controllers and the driver (stopDriver: nil without a
+// supervised one) and releases the lease, returning by --shutdown-timeout.
+func shutdown(f flags, c *controller, calls *tracked, stopDriver func() error) int {
 	began := time.Now()
 	deadline := began.Add(f.shutdown)
 	klog.Infof("shutting down: stopping the controllers and the machine driver (at most %s)", f.shutdown)
 	c.stopControllers()
 	inFlight := calls.refuse()
-	driverStopped := make(chan error, 1)
-	if sup != nil {
-		// The driver refuses new calls and finishes those in flight within its grace.
-		go func() { driverStopped <- sup.Stop() }()
-	} else {
-		driverStopped <- nil
-	}
+	// The driver refuses new calls and finishes those in flight within its
+	// grace; the supervisor kills it 2*releaseMargin before the deadline.
+	driverStopped := stopAsync(stopDriver)
 	open := calls.wait(deadline.Add(-2 * releaseMargin))
 	klog.Infof("driver calls in flight at shutdown: %d; still open after %s: %d", inFlight, time.Since(began).Round(time.Millisecond), open)
-	driverErr := <-driverStopped
+	driverErr := waitStopped(driverStopped, deadline.Add(-releaseMargin))
 	c.release(deadline.Add(-releaseMargin / 3))
 	klog.Infof("machine-controller stopped after %s", time.Since(began).Round(time.Millisecond))
 	if driverErr != nil {
@@ -200,17 +212,38 @@ func shutdown(f flags, c *controller, calls *tracked, sup *supervise.Supervisor)
 	return exitOK
 }
 
-// stopDriver stops the supervised driver (if any) and returns code, or
-// exitDriver when code is exitOK and the driver did not stop cleanly.
-func stopDriver(sup *supervise.Supervisor, code int) int {
-	if sup == nil {
-		return code
-	}
-	if err := sup.Stop(); err != nil {
+// stopDriver stops the supervised driver (stop; nil without one), waiting
+// for it until deadline, and returns code, or exitDriver when code is exitOK
+// and the driver did not stop cleanly.
+func stopDriver(stop func() error, code int, deadline time.Time) int {
+	if err := waitStopped(stopAsync(stop), deadline.Add(-releaseMargin)); err != nil {
 		klog.Errorf("%v", err)
 		if code == exitOK {
 			return exitDriver
 		}
 	}
 	return code
+}
+
+// stopAsync runs stop (when not nil) and delivers its result.
+func stopAsync(stop func() error) <-chan error {
+	stopped := make(chan error, 1)
+	if stop == nil {
+		stopped <- nil
+		return stopped
+	}
+	go func() { stopped <- stop() }()
+	return stopped
+}
+
+// waitStopped waits for the driver's stop until deadline.
+func waitStopped(stopped <-chan error, deadline time.Time) error {
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case err := <-stopped:
+		return err
+	case <-timer.C:
+		return errors.New("machine driver did not stop by the shutdown deadline: given up")
+	}
 }

@@ -9,7 +9,9 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,9 +26,10 @@ import (
 )
 
 // The test binary is also the machine-controller (MC_RUN=1: main's run with
-// the arguments after "--") and, started by it, a fake driver (FAKE_DRIVER=ready|exit
+// the arguments after "--") and, started by it, a fake driver (FAKE_DRIVER=ready|exit|hang
 // and the MACHINE_DRIVER_ENDPOINT the supervisor sets: serves IdentityService
-// there, or exits at once).
+// there, or exits at once, or hangs: Probe never answers, SIGTERM is ignored,
+// FAKE_DRIVER_PROBED is created at the first Probe).
 func TestMain(m *testing.M) {
 	switch {
 	case os.Getenv("FAKE_DRIVER") != "" && os.Getenv("MACHINE_DRIVER_ENDPOINT") != "":
@@ -45,9 +48,16 @@ func TestMain(m *testing.M) {
 
 type identity struct {
 	pb.UnimplementedIdentityServiceServer
+	hang bool
 }
 
-func (identity) Probe(context.Context, *pb.ProbeRequest) (*pb.ProbeResponse, error) {
+func (i identity) Probe(context.Context, *pb.ProbeRequest) (*pb.ProbeResponse, error) {
+	if i.hang {
+		if probed := os.Getenv("FAKE_DRIVER_PROBED"); probed != "" {
+			_ = os.WriteFile(probed, nil, 0o600)
+		}
+		select {} // hung: not even a cancelled call ends it
+	}
 	return &pb.ProbeResponse{Ready: true}, nil
 }
 
@@ -70,16 +80,28 @@ func fakeDriver(mode string) int {
 		return 1
 	}
 	srv := grpc.NewServer()
-	pb.RegisterIdentityServiceServer(srv, identity{})
+	pb.RegisterIdentityServiceServer(srv, identity{hang: mode == "hang"})
 	go func() { _ = srv.Serve(l) }()
 	<-term
+	if mode == "hang" {
+		select {} // ignores SIGTERM: only SIGKILL ends it
+	}
 	srv.GracefulStop()
 	return 0
 }
 
-// machineController runs the machine-controller with args; signal, when set,
-// is sent after delay.
-func machineController(t *testing.T, driverMode string, sig os.Signal, delay time.Duration, args ...string) (int, string) {
+// mcRun says how machineController runs the machine-controller.
+type mcRun struct {
+	driver string   // the fake driver's mode (FAKE_DRIVER)
+	env    []string // more environment
+	signal os.Signal
+	// when returns when the signal is to be sent (default: at once).
+	when func()
+}
+
+// machineController runs the machine-controller with args and returns its
+// exit status, its output and how long it ran after the signal (if any).
+func machineController(t *testing.T, r mcRun, args ...string) (int, string, time.Duration) {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
@@ -92,33 +114,63 @@ func machineController(t *testing.T, driverMode string, sig os.Signal, delay tim
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	port := freePort(t)
 	cmd := exec.Command(self, append([]string{"-test.run=^$", "--", "--port=" + port, "--address=127.0.0.1", "--machine-driver-socket-dir=" + dir}, args...)...)
-	cmd.Env = append(os.Environ(), "MC_RUN=1", "FAKE_DRIVER="+driverMode, "MACHINE_DRIVER_ENDPOINT=")
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.Env = append(append(os.Environ(), r.env...), "MC_RUN=1", "FAKE_DRIVER="+r.driver, "MACHINE_DRIVER_ENDPOINT=")
+	out := &syncBuilder{}
+	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if sig != nil {
-		time.Sleep(delay)
-		_ = cmd.Process.Signal(sig)
-	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
+	var signalled time.Time
+	if r.signal != nil {
+		if r.when != nil {
+			r.when()
+		}
+		signalled = time.Now()
+		_ = cmd.Process.Signal(r.signal)
+	}
 	select {
 	case err = <-done:
 	case <-time.After(30 * time.Second):
 		_ = cmd.Process.Kill()
 		t.Fatalf("machine-controller did not exit:\n%s", out.String())
 	}
+	var afterSignal time.Duration
+	if !signalled.IsZero() {
+		afterSignal = time.Since(signalled)
+	}
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
-		return exit.ExitCode(), out.String()
+		return exit.ExitCode(), out.String(), afterSignal
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	return 0, out.String()
+	return 0, out.String(), afterSignal
 }
+
+// syncBuilder is a strings.Builder for the output of a running process.
+type syncBuilder struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuilder) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuilder) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// gardenerGrace is the pod's terminationGracePeriodSeconds in Gardener: the
+// kubelet sends SIGKILL that long after SIGTERM.
+const gardenerGrace = 5 * time.Second
 
 func freePort(t *testing.T) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -148,7 +200,7 @@ func TestExitStatusSaysWhichProcessFailed(t *testing.T) {
 		{"controller cannot start", "ready", []string{"--machine-driver-binary=" + self, "--target-kubeconfig=/nonexistent/kubeconfig", "--control-kubeconfig=/nonexistent/kubeconfig"}, exitController, "kubeconfig"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			code, out := machineController(t, c.driver, nil, 0, c.args...)
+			code, out, _ := machineController(t, mcRun{driver: c.driver}, c.args...)
 			if code != c.want || !strings.Contains(out, c.log) {
 				t.Fatalf("exit status %d, want %d, and a log naming %q:\n%s", code, c.want, c.log, out)
 			}
@@ -172,12 +224,12 @@ func TestSocketModeDialsTheDriverThenRunsTheController(t *testing.T) {
 	pb.RegisterIdentityServiceServer(srv, identity{})
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(srv.Stop)
-	code, out := machineController(t, "", nil, 0, "--machine-driver-socket="+socket,
+	code, out, _ := machineController(t, mcRun{}, "--machine-driver-socket="+socket,
 		"--target-kubeconfig=/nonexistent/kubeconfig", "--control-kubeconfig=/nonexistent/kubeconfig")
 	if code != exitController || !strings.Contains(out, "machine driver sidecar fake") {
 		t.Fatalf("exit status %d, want %d after dialing the sidecar:\n%s", code, exitController, out)
 	}
-	code, out = machineController(t, "", nil, 0, "--machine-driver-socket="+dir+"/none.sock", "--machine-driver-wait=1s")
+	code, out, _ = machineController(t, mcRun{}, "--machine-driver-socket="+dir+"/none.sock", "--machine-driver-wait=1s")
 	if code != exitDriver {
 		t.Fatalf("no sidecar: exit status %d, want %d:\n%s", code, exitDriver, out)
 	}
@@ -188,10 +240,74 @@ func TestSIGTERMWhileWaitingForTheDriverExitsCleanly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	code, out, took := machineController(t, mcRun{driver: "exit", signal: syscall.SIGTERM, when: func() { time.Sleep(700 * time.Millisecond) }},
+		"--machine-driver-binary="+self, "--machine-driver-wait=1m")
+	if code != exitOK || took >= gardenerGrace {
+		t.Fatalf("exit status %d %s after SIGTERM, want 0 within %s:\n%s", code, took, gardenerGrace, out)
+	}
+}
+
+// A driver that hangs (its Probe never answers, it ignores SIGTERM): the
+// Probe in flight at SIGTERM is cancelled, the driver killed at
+// --shutdown-timeout - 0.6 s, and the process exits with status 3 (the
+// driver did not stop cleanly) within --shutdown-timeout (4.5 s), before
+// Gardener's SIGKILL at 5 s.
+func TestSIGTERMWithAHungDriverExitsWithinTheGrace(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	probed := filepath.Join(t.TempDir(), "probed")
+	// SIGTERM just after a Probe began: it would hold the supervisor for its 2 s timeout.
+	waitProbed := func() {
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			if _, err := os.Stat(probed); err == nil {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	code, out, took := machineController(t, mcRun{driver: "hang", env: []string{"FAKE_DRIVER_PROBED=" + probed}, signal: syscall.SIGTERM, when: waitProbed},
+		"--machine-driver-binary="+self, "--machine-driver-wait=1m")
+	if _, err := os.Stat(probed); err != nil {
+		t.Fatalf("the driver never received a Probe:\n%s", out)
+	}
+	if code != exitDriver || took >= 4500*time.Millisecond+200*time.Millisecond || !strings.Contains(out, "killed") {
+		t.Fatalf("exit status %d %s after SIGTERM, want %d (driver killed) within the 4.5 s shutdown timeout (Gardener kills at %s):\n%s",
+			code, took, exitDriver, gardenerGrace, out)
+	}
+}
+
+// shutdown keeps to --shutdown-timeout even when stopping the driver never
+// returns: it gives the driver up, releases the lease and reports the driver.
+func TestShutdownGivesAStuckDriverUpAndStillReleasesTheLease(t *testing.T) {
+	released := make(chan struct{})
+	leDone := make(chan struct{})
+	c := &controller{stop: make(chan struct{}), failed: make(chan error, 2), leDone: leDone,
+		leCancel: func() { close(released); close(leDone) }}
+	calls := newTracked(slow{release: make(chan struct{})})
+	stuck := make(chan struct{})
+	defer close(stuck)
+	f := flags{grace: 300 * time.Millisecond, shutdown: 1500 * time.Millisecond}
 	began := time.Now()
-	code, out := machineController(t, "exit", syscall.SIGTERM, 700*time.Millisecond, "--machine-driver-binary="+self, "--machine-driver-wait=1m")
-	if code != exitOK || time.Since(began) > 10*time.Second {
-		t.Fatalf("exit status %d after %s, want 0 soon after SIGTERM:\n%s", code, time.Since(began), out)
+	code := shutdown(f, c, calls, func() error { <-stuck; return nil })
+	took := time.Since(began)
+	if code != exitDriver {
+		t.Fatalf("exit status %d, want %d for a driver that never stopped", code, exitDriver)
+	}
+	if took < f.shutdown-releaseMargin-50*time.Millisecond || took > f.shutdown {
+		t.Fatalf("shutdown took %s, want about %s (the driver's wait ends %s before the %s deadline)", took, f.shutdown-releaseMargin, releaseMargin, f.shutdown)
+	}
+	select {
+	case <-released:
+	default:
+		t.Fatal("the lease was not released")
+	}
+	select {
+	case <-c.stop:
+	default:
+		t.Fatal("the controllers were not stopped")
 	}
 }
 
