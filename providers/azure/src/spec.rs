@@ -109,6 +109,26 @@ pub(crate) struct Properties {
     /// Capacity reservation group.
     #[serde(default)]
     pub(crate) capacity_reservation: Option<CapacityReservation>,
+    /// ARM's `VirtualMachinePriorityTypes`: `Regular`, `Spot` or `Low` (Spot's
+    /// older name). Beyond the Go provider (issue 28).
+    #[serde(default)]
+    pub(crate) priority: Option<String>,
+    /// `Deallocate` or `Delete`: what Azure does with a Spot VM it evicts (only with Spot).
+    #[serde(default)]
+    pub(crate) eviction_policy: Option<String>,
+    /// The most a Spot VM may cost (only with Spot).
+    #[serde(default)]
+    pub(crate) billing_profile: Option<BillingProfile>,
+}
+
+/// `billingProfile`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct BillingProfile {
+    /// US dollars an hour: `-1` (up to the pay-as-you-go price, never evicted for
+    /// price) or a decimal greater than 0 with at most 5 decimals.
+    #[serde(default)]
+    pub(crate) max_price: Option<f64>,
 }
 
 /// `hardwareProfile`.
@@ -340,6 +360,10 @@ pub(crate) struct SecurityProfile {
     /// UEFI options.
     #[serde(default)]
     pub(crate) uefi_settings: Option<UefiSettings>,
+    /// Encryption at host (temporary disk and disk caches encrypted on the host);
+    /// the subscription needs the `Microsoft.Compute/EncryptionAtHost` feature.
+    #[serde(default)]
+    pub(crate) encryption_at_host: Option<bool>,
 }
 
 /// `securityProfile.uefiSettings`.
@@ -541,6 +565,7 @@ impl AzureProviderSpec {
                 check_arm_id(&format!("providerSpec.{field}"), id)?;
             }
         }
+        validate_spot(p, self.placement())?;
         // ARM refuses any other form (`InvalidIdentityId`): refused here, naming the field.
         if let Some(id) = p.identity_id.as_deref().map(str::trim).filter(|i| !i.is_empty())
             && !is_user_assigned_identity(id)
@@ -563,6 +588,51 @@ fn is_user_assigned_identity(id: &str) -> bool {
         if is(s, "subscriptions") && is(r, "resourceGroups") && is(p, "providers")
             && is(ns, "Microsoft.ManagedIdentity") && is(t, "userAssignedIdentities")
             && [sub, rg, name].iter().all(|x| !x.is_empty()))
+}
+
+/// `priority`, `evictionPolicy` and `billingProfile.maxPrice` as ARM documents them
+/// (Compute REST `VirtualMachinePriorityTypes`, `VirtualMachineEvictionPolicyTypes`,
+/// `BillingProfile`; the Spot error table, learn.microsoft.com/azure/virtual-machines/error-codes-spot:
+/// `EvictionPolicyCanBeSetOnlyOnAzureSpotVirtualMachines`, `MaxPriceValueInvalid`,
+/// `AzureSpotVMNotSupportedInAvailabilitySet`), refused here naming the field.
+fn validate_spot(p: &Properties, placement: Placement) -> Result<(), DriverError> {
+    let bad = |field: &str, problem: &str| {
+        Err(DriverError::invalid_argument(format!("providerSpec.properties.{field}"), problem))
+    };
+    let priority = p.priority.as_deref().map(str::trim).filter(|v| !v.is_empty());
+    let spot = match priority {
+        None => false,
+        Some(v) if v.eq_ignore_ascii_case("Regular") => false,
+        Some(v) if v.eq_ignore_ascii_case("Spot") || v.eq_ignore_ascii_case("Low") => true,
+        Some(v) => return bad("priority", &format!("{v:?} is not one of Regular, Spot, Low")),
+    };
+    if let Some(policy) = p.eviction_policy.as_deref().map(str::trim).filter(|v| !v.is_empty()) {
+        if !policy.eq_ignore_ascii_case("Deallocate") && !policy.eq_ignore_ascii_case("Delete") {
+            return bad("evictionPolicy", &format!("{policy:?} is not one of Deallocate, Delete"));
+        }
+        if !spot {
+            return bad("evictionPolicy", "can be set only with priority Spot (or Low)");
+        }
+    }
+    if let Some(price) = p.billing_profile.as_ref().and_then(|b| b.max_price) {
+        let five_decimals = ((price * 100_000.0).round() / 100_000.0 - price).abs() <= 1e-9 * price.abs().max(1.0);
+        if price != -1.0 && !(price > 0.0 && price.is_finite() && five_decimals) {
+            return bad(
+                "billingProfile.maxPrice",
+                &format!("{price} is neither -1 nor a decimal greater than 0 with at most 5 decimals"),
+            );
+        }
+        if !spot {
+            return bad("billingProfile.maxPrice", "can be set only with priority Spot (or Low)");
+        }
+    }
+    if spot && matches!(placement, Placement::AvailabilitySet(_)) {
+        return bad(
+            "priority",
+            "a Spot VM cannot be in an availability set (ARM: AzureSpotVMNotSupportedInAvailabilitySet)",
+        );
+    }
+    Ok(())
 }
 
 fn validate_image(image: &ImageReference, field: &str) -> Result<(), DriverError> {
@@ -751,6 +821,52 @@ mod tests {
             "id-1",
         ] {
             assert_eq!(with(bad), Err(Some("providerSpec.properties.identityID".to_string())), "{bad}");
+        }
+    }
+
+    #[test]
+    fn spot_fields_are_checked_as_arm_documents_them() {
+        let with = |props: serde_json::Value| {
+            let mut v = example();
+            merge(&mut v["properties"], props);
+            parse(&v).map(|_| ()).map_err(|e| e.field().map(str::to_string))
+        };
+        let field = |f: &str| Err(Some(format!("providerSpec.properties.{f}")));
+        use serde_json::json;
+        assert_eq!(
+            with(json!({"priority": "Spot", "evictionPolicy": "Delete", "billingProfile": {"maxPrice": -1}})),
+            Ok(())
+        );
+        assert_eq!(
+            with(json!({"priority": "low", "evictionPolicy": "deallocate", "billingProfile": {"maxPrice": 0.01538}})),
+            Ok(())
+        );
+        assert_eq!(with(json!({"priority": "Regular"})), Ok(()));
+        assert_eq!(with(json!({"priority": "Cheap"})), field("priority"));
+        // Only with Spot: evictionPolicy and maxPrice (EvictionPolicyCanBeSetOnlyOnAzureSpotVirtualMachines).
+        assert_eq!(with(json!({"evictionPolicy": "Delete"})), field("evictionPolicy"));
+        assert_eq!(with(json!({"priority": "Regular", "evictionPolicy": "Delete"})), field("evictionPolicy"));
+        assert_eq!(with(json!({"priority": "Spot", "evictionPolicy": "Stop"})), field("evictionPolicy"));
+        assert_eq!(with(json!({"billingProfile": {"maxPrice": 0.5}})), field("billingProfile.maxPrice"));
+        // -1 or > 0 with at most 5 decimals (MaxPriceValueInvalid).
+        for price in [0.0, -0.5, -2.0, 0.123456] {
+            assert_eq!(
+                with(json!({"priority": "Spot", "billingProfile": {"maxPrice": price}})),
+                field("billingProfile.maxPrice"),
+                "{price}"
+            );
+        }
+        // Not in an availability set (AzureSpotVMNotSupportedInAvailabilitySet).
+        let set = "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/availabilitySets/as-1";
+        assert_eq!(with(json!({"zone": null, "priority": "Spot", "availabilitySet": {"id": set}})), field("priority"));
+        assert_eq!(with(json!({"securityProfile": {"encryptionAtHost": true}})), Ok(()));
+    }
+
+    fn merge(target: &mut serde_json::Value, patch: serde_json::Value) {
+        if let (Some(t), serde_json::Value::Object(p)) = (target.as_object_mut(), patch) {
+            for (k, v) in p {
+                t.insert(k, v);
+            }
         }
     }
 

@@ -51,8 +51,12 @@ fn base() -> Value {
             "zone": 1,
             "identityID": "/subscriptions/s-1/resourceGroups/rg-1/providers/Microsoft.ManagedIdentity/userAssignedIdentities/id-1",
             "diagnosticsProfile": {"enabled": true, "storageURI": "https://d.blob.core.windows.net/"},
-            "securityProfile": {"securityType": "TrustedLaunch", "uefiSettings": {"vtpmEnabled": true, "secureBootEnabled": true}},
-            "capacityReservation": {"capacityReservationGroupID": "/subscriptions/s-1/resourceGroups/rg-1/providers/Microsoft.Compute/capacityReservationGroups/c-1"}
+            "securityProfile": {"securityType": "TrustedLaunch", "encryptionAtHost": true,
+                                "uefiSettings": {"vtpmEnabled": true, "secureBootEnabled": true}},
+            "capacityReservation": {"capacityReservationGroupID": "/subscriptions/s-1/resourceGroups/rg-1/providers/Microsoft.Compute/capacityReservationGroups/c-1"},
+            "priority": "Spot",
+            "evictionPolicy": "Delete",
+            "billingProfile": {"maxPrice": 0.5}
         }
     })
 }

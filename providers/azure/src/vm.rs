@@ -170,6 +170,12 @@ pub(crate) fn vm_body(
     if let Some(s) = &p.security_profile {
         let mut profile = json!({});
         set(&mut profile, "securityType", s.security_type.as_deref());
+        // Sent only when on: ARM refuses the property itself, even `false`, on a
+        // subscription without the `Microsoft.Compute/EncryptionAtHost` feature, and
+        // off is its default.
+        if s.encryption_at_host == Some(true) {
+            profile["encryptionAtHost"] = json!(true);
+        }
         if let Some(u) = &s.uefi_settings {
             profile["uefiSettings"] =
                 json!({"vTpmEnabled": u.vtpm_enabled, "secureBootEnabled": u.secure_boot_enabled});
@@ -178,6 +184,11 @@ pub(crate) fn vm_body(
     }
     if let Some(group) = p.capacity_reservation.as_ref().and_then(|c| c.capacity_reservation_group_id.as_deref()) {
         properties["capacityReservation"] = json!({"capacityReservationGroup": {"id": group}});
+    }
+    set(&mut properties, "priority", p.priority.as_deref().map(str::trim));
+    set(&mut properties, "evictionPolicy", p.eviction_policy.as_deref().map(str::trim));
+    if let Some(price) = p.billing_profile.as_ref().and_then(|b| b.max_price) {
+        properties["billingProfile"] = json!({"maxPrice": price});
     }
     let mut body = json!({
         "location": spec.location,
@@ -394,8 +405,12 @@ mod tests {
                 "zone": 2,
                 "identityID": IDENTITY,
                 "diagnosticsProfile": {"enabled": true, "storageURI": "https://diag.blob.core.windows.net/"},
-                "securityProfile": {"securityType": "TrustedLaunch", "uefiSettings": {"vtpmEnabled": true, "secureBootEnabled": false}},
-                "capacityReservation": {"capacityReservationGroupID": RESERVATION}
+                "securityProfile": {"securityType": "TrustedLaunch", "encryptionAtHost": true,
+                                    "uefiSettings": {"vtpmEnabled": true, "secureBootEnabled": false}},
+                "capacityReservation": {"capacityReservationGroupID": RESERVATION},
+                "priority": "Spot",
+                "evictionPolicy": "Delete",
+                "billingProfile": {"maxPrice": 0.01538}
             }
         })
     }
@@ -509,6 +524,10 @@ mod tests {
                 "/properties/capacityReservation/capacityReservationGroup/id",
                 json!(RESERVATION),
             ),
+            ("securityProfile.encryptionAtHost", "/properties/securityProfile/encryptionAtHost", json!(true)),
+            ("priority", "/properties/priority", json!("Spot")),
+            ("evictionPolicy", "/properties/evictionPolicy", json!("Delete")),
+            ("billingProfile.maxPrice", "/properties/billingProfile/maxPrice", json!(0.01538)),
         ];
         let mut missing = Vec::new();
         for (asked, pointer, value) in expected {
@@ -526,6 +545,23 @@ mod tests {
         assert!(body["properties"].get("virtualMachineScaleSet").is_none());
     }
 
+    /// A class without Spot or encryption at host sends none of their keys (ARM refuses
+    /// `encryptionAtHost`, even `false`, where the subscription lacks the feature).
+    #[test]
+    fn regular_vms_send_no_spot_keys_and_encryption_at_host_only_when_on() {
+        let mut class = full_class();
+        for key in ["priority", "evictionPolicy", "billingProfile"] {
+            class["properties"][key] = serde_json::Value::Null;
+        }
+        class["properties"]["securityProfile"]["encryptionAtHost"] = json!(false);
+        let body = wire(&vm_body(&parse(&class), &vm(), "n", "u", &SecretBytes::default(), None));
+        for key in ["priority", "evictionPolicy", "billingProfile"] {
+            assert!(body["properties"].get(key).is_none(), "{key}: {body}");
+        }
+        assert!(body["properties"]["securityProfile"].get("encryptionAtHost").is_none(), "{body}");
+        assert_eq!(body["properties"]["securityProfile"]["securityType"], "TrustedLaunch");
+    }
+
     /// The placements other than a zone, each where ARM reads it.
     #[test]
     fn availability_sets_and_scale_sets_are_sent() {
@@ -533,6 +569,10 @@ mod tests {
             let mut class = full_class();
             class["properties"]["zone"] = serde_json::Value::Null;
             class["properties"]["identityID"] = serde_json::Value::Null;
+            // A Spot VM cannot be in an availability set (AzureSpotVMNotSupportedInAvailabilitySet).
+            for spot in ["priority", "evictionPolicy", "billingProfile"] {
+                class["properties"][spot] = serde_json::Value::Null;
+            }
             class["properties"][patch["key"].as_str().unwrap()] = patch["value"].clone();
             wire(&vm_body(&parse(&class), &vm(), "m-1-nic", "u", &SecretBytes::default(), None))
         };

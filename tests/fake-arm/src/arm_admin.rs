@@ -17,6 +17,9 @@
 //!   agreement PUT is 403 `AuthorizationFailed` for
 //!   `Microsoft.MarketplaceOrdering/offertypes/publishers/offers/plans/agreements/write`),
 //!   and `cancelAgreements` forgets every accepted agreement (as a cancel would); both optional.
+//! - `POST /_admin/azure/features {"encryptionAtHost": false, "subscription": "<id>"}`: whether
+//!   the subscription (default: the seeded one) has `Microsoft.Compute/EncryptionAtHost`
+//!   registered (seeded: on); off, a VM PUT with `securityProfile.encryptionAtHost` is refused.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -78,6 +81,14 @@ struct MarketplaceSwitch {
     cancel_agreements: bool,
 }
 
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Features {
+    #[serde(default)]
+    subscription: Option<String>,
+    encryption_at_host: bool,
+}
+
 /// The Azure-only admin routes.
 pub(crate) fn routes(store: Arc<Store>) -> Router {
     Router::new()
@@ -89,6 +100,7 @@ pub(crate) fn routes(store: Arc<Store>) -> Router {
         .route("/_admin/azure/graph-lag", post(graph_lag))
         .route("/_admin/azure/graph-quota", post(graph_quota))
         .route("/_admin/azure/marketplace", post(marketplace))
+        .route("/_admin/azure/features", post(features))
         .with_state(store)
 }
 
@@ -157,4 +169,15 @@ async fn marketplace(State(store): State<Arc<Store>>, Json(spec): Json<Marketpla
     Json(
         json!({"mayAcceptTerms": state.may_accept_terms, "accepted": state.agreements.values().filter(|a| a.accepted).count()}),
     )
+}
+
+async fn features(State(store): State<Arc<Store>>, Json(spec): Json<Features>) -> Json<serde_json::Value> {
+    let sub = spec.subscription.unwrap_or_else(|| crate::SUBSCRIPTION_ID.to_owned()).to_ascii_lowercase();
+    let mut state = store.lock_at(Instant::now());
+    if spec.encryption_at_host {
+        state.encryption_at_host.insert(sub.clone());
+    } else {
+        state.encryption_at_host.remove(&sub);
+    }
+    Json(json!({"subscription": sub, "encryptionAtHost": state.encryption_at_host.contains(&sub)}))
 }

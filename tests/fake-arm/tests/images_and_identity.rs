@@ -301,3 +301,95 @@ async fn tags_at_a_resources_scope_merge_replace_and_delete() {
     let bad = fake.call(Method::PATCH, &nic, Some(json!({"operation": "Append", "properties": {"tags": {}}}))).await;
     assert_eq!(bad.code(), "InvalidParameter");
 }
+
+/// A VM of `properties` merged into a made-NIC body.
+fn vm_with(name: &str, properties: Value) -> Value {
+    let mut body = vm_body(name, "unused", json!({}), USER_DATA);
+    body["properties"]["networkProfile"] = made_nic(name);
+    if let (Some(target), Value::Object(extra)) = (body["properties"].as_object_mut(), properties) {
+        target.extend(extra);
+    }
+    body
+}
+
+#[tokio::test]
+async fn spot_fields_are_checked_as_arm_checks_them_and_returned() {
+    let fake = Fake::start().await;
+    let refused = |body: Value| {
+        let fake = &fake;
+        async move {
+            let answer = fake.put_vm("spot-1", body).await;
+            (answer.status, answer.code().to_owned(), answer.body["error"]["target"].as_str().unwrap_or("").to_owned())
+        }
+    };
+    let bad = StatusCode::BAD_REQUEST;
+    // The Spot error table's codes (learn.microsoft.com/azure/virtual-machines/error-codes-spot).
+    assert_eq!(
+        refused(vm_with("spot-1", json!({"evictionPolicy": "Delete"}))).await,
+        (bad, "EvictionPolicyCanBeSetOnlyOnAzureSpotVirtualMachines".into(), "evictionPolicy".into())
+    );
+    assert_eq!(
+        refused(vm_with("spot-1", json!({"priority": "Regular", "evictionPolicy": "Deallocate"}))).await.1,
+        "EvictionPolicyCanBeSetOnlyOnAzureSpotVirtualMachines"
+    );
+    assert_eq!(
+        refused(vm_with("spot-1", json!({"priority": "Spot", "billingProfile": {"maxPrice": 0}}))).await,
+        (bad, "MaxPriceValueInvalid".into(), "billingProfile.maxPrice".into())
+    );
+    assert_eq!(
+        refused(vm_with("spot-1", json!({"priority": "Spot", "evictionPolicy": "Stop"}))).await,
+        (bad, "InvalidParameter".into(), "evictionPolicy".into())
+    );
+    assert_eq!(refused(vm_with("spot-1", json!({"priority": "Cheap"}))).await.2, "priority");
+    assert_eq!(refused(vm_with("spot-1", json!({"billingProfile": {"maxPrice": 0.5}}))).await.1, "InvalidParameter");
+    let set = format!(
+        "/subscriptions/{SUBSCRIPTION_ID}/resourceGroups/shoot--dev--conf/providers/Microsoft.Compute/availabilitySets/as-1"
+    );
+    assert_eq!(
+        refused(vm_with("spot-1", json!({"priority": "Spot", "availabilitySet": {"id": set}}))).await.1,
+        "AzureSpotVMNotSupportedInAvailabilitySet"
+    );
+    assert_eq!(fake.get(&vm_path("spot-1")).await.status, StatusCode::NOT_FOUND, "nothing made");
+
+    // A valid Spot VM: recorded and returned as sent.
+    let spot = json!({"priority": "Spot", "evictionPolicy": "Delete", "billingProfile": {"maxPrice": 0.01538}});
+    let made = fake.put_vm("spot-1", vm_with("spot-1", spot)).await;
+    assert_eq!(made.status, StatusCode::CREATED, "{}", made.body);
+    let vm = fake.get(&vm_path("spot-1")).await.body;
+    assert_eq!(vm["properties"]["priority"], "Spot");
+    assert_eq!(vm["properties"]["evictionPolicy"], "Delete");
+    assert_eq!(vm["properties"]["billingProfile"]["maxPrice"], 0.01538);
+
+    // A VM made without a priority cannot become Spot.
+    let regular = fake.put_vm("reg-1", vm_with("reg-1", json!({}))).await;
+    assert_eq!(regular.status, StatusCode::CREATED, "{}", regular.body);
+    assert_eq!(
+        fake.put_vm("reg-1", vm_with("reg-1", json!({"priority": "Spot"}))).await.code(),
+        "VMPriorityCannotBeApplied"
+    );
+}
+
+#[tokio::test]
+async fn encryption_at_host_needs_the_subscription_feature() {
+    let fake = Fake::start().await;
+    let asking = |on: bool| vm_with("eah-1", json!({"securityProfile": {"encryptionAtHost": on}}));
+    // Feature off: the property is refused, `false` too, with ARM's message.
+    let off = fake.admin("azure/features", json!({"encryptionAtHost": false})).await;
+    assert_eq!(off["encryptionAtHost"], false);
+    for on in [true, false] {
+        let refused = fake.put_vm("eah-1", asking(on)).await;
+        assert_eq!((refused.status, refused.code()), (StatusCode::BAD_REQUEST, "InvalidParameter"), "{on}");
+        assert_eq!(refused.body["error"]["target"], "securityProfile.encryptionAtHost");
+        assert_eq!(
+            refused.body["error"]["message"],
+            "The property 'securityProfile.encryptionAtHost' is not valid because the 'Microsoft.Compute/EncryptionAtHost' feature is not enabled for this subscription."
+        );
+    }
+    // Without the property a VM is made whatever the feature.
+    assert_eq!(fake.put_vm("plain-1", vm_with("plain-1", json!({}))).await.status, StatusCode::CREATED);
+    // Feature on (as seeded): accepted, recorded and returned.
+    fake.admin("azure/features", json!({"encryptionAtHost": true})).await;
+    let made = fake.put_vm("eah-1", asking(true)).await;
+    assert_eq!(made.status, StatusCode::CREATED, "{}", made.body);
+    assert_eq!(fake.get(&vm_path("eah-1")).await.body["properties"]["securityProfile"]["encryptionAtHost"], true);
+}

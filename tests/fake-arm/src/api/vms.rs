@@ -271,6 +271,8 @@ fn validate(
         ));
     }
     check_identity(field(&body, "identity"))?;
+    check_spot(props, existing)?;
+    check_encryption_at_host(st, sub, props)?;
     // Image and OS disk (creation only: they cannot change afterwards).
     let mut image = None;
     let mut failure = None;
@@ -523,6 +525,102 @@ fn check_identity(identity: Option<&Value>) -> Result<(), ArmError> {
     let bad: Vec<&str> = ids.iter().map(|id| id.as_str()).filter(|id| !is_user_assigned_identity_id(id)).collect();
     if !bad.is_empty() {
         return Err(ArmError::invalid_identity_ids(&bad.join(",")));
+    }
+    Ok(())
+}
+
+/// ARM's checks of a Spot VM (Compute REST `VirtualMachinePriorityTypes`,
+/// `VirtualMachineEvictionPolicyTypes`, `BillingProfile`, and the Spot error table,
+/// learn.microsoft.com/azure/virtual-machines/error-codes-spot): `priority` is
+/// `Regular`, `Low` or `Spot`; `evictionPolicy` (`Deallocate`, `Delete`) only on a Spot
+/// VM (`EvictionPolicyCanBeSetOnlyOnAzureSpotVirtualMachines`); `billingProfile.maxPrice`
+/// -1 or a decimal > 0 (`MaxPriceValueInvalid`), only on a Spot VM; no Spot VM in an
+/// availability set (`AzureSpotVMNotSupportedInAvailabilitySet`); a VM made without a
+/// priority cannot get one later (`VMPriorityCannotBeApplied`). Values case-insensitive.
+fn check_spot(props: &Value, existing: Option<&VmRecord>) -> Result<(), ArmError> {
+    let priority = field(props, "priority").and_then(Value::as_str);
+    let spot = match priority {
+        None => false,
+        Some(p) if p.eq_ignore_ascii_case("Regular") => false,
+        Some(p) if p.eq_ignore_ascii_case("Spot") || p.eq_ignore_ascii_case("Low") => true,
+        Some(p) => {
+            return Err(ArmError::invalid_parameter(
+                format!("The value '{p}' of parameter 'priority' is invalid; allowed: Regular, Low, Spot."),
+                "priority",
+            ));
+        }
+    };
+    if let (Some(p), Some(vm)) = (priority, existing)
+        && path(&vm.model, &["properties", "priority"]).is_none()
+        && spot
+    {
+        return Err(ArmError::new(
+            StatusCode::BAD_REQUEST,
+            "VMPriorityCannotBeApplied",
+            format!(
+                "The specified priority value '{p}' cannot be applied to the Virtual Machine '{}' since no priority was specified when the Virtual Machine was created.",
+                vm.name
+            ),
+        )
+        .with_target("priority"));
+    }
+    if let Some(policy) = field(props, "evictionPolicy").filter(|v| !v.is_null()) {
+        let known =
+            policy.as_str().is_some_and(|p| p.eq_ignore_ascii_case("Deallocate") || p.eq_ignore_ascii_case("Delete"));
+        if !known {
+            return Err(ArmError::invalid_parameter(
+                format!("The value {policy} of parameter 'evictionPolicy' is invalid; allowed: Deallocate, Delete."),
+                "evictionPolicy",
+            ));
+        }
+        if !spot {
+            return Err(ArmError::new(
+                StatusCode::BAD_REQUEST,
+                "EvictionPolicyCanBeSetOnlyOnAzureSpotVirtualMachines",
+                "Eviction policy can be set only on Azure Spot Virtual Machines.",
+            )
+            .with_target("evictionPolicy"));
+        }
+    }
+    if let Some(price) = path(props, &["billingProfile", "maxPrice"]).filter(|v| !v.is_null()) {
+        if !price.as_f64().is_some_and(|p| p == -1.0 || p > 0.0) {
+            return Err(ArmError::new(
+                StatusCode::BAD_REQUEST,
+                "MaxPriceValueInvalid",
+                "Invalid max price value. The only supported values for max price are -1 or a decimal greater than zero. A max price value of -1 indicates the Azure Spot virtual machine will not be evicted for price reasons.",
+            )
+            .with_target("billingProfile.maxPrice"));
+        }
+        if !spot {
+            // The Spot error table names no code of its own for this: ARM's generic one.
+            return Err(ArmError::invalid_parameter(
+                "Billing profile (maxPrice) can be set only on Azure Spot Virtual Machines.",
+                "billingProfile.maxPrice",
+            ));
+        }
+    }
+    if spot && path(props, &["availabilitySet", "id"]).and_then(Value::as_str).is_some_and(|id| !id.is_empty()) {
+        return Err(ArmError::new(
+            StatusCode::BAD_REQUEST,
+            "AzureSpotVMNotSupportedInAvailabilitySet",
+            "Azure Spot Virtual Machine is not supported in Availability Set.",
+        )
+        .with_target("availabilitySet"));
+    }
+    Ok(())
+}
+
+/// `securityProfile.encryptionAtHost` needs the subscription feature
+/// `Microsoft.Compute/EncryptionAtHost`: without it ARM refuses the property at all,
+/// `false` too (400 `InvalidParameter`, target `securityProfile.encryptionAtHost`, the
+/// message users report, e.g. Azure/azure-cli#16788, Azure/bicep-registry-modules#2374).
+fn check_encryption_at_host(st: &State, sub: &str, props: &Value) -> Result<(), ArmError> {
+    let asked = path(props, &["securityProfile", "encryptionAtHost"]).is_some_and(|v| !v.is_null());
+    if asked && !st.encryption_at_host.contains(&sub.to_ascii_lowercase()) {
+        return Err(ArmError::invalid_parameter(
+            "The property 'securityProfile.encryptionAtHost' is not valid because the 'Microsoft.Compute/EncryptionAtHost' feature is not enabled for this subscription.",
+            "securityProfile.encryptionAtHost",
+        ));
     }
     Ok(())
 }

@@ -7,7 +7,7 @@
 pub(crate) mod render;
 pub(crate) mod seed;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -478,6 +478,9 @@ pub(crate) struct State {
     /// Whether the identities may accept marketplace terms
     /// (`Microsoft.MarketplaceOrdering/offertypes/publishers/offers/plans/agreements/write`).
     pub(crate) may_accept_terms: bool,
+    /// Subscriptions (lowercase) with the feature `Microsoft.Compute/EncryptionAtHost`
+    /// registered (seeded: the default subscription).
+    pub(crate) encryption_at_host: BTreeSet<String>,
 }
 
 impl State {
@@ -505,6 +508,7 @@ impl State {
             graph_usage: HashMap::new(),
             agreements: BTreeMap::new(),
             may_accept_terms: true,
+            encryption_at_host: BTreeSet::from([crate::SUBSCRIPTION_ID.to_ascii_lowercase()]),
         };
         seed::seed(&mut state);
         state
