@@ -59,6 +59,10 @@ pub fn cloud_failure_message(what: &str, reason: &str, http_status: Option<u16>,
     message
 }
 
+/// The reason of [`DriverError::spot_reclaimed`] (the status's ErrorInfo
+/// reason): GetMachineStatus of a machine whose Spot VM the cloud reclaimed.
+pub const SPOT_RECLAIMED: &str = "SPOT_RECLAIMED";
+
 /// A classified driver failure.
 ///
 /// The `message` is deterministic and free of secrets and request ids: it ends
@@ -91,6 +95,17 @@ impl DriverError {
     /// NOT_FOUND for `what`.
     pub fn not_found(what: impl fmt::Display) -> Self {
         Self::new(ErrorKind::NotFound, "NOT_FOUND", format!("{what} not found"))
+    }
+
+    /// NOT_FOUND, reason [`SPOT_RECLAIMED`]: the cloud reclaimed the Spot
+    /// (preemptible, low-priority) VM of the machine. `vm` names it (its id),
+    /// `detail` says how the cloud shows it (e.g. EC2's state reason
+    /// `Server.SpotInstanceTermination`, GCE's TERMINATED Spot instance). The
+    /// one answer every provider gives GetMachineStatus for such a VM, so that
+    /// MCM (and an operator reading the Machine's status) sees why the VM is
+    /// gone; DeleteMachine still removes what is left of it.
+    pub fn spot_reclaimed(vm: impl fmt::Display, detail: impl fmt::Display) -> Self {
+        Self::new(ErrorKind::NotFound, SPOT_RECLAIMED, format!("the cloud reclaimed Spot VM {vm}: {detail}"))
     }
 
     /// UNAVAILABLE: transient, retry after `retry_after`.

@@ -175,6 +175,10 @@ where
         Err(e) => {
             metrics::counter!("mcm_cloud_api_driver_requests_failed_total", "provider" => settings.provider, "operation" => mcm_operation(rpc), "error_code" => mcm_code_label(code as i32))
                 .increment(1);
+            if e.reason() == machine_driver_api::SPOT_RECLAIMED {
+                metrics::counter!("machine_driver_spot_reclaimed_answers_total", "provider" => settings.provider)
+                    .increment(1);
+            }
             let source = std::error::Error::source(&e).map(|s| format!("{s:#}")).unwrap_or_default();
             if e.kind() == ErrorKind::Internal {
                 tracing::error!(
