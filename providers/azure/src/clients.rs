@@ -295,19 +295,7 @@ impl Api<'_> {
         url: &Url,
         body: &[u8],
     ) -> Answer<RawAnswer> {
-        if url.origin() != self.clients.arm.origin() {
-            return Err(CallFailure::Cloud(
-                machine_driver_api::CloudCall { provider: "azure", service, operation },
-                ArmFailure::transport(TransportProblem::Decode, "a request URL on another host than ARM's"),
-            ));
-        }
-        self.fresh_token().await?;
-        let answer = self
-            .caller()
-            .send(service, operation, || self.send_raw(Method::Post, url.clone(), Some(body.to_vec()), &[]), |f| f)
-            .await;
-        self.after(&answer);
-        answer
+        self.write_raw(Method::Post, service, operation, url, body, &[]).await
     }
 
     /// A URL on ARM's endpoint: the path of `segments`, each percent-encoded
