@@ -145,6 +145,28 @@ impl AdminClient {
         self.send(self.http.post(url).json(&json!({})), "/instances/{id}/terminate").await.map(|_| ())
     }
 
+    /// `POST /instances/{id}/reclaim`: the cloud takes the Spot VM `id` back
+    /// (see [`crate::CloudHooks::reclaim`]). Answers how the cloud now shows
+    /// it; the error names the HTTP status and the fake's reason (`409` for a
+    /// VM that is not Spot, `501` for a fake without Spot VMs).
+    pub async fn reclaim(&self, id: &str) -> Result<String, String> {
+        let mut url = reqwest::Url::parse(&self.base).map_err(|e| format!("fake admin URL {}: {e}", self.base))?;
+        url.path_segments_mut().map_err(|()| format!("fake admin URL {} cannot take a path", self.base))?.extend([
+            "instances",
+            id,
+            "reclaim",
+        ]);
+        let resp = self.http.post(url).json(&json!({})).send().await;
+        let resp = resp.map_err(|e| format!("fake admin POST /instances/{{id}}/reclaim: {e}"))?;
+        let status = resp.status();
+        let body: Value = resp.json().await.unwrap_or(Value::Null);
+        if !status.is_success() {
+            let why = body.get("error").and_then(Value::as_str).unwrap_or("no reason given");
+            return Err(format!("fake admin POST /instances/{{id}}/reclaim: HTTP {status}: {why}"));
+        }
+        Ok(body.get("shown").and_then(Value::as_str).unwrap_or_default().to_owned())
+    }
+
     /// `POST /instances`: plants a running VM out of band with exactly the
     /// request's markers (see [`crate::CloudHooks::plant`]). The error names
     /// the HTTP status and the fake's reason (`501` when the fake cannot plant).

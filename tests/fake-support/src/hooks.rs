@@ -46,6 +46,35 @@ pub trait CloudHooks: Send + Sync + 'static {
         let _ = request;
         Err(PlantError::Unsupported)
     }
+
+    /// Reclaims the live Spot (preemptible, low-priority) instance `id` out of
+    /// band, exactly as the cloud does when it takes the capacity back, and
+    /// leaves it in the state the cloud leaves it in, readable through the
+    /// cloud's own API (`POST /_admin/instances/{id}/reclaim`): EC2 terminates
+    /// it with the state reason `Server.SpotInstanceTermination`; GCE stops a
+    /// Spot VM whose termination action is STOP (`TERMINATED`) and deletes one
+    /// whose action is DELETE; ARM deallocates a Spot VM whose eviction policy
+    /// is Deallocate and deletes one whose policy is Delete; ECS stops a
+    /// spot instance and locks it for release (`OperationLocks` reason
+    /// `Recycling`). Counts no call. Clouds without Spot VMs (and fakes that do
+    /// not model them) answer [`Reclaim::Unsupported`].
+    fn reclaim(&self, id: &str) -> Reclaim {
+        let _ = id;
+        Reclaim::Unsupported
+    }
+}
+
+/// What [`CloudHooks::reclaim`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reclaim {
+    /// The instance was reclaimed; the text says how the cloud now shows it.
+    Reclaimed(String),
+    /// No live instance has the id (HTTP 404).
+    NotFound,
+    /// The instance is not a Spot VM, so the cloud would never reclaim it (HTTP 409).
+    NotSpot,
+    /// The cloud (or this fake) has no Spot VMs (HTTP 501).
+    Unsupported,
 }
 
 /// Body of `GET /_admin/inventory`.

@@ -27,7 +27,7 @@ pub use clock::utc_timestamp;
 pub use counters::CallCounts;
 pub use faults::{FaultKind, FaultSpec, FaultTable, Phase};
 pub use handle::FakeHandle;
-pub use hooks::{CloudHooks, Inventory, InventoryInstance};
+pub use hooks::{CloudHooks, Inventory, InventoryInstance, Reclaim};
 pub use idempotency::{IdempotencyTokens, Replay};
 pub use jwt::{JwtRefusal, unexpired_claims};
 pub use main_fn::run_fake;

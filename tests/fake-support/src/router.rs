@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::admin::Admin;
 use crate::counters::CallCounts;
 use crate::faults::FaultSpec;
-use crate::hooks::Inventory;
+use crate::hooks::{Inventory, Reclaim};
 use crate::plant::{PlantError, PlantRequest};
 use crate::settings::{Consistency, LatencySpec, RateLimitSpec, Timing};
 
@@ -30,6 +30,7 @@ pub fn admin_router(admin: Admin) -> Router {
         .route("/_admin/reset", post(reset))
         .route("/_admin/instances", post(plant))
         .route("/_admin/instances/{id}/terminate", post(terminate))
+        .route("/_admin/instances/{id}/reclaim", post(reclaim))
         .with_state(admin)
 }
 
@@ -85,6 +86,17 @@ async fn terminate(State(admin): State<Admin>, Path(id): Path<String>) -> (Statu
         (StatusCode::OK, Json(json!({})))
     } else {
         (StatusCode::NOT_FOUND, Json(json!({ "error": format!("no live instance {id}") })))
+    }
+}
+
+async fn reclaim(State(admin): State<Admin>, Path(id): Path<String>) -> (StatusCode, Json<Value>) {
+    match admin.hooks().reclaim(&id) {
+        Reclaim::Reclaimed(shown) => (StatusCode::OK, Json(json!({ "reclaimed": id, "shown": shown }))),
+        Reclaim::NotFound => (StatusCode::NOT_FOUND, Json(json!({ "error": format!("no live instance {id}") }))),
+        Reclaim::NotSpot => (StatusCode::CONFLICT, Json(json!({ "error": format!("instance {id} is not a Spot VM") }))),
+        Reclaim::Unsupported => {
+            (StatusCode::NOT_IMPLEMENTED, Json(json!({ "error": "this cloud fake has no Spot VMs to reclaim" })))
+        }
     }
 }
 
