@@ -81,6 +81,25 @@ pub struct ProviderConformance {
     /// (`fake/placement-on-create-resource-exhausted`).
     #[serde(default)]
     pub placement: bool,
+    /// Spot VMs (`spot/*`): how a class asks for one, and what the driver's
+    /// SPOT_RECLAIMED answer shows once the fake reclaims it. Absent on clouds
+    /// without Spot VMs (OpenStack).
+    #[serde(default)]
+    pub spot: Option<SpotInputs>,
+}
+
+/// Inputs of `spot/*` (README, "The provider's conformance file").
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SpotInputs {
+    /// Where the Spot fields and the reclaim behaviour come from (API
+    /// reference, Gardener extension file).
+    pub source: String,
+    /// JSON merge patch on the example class that makes its VM a Spot VM.
+    pub patch: Value,
+    /// Text the SPOT_RECLAIMED answer's message must contain (how the cloud
+    /// shows the reclaim, e.g. EC2's `Server.SpotInstanceTermination`).
+    pub shown: String,
 }
 
 /// Inputs of `migration/*` (README, "The provider's conformance file").
