@@ -19,6 +19,17 @@
 //! derived from the uid and the ended instance: a repeat of that relaunch
 //! (its answer lost) gets the same new instance, never a second.
 //!
+//! A spot instance ECS reclaimed stays listed, `Stopped` and locked for release
+//! (`OperationLocks` `LockReason: Recycling`), until ECS releases it some
+//! minutes later; it cannot be started again. While the machine's instance is
+//! in that state, create answers UNAVAILABLE (`SPOT_INSTANCE_PENDING_RELEASE`,
+//! retry in 30 s) naming it, never OK for it and never a second instance
+//! beside it: with the providerID, from the uid read above; without one (the
+//! first create's answer was lost), the `ClientToken` replay may answer the
+//! reclaimed instance, so a spot class's create reads the answered instance by
+//! id (1 `DescribeInstances` more, shared with status polls). Once ECS has
+//! released it, the create with its providerID launches the new instance.
+//!
 //! Ownership ([`crate::ownership`]): create never looks instances up by name
 //! (ECS does not keep names unique), so a same-named instance of another
 //! cluster, or one made by hand, is not adopted and not touched: this
@@ -42,6 +53,9 @@ use crate::spec::AlicloudProviderSpec;
 
 /// ECS's longest `ClientToken`.
 const CLIENT_TOKEN_LEN: usize = 64;
+/// When to retry a create whose reclaimed spot instance ECS has not released yet
+/// (ECS releases it some minutes after the reclaim).
+const PENDING_RELEASE_RETRY: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl AlicloudDriver {
     /// CreateMachine (see the module docs).
@@ -50,10 +64,12 @@ impl AlicloudDriver {
         let (spec, markers) = AlicloudProviderSpec::parse(&req.class.provider_spec)?;
         let api = self.pool.api(&key, &spec.region, ctx)?;
         let mut params = run_instances_params(&spec, &req);
-        if let Some(ended) = ended_instance(&req.machine.provider_id, &spec.region) {
+        let ended = ended_instance(&req.machine.provider_id, &spec.region);
+        if let Some(ended) = &ended {
             // The tag index may still list the ended instance: never hand it back.
             let live = all_by_uid(&api, &spec.region, &markers, &req.machine).await?;
-            let mut others: Vec<_> = live.into_iter().filter(|i| i.instance_id != ended).collect();
+            let (reclaimed, live): (Vec<_>, Vec<_>) = live.into_iter().partition(Instance::is_recycling);
+            let mut others: Vec<_> = live.into_iter().filter(|i| &i.instance_id != ended).collect();
             match others.len() {
                 0 => {}
                 1 => return Ok(self.created(&spec.region, others.remove(0).instance_id)),
@@ -65,6 +81,9 @@ impl AlicloudDriver {
                     ));
                 }
             }
+            if let Some(instance) = reclaimed.first() {
+                return Err(pending_release(&spec.region, instance));
+            }
             tracing::info!(machine = %req.machine.name, ended = %ended, "the machine's instance is gone: launching another");
             params.set(
                 "ClientToken",
@@ -73,9 +92,24 @@ impl AlicloudDriver {
         }
         let answer = api.ecs::<RunInstancesAnswer>("RunInstances", &params).await;
         let instance_id = match answer {
-            Ok(a) => a.first_instance_id()?,
+            Ok(a) => {
+                let id = a.first_instance_id()?;
+                if spec.is_spot() && ended.is_none() {
+                    // The uid's token may replay an instance ECS has since reclaimed.
+                    if let Some(instance) = self.lookups.get(&api, &key, &spec.region, &id).await? {
+                        self.records.record(key.fingerprint, &spec.region, &instance);
+                        if instance.is_recycling() {
+                            return Err(pending_release(&spec.region, &instance));
+                        }
+                        // ECS lists it already: gone later is gone, not "not visible yet".
+                        return Ok(self.seen(&spec.region, id));
+                    }
+                }
+                id
+            }
             Err(CallFailure::Cloud(_, f)) if f.is_idempotent_mismatch() => {
                 match find_by_uid(&api, &spec.region, &markers, &req.machine).await? {
+                    Some(found) if found.is_recycling() => return Err(pending_release(&spec.region, &found)),
                     Some(found) => found.instance_id,
                     None => self.run_second_generation(&api, params, &req.machine.uid).await?,
                 }
@@ -88,6 +122,11 @@ impl AlicloudDriver {
     /// The answer for instance `instance_id`, remembered for the polls that follow.
     fn created(&self, region: &str, instance_id: String) -> CreatedMachine {
         self.recent.record(instance_id.clone(), ());
+        self.seen(region, instance_id)
+    }
+
+    /// The answer for instance `instance_id`, which ECS already lists.
+    fn seen(&self, region: &str, instance_id: String) -> CreatedMachine {
         self.deleted.forget(&instance_id);
         CreatedMachine {
             provider_id: provider_id(region, &instance_id),
@@ -96,6 +135,20 @@ impl AlicloudDriver {
             addresses: Vec::<Address>::new(),
         }
     }
+}
+
+/// UNAVAILABLE for a create whose machine's spot instance ECS reclaimed and has not released yet.
+fn pending_release(region: &str, instance: &Instance) -> DriverError {
+    DriverError::unavailable(
+        "SPOT_INSTANCE_PENDING_RELEASE",
+        format!(
+            "the machine's spot instance {} was reclaimed ({}); ECS releases it within minutes, \
+             and a create after that launches a new instance",
+            provider_id(region, &instance.instance_id),
+            crate::status::reclaim_detail(instance)
+        ),
+        PENDING_RELEASE_RETRY,
+    )
 }
 
 /// The instance a create's providerID names, when it is in the class's region

@@ -204,6 +204,11 @@ impl AlicloudProviderSpec {
         Ok(markers)
     }
 
+    /// Whether the class launches spot instances (`SpotWithPriceLimit` or `SpotAsPriceGo`).
+    pub(crate) fn is_spot(&self) -> bool {
+        self.spot_strategy.as_deref().is_some_and(|s| !s.is_empty() && s != "NoSpot")
+    }
+
     /// The spot fields, by the RunInstances reference: `SpotStrategy` NoSpot,
     /// SpotWithPriceLimit or SpotAsPriceGo, only for a `PostPaid` instance
     /// (ECS: `InvalidSpotPrepaid`); `SpotPriceLimit` > 0 with at most 3 decimals

@@ -3,6 +3,14 @@
 //! Either way the instance found answers only when the kit judges it the
 //! machine's ([`crate::ownership`]): another cluster's instance, a hand-made
 //! one or an earlier machine's (another uid) is NOT_FOUND, so MCM never adopts it.
+//!
+//! A spot instance ECS took back is still listed until ECS releases it, some
+//! minutes later: `Stopped`, with `OperationLocks` `LockReason: Recycling`
+//! ("interrupted and pending release", ECS's guide "Detect and handle spot
+//! instance interruptions"). Read from the same `DescribeInstances` (no further
+//! call), the machine's own such instance answers the kit's SPOT_RECLAIMED
+//! (NOT_FOUND) naming it, so MCM replaces the machine at once. Once released,
+//! the instance is not listed and the answer is the plain NOT_FOUND.
 
 use machine_driver_api::{CallContext, DriverError, MachineRef, MachineStatus, Ownership, foreign_not_found};
 
@@ -36,7 +44,7 @@ impl AlicloudDriver {
                 return Err(DriverError::not_found(format!("instance of machine {}", req.machine.name)));
             };
             self.records.record(key.fingerprint, &spec.region, &instance);
-            return Ok(self.answer(&spec.region, &instance));
+            return self.answer(&spec.region, &instance);
         };
         // The providerID names the instance; of the class only the markers are needed.
         let markers = AlicloudProviderSpec::markers_of(&req.class.provider_spec)?;
@@ -45,7 +53,7 @@ impl AlicloudDriver {
         if let Some(instance) = self.lookups.get(&api, &key, &region, &id).await? {
             self.records.record(key.fingerprint, &region, &instance);
             return match markers.judge(&instance, &req.machine) {
-                Ownership::Mine => Ok(self.answer(&region, &instance)),
+                Ownership::Mine => self.answer(&region, &instance),
                 Ownership::Foreign(why) => {
                     Err(foreign_not_found(format!("instance {}", provider_id(&region, &id)), why))
                 }
@@ -60,15 +68,30 @@ impl AlicloudDriver {
             .ok_or_else(|| DriverError::not_found(format!("instance {}", provider_id(&region, &id))))
     }
 
-    /// The status of the machine's own `instance`.
-    fn answer(&self, region: &str, instance: &Instance) -> MachineStatus {
+    /// The status of the machine's own `instance`; SPOT_RECLAIMED when ECS reclaimed it.
+    fn answer(&self, region: &str, instance: &Instance) -> Result<MachineStatus, DriverError> {
         self.recent.forget(&instance.instance_id);
-        MachineStatus {
+        if instance.is_recycling() {
+            return Err(DriverError::spot_reclaimed(
+                provider_id(region, &instance.instance_id),
+                reclaim_detail(instance),
+            ));
+        }
+        Ok(MachineStatus {
             provider_id: provider_id(region, &instance.instance_id),
             node_name: node_name(&instance.instance_id),
             addresses: addresses(instance),
             pending_steps: Vec::new(),
             vm_state: instance.status.to_ascii_lowercase(),
-        }
+        })
     }
+}
+
+/// How ECS shows a reclaimed spot instance, for the SPOT_RECLAIMED message.
+pub(crate) fn reclaim_detail(instance: &Instance) -> String {
+    let strategy = if instance.spot_strategy.is_empty() { "not shown" } else { &instance.spot_strategy };
+    format!(
+        "ECS Status {}, OperationLocks LockReason Recycling (SpotStrategy {strategy}): locked for release, it cannot be started again",
+        instance.status
+    )
 }

@@ -1,11 +1,11 @@
 //! The ECS side of the shared admin API: operation classes, the real ECS error per
-//! fault kind, the inventory, reset and out-of-band termination.
+//! fault kind, the inventory, reset, out-of-band termination and spot reclaim.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use axum::response::{IntoResponse, Response};
-use fake_cloud_support::{CloudHooks, FaultKind, Inventory, OpClass, PlantError, PlantRequest, Planted};
+use fake_cloud_support::{CloudHooks, FaultKind, Inventory, OpClass, PlantError, PlantRequest, Planted, Reclaim};
 use serde_json::json;
 
 use crate::error::{EcsError, STS_HOST};
@@ -99,6 +99,15 @@ impl CloudHooks for EcsHooks {
     fn terminate(&self, id: &str) -> bool {
         let now = Instant::now();
         self.store.lock_at(now).release(id, now)
+    }
+
+    /// ECS takes the spot instance back: `Stopped`, `OperationLocks` `LockReason:
+    /// Recycling`, released some minutes later (`State::reclaim`). `NotSpot` for an
+    /// instance launched with `SpotStrategy` `NoSpot` (the default), `NotFound` for no
+    /// instance or one already on its way out (`Stopping`).
+    fn reclaim(&self, id: &str) -> Reclaim {
+        let now = Instant::now();
+        self.store.lock_at(now).reclaim(id, now)
     }
 
     /// A running instance launched out of band (`crate::plant`).

@@ -160,6 +160,7 @@ pub(crate) fn plant(store: &Store, request: &PlantRequest) -> Result<Planted, Pl
         key_pair: None,
         system_disk,
         data_disks,
+        recycling: false,
     };
     // ECS disks are `d-...` resources of their own; the fake keeps them inside the
     // instance, so the answer names each by the instance and its position.

@@ -386,3 +386,69 @@ async fn spot_parameters_are_validated_as_the_run_instances_reference_documents_
         fake.run_as(CLUSTER, &params).await.expect(status, code);
     }
 }
+
+#[tokio::test]
+async fn reclaim_stops_a_spot_instance_locks_it_for_release_and_releases_it_later() {
+    let fake = Fake::start().await;
+    let admin = fake_cloud_support::AdminClient::for_cloud_url(&fake.handle.url()).unwrap();
+    fake.admin("ecs/reclaim-release", json!({"ms": 400})).await;
+    let spot = fake.run(&[("InstanceName", "m-spot"), ("SpotStrategy", "SpotAsPriceGo"), ("SpotDuration", "0")]).await;
+    let spot = &spot[0];
+    let on_demand = fake.run(&[("InstanceName", "m-on-demand")]).await.remove(0);
+    fake.wait_status(spot, "Running").await;
+    fake.wait_status(&on_demand, "Running").await;
+    assert_eq!(fake.describe_one(spot).await["OperationLocks"], json!({"LockReason": []}), "running: no lock");
+    let calls_before = fake.admin_get("calls").await["total"].clone();
+
+    let shown = admin.reclaim(spot).await.unwrap();
+    assert!(shown.contains("Stopped") && shown.contains("Recycling"), "{shown}");
+    assert_eq!(fake.admin_get("calls").await["total"], calls_before, "the hook counts no call");
+    let instance = fake.describe_one(spot).await;
+    assert_eq!(instance["Status"], "Stopped");
+    assert_eq!(instance["OperationLocks"], json!({"LockReason": [{"LockReason": "Recycling", "LockMsg": ""}]}));
+    assert_eq!(instance["SpotStrategy"], "SpotAsPriceGo");
+    let stopped = fake.call("DescribeInstances", &[("RegionId", REGION), ("Status", "Stopped")]).await.ok();
+    assert_eq!(stopped["TotalCount"], 1, "the Status filter sees it: {stopped}");
+    let inventory = fake.inventory().await;
+    let entry = inventory["instances"].as_array().unwrap().iter().find(|i| i["id"] == spot.as_str()).unwrap();
+    assert_eq!((entry["state"].as_str(), entry["live"].as_bool()), (Some("Stopped"), Some(true)));
+    assert_eq!(entry["operation_locks"], json!(["Recycling"]));
+    assert!(admin.reclaim(spot).await.unwrap().contains("Recycling"), "a second reclaim answers as the first");
+
+    // An on-demand instance is never reclaimed (409) and is untouched; no instance → 404.
+    let err = admin.reclaim(&on_demand).await.unwrap_err();
+    assert!(err.contains("409"), "{err}");
+    let untouched = fake.describe_one(&on_demand).await;
+    assert_eq!(
+        (untouched["Status"].as_str(), untouched["OperationLocks"].clone()),
+        (Some("Running"), json!({"LockReason": []}))
+    );
+    let err = admin.reclaim("i-gw8doesnotexist00000").await.unwrap_err();
+    assert!(err.contains("404"), "{err}");
+
+    // ECS releases it some minutes later (here 400 ms): gone from reads, Deleted in the inventory.
+    let seen = fake.wait_status(spot, "gone").await;
+    assert_eq!(seen, ["Stopped", "gone"]);
+    let inventory = fake.inventory().await;
+    let entry = inventory["instances"].as_array().unwrap().iter().find(|i| i["id"] == spot.as_str()).unwrap();
+    assert_eq!((entry["state"].as_str(), entry["live"].as_bool()), (Some("Deleted"), Some(false)));
+    assert!(admin.reclaim(spot).await.unwrap_err().contains("404"), "a released instance is no live instance");
+}
+
+#[tokio::test]
+async fn a_reclaimed_instance_is_deleted_like_a_stopped_one() {
+    let fake = Fake::start().await;
+    let admin = fake_cloud_support::AdminClient::for_cloud_url(&fake.handle.url()).unwrap();
+    let id = fake.run(&[("SpotStrategy", "SpotWithPriceLimit"), ("SpotPriceLimit", "0.2")]).await.remove(0);
+    admin.reclaim(&id).await.unwrap();
+    // Stopped (default release: minutes away): DeleteInstance needs no Force, as for any stopped instance.
+    fake.call("DeleteInstance", &[("InstanceId", &id)]).await.ok();
+    let instance = fake.describe_one(&id).await;
+    assert_eq!(instance["Status"], "Stopping");
+    assert_eq!(instance["OperationLocks"]["LockReason"][0]["LockReason"], "Recycling", "locked until gone");
+    assert!(admin.reclaim(&id).await.unwrap_err().contains("404"), "on its way out: no live instance");
+    fake.wait_status(&id, "gone").await;
+    let inventory = fake.inventory().await;
+    assert_eq!(inventory["instances"][0]["state"], "Deleted");
+    assert_eq!(inventory["instances"][0]["live"], false);
+}

@@ -60,6 +60,27 @@ pub(crate) struct Instance {
     pub(crate) vpc_attributes: Option<VpcAttributes>,
     /// Tags.
     pub(crate) tags: Option<Tags>,
+    /// `NoSpot`, `SpotWithPriceLimit` or `SpotAsPriceGo`.
+    pub(crate) spot_strategy: String,
+    /// Why ECS locked the instance, if it did (`financial`, `security`, `Recycling`).
+    pub(crate) operation_locks: Option<OperationLocks>,
+}
+
+/// `OperationLocks` of DescribeInstances: `{"LockReason": [{"LockReason", "LockMsg"}]}`
+/// (alibaba-cloud-sdk-go `OperationLocksInDescribeInstances`).
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub(crate) struct OperationLocks {
+    /// The locks.
+    pub(crate) lock_reason: Vec<LockReason>,
+}
+
+/// One lock of an instance.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub(crate) struct LockReason {
+    /// The lock's kind.
+    pub(crate) lock_reason: String,
 }
 
 /// `VpcAttributes`.
@@ -100,6 +121,16 @@ impl Instance {
     /// The value of tag `key`.
     pub(crate) fn tag(&self, key: &str) -> Option<&str> {
         self.tags.as_ref()?.tag.iter().find(|t| t.tag_key == key).map(|t| t.tag_value.as_str())
+    }
+
+    /// Whether ECS reclaimed this spot instance: an `OperationLocks` entry with
+    /// `LockReason` `Recycling`, ECS's mark of a spot instance "interrupted and
+    /// pending release" (guide "Detect and handle spot instance interruptions";
+    /// the `LockReason` data type spells it `recycling`, so case is ignored).
+    pub(crate) fn is_recycling(&self) -> bool {
+        self.operation_locks.as_ref().is_some_and(|locks| {
+            locks.lock_reason.iter().any(|lock| lock.lock_reason.eq_ignore_ascii_case("recycling"))
+        })
     }
 
     /// The first private IP.
@@ -171,3 +202,25 @@ pub(crate) struct CallerIdentity {
 /// An answer whose body the driver does not read.
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct Empty {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn instance(locks: serde_json::Value) -> Instance {
+        serde_json::from_value(serde_json::json!({"InstanceId": "i-1", "Status": "Stopped", "OperationLocks": locks}))
+            .unwrap()
+    }
+
+    #[test]
+    fn only_a_recycling_lock_marks_a_reclaimed_spot_instance() {
+        let lock = |reason: &str| serde_json::json!({"LockReason": [{"LockReason": reason, "LockMsg": ""}]});
+        assert!(instance(lock("Recycling")).is_recycling());
+        assert!(instance(lock("recycling")).is_recycling(), "the LockReason data type spells it in lower case");
+        assert!(!instance(lock("financial")).is_recycling());
+        assert!(!instance(lock("security")).is_recycling());
+        assert!(!instance(serde_json::json!({"LockReason": []})).is_recycling());
+        let unlocked: Instance = serde_json::from_value(serde_json::json!({"InstanceId": "i-1"})).unwrap();
+        assert!(!unlocked.is_recycling());
+    }
+}

@@ -431,6 +431,7 @@ pub(super) fn run(ctx: &Ctx, call: &Call) -> Result<Response, EcsError> {
             key_pair: plan.key_pair.clone(),
             system_disk: plan.system_disk.clone(),
             data_disks: plan.data_disks.clone(),
+            recycling: false,
         };
         state.instances.insert(id.clone(), instance);
         if let Some(terms) = &plan.spot {
@@ -449,6 +450,10 @@ pub(super) fn run(ctx: &Ctx, call: &Call) -> Result<Response, EcsError> {
 fn render(instance: &Instance, spot: Option<&SpotTerms>, now: Instant) -> Value {
     let (cpu, memory) = shape(&instance.instance_type);
     let price_limit = spot.and_then(|s| s.price_limit.as_deref()).and_then(|p| p.parse::<f64>().ok()).unwrap_or(0.0);
+    // DescribeInstances' shape (alibaba-cloud-sdk-go `OperationLocksInDescribeInstances`:
+    // `{"LockReason": [{"LockReason", "LockMsg"}]}`); empty unless ECS locked the instance.
+    let locks: Vec<Value> =
+        instance.lock_reasons().iter().map(|reason| json!({"LockReason": reason, "LockMsg": ""})).collect();
     json!({
         "SpotPriceLimit": price_limit,
         "SpotDuration": spot.map_or(0, |s| s.duration),
@@ -477,6 +482,7 @@ fn render(instance: &Instance, spot: Option<&SpotTerms>, now: Instant) -> Value 
         "IoOptimized": instance.io_optimized,
         "KeyPairName": instance.key_pair.clone().unwrap_or_default(),
         "DeletionProtection": false,
+        "OperationLocks": {"LockReason": locks},
         "VpcAttributes": {
             "VSwitchId": instance.vswitch,
             "VpcId": instance.vpc,
@@ -584,7 +590,9 @@ pub(super) fn describe(ctx: &Ctx, call: &Call) -> Result<Response, EcsError> {
     })))
 }
 
-/// `DeleteInstance`: Running (with `Force=true`) → Stopping → gone after `stop_ms`.
+/// `DeleteInstance`: Running (with `Force=true`) or Stopped (a reclaimed spot instance
+/// waiting for release; the DeleteInstance reference releases a stopped instance without
+/// `Force`) → Stopping → gone after `stop_ms`.
 pub(super) fn delete(ctx: &Ctx, call: &Call) -> Result<Response, EcsError> {
     let p = &call.params;
     check_region(p, false)?;
@@ -601,6 +609,7 @@ pub(super) fn delete(ctx: &Ctx, call: &Call) -> Result<Response, EcsError> {
         .ok_or_else(EcsError::instance_not_found)?;
     match instance.status(now) {
         "Running" if force => instance.phase = Phase::Stopping { until: now + stop },
+        "Stopped" => instance.phase = Phase::Stopping { until: now + stop },
         _ => return Err(EcsError::incorrect_instance_status()),
     }
     state.advance(now);

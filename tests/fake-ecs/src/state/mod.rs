@@ -10,7 +10,7 @@ use std::net::Ipv4Addr;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use fake_cloud_support::{IdempotencyTokens, InventoryInstance};
+use fake_cloud_support::{IdempotencyTokens, InventoryInstance, Reclaim};
 use serde_json::{Value, json};
 
 use crate::signing::Nonces;
@@ -19,6 +19,13 @@ use crate::signing::Nonces;
 pub(crate) const DEFAULT_SHARE_QUOTA: usize = 50;
 /// How long deleted instances stay in the inventory.
 const DELETED_RETENTION: Duration = Duration::from_secs(600);
+/// How long a reclaimed spot instance stays `Stopped` with the `Recycling` lock before
+/// ECS releases it, unless `POST /_admin/ecs/reclaim-release` says otherwise. ECS's
+/// guide says only that the instance is released after it entered the lock ("pending
+/// release"); five minutes is this fake's choice of "some minutes".
+pub(crate) const DEFAULT_RECLAIM_RELEASE: Duration = Duration::from_secs(300);
+/// ECS's `LockReason` of a reclaimed spot instance waiting for release.
+pub(crate) const RECYCLING: &str = "Recycling";
 
 /// A vSwitch (subnet) of a VPC.
 #[derive(Debug, Clone)]
@@ -112,6 +119,12 @@ pub(crate) enum Phase {
     Stopping {
         /// When it is gone.
         until: Instant,
+    },
+    /// `Stopped` by a spot reclaim, locked for release (see [`Instance::recycling`]):
+    /// ECS releases it at `release_at`.
+    Reclaimed {
+        /// When ECS releases it.
+        release_at: Instant,
     },
 }
 
@@ -207,6 +220,9 @@ pub(crate) struct Instance {
     pub(crate) system_disk: (String, u64),
     /// Data disks.
     pub(crate) data_disks: Vec<DataDisk>,
+    /// Locked for release by a spot reclaim (`OperationLocks` `LockReason: Recycling`),
+    /// until it is gone (also while a DeleteInstance stops it).
+    pub(crate) recycling: bool,
 }
 
 impl Instance {
@@ -217,7 +233,13 @@ impl Instance {
             Phase::Booting { .. } => "Starting",
             Phase::Running => "Running",
             Phase::Stopping { .. } => "Stopping",
+            Phase::Reclaimed { .. } => "Stopped",
         }
+    }
+
+    /// The `LockReason`s of its `OperationLocks`.
+    pub(crate) fn lock_reasons(&self) -> Vec<&'static str> {
+        if self.recycling { vec![RECYCLING] } else { Vec::new() }
     }
 
     /// The inventory entry of this instance.
@@ -236,6 +258,7 @@ impl Instance {
         extra.insert("vswitch".into(), json!(self.vswitch));
         extra.insert("security_groups".into(), json!(self.security_groups));
         extra.insert("creation_time".into(), json!(self.creation_time));
+        extra.insert("operation_locks".into(), json!(self.lock_reasons()));
         extra.insert("system_disk".into(), json!({"category": self.system_disk.0, "size": self.system_disk.1}));
         extra.insert(
             "data_disks".into(),
@@ -285,6 +308,8 @@ pub(crate) struct State {
     pub(crate) share_quota: usize,
     /// The spot terms of instances launched with a spot strategy, by instance id.
     pub(crate) spot_terms: BTreeMap<String, SpotTerms>,
+    /// How long a reclaimed spot instance waits for its release.
+    pub(crate) reclaim_release: Duration,
 }
 
 impl State {
@@ -300,6 +325,7 @@ impl State {
             tokens: IdempotencyTokens::default(),
             share_quota: DEFAULT_SHARE_QUOTA,
             spot_terms: BTreeMap::new(),
+            reclaim_release: DEFAULT_RECLAIM_RELEASE,
         };
         seed::seed(&mut state);
         state
@@ -311,7 +337,9 @@ impl State {
         for (id, instance) in &mut self.instances {
             match instance.phase {
                 Phase::Booting { until, .. } if now >= until => instance.phase = Phase::Running,
-                Phase::Stopping { until } if now >= until => gone.push(id.clone()),
+                Phase::Stopping { until } | Phase::Reclaimed { release_at: until } if now >= until => {
+                    gone.push(id.clone());
+                }
                 _ => {}
             }
         }
@@ -333,6 +361,36 @@ impl State {
         }
         self.deleted.push((now, entry));
         true
+    }
+
+    /// Reclaims the live spot instance `id` at `now`, as ECS takes a spot instance back
+    /// (its guide "Detect and handle spot instance interruptions",
+    /// <https://www.alibabacloud.com/help/en/ecs/user-guide/best-practices-for-preemptible-instances>:
+    /// DescribeInstances shows `OperationLocks` with `LockReason: Recycling`, "interrupted
+    /// and pending release"; the `LockReason` data type lists it as the pending-release
+    /// lock of a spot instance): `Stopped`, locked, released [`State::reclaim_release`]
+    /// later. Only the default interruption behaviour (release) is modelled: RunInstances
+    /// here takes no `SpotInterruptionBehavior`. The SpotDuration protection hour is not
+    /// enforced (a reclaim is an admin action). A second reclaim of a reclaimed instance
+    /// answers as the first and keeps its release time.
+    pub(crate) fn reclaim(&mut self, id: &str, now: Instant) -> Reclaim {
+        let release = self.reclaim_release;
+        let Some(instance) = self.instances.get_mut(id) else { return Reclaim::NotFound };
+        if matches!(instance.phase, Phase::Stopping { .. }) {
+            return Reclaim::NotFound;
+        }
+        if instance.spot_strategy == "NoSpot" {
+            return Reclaim::NotSpot;
+        }
+        if !instance.recycling {
+            instance.phase = Phase::Reclaimed { release_at: now + release };
+            instance.recycling = true;
+        }
+        Reclaim::Reclaimed(format!(
+            "Status {}, OperationLocks.LockReason[].LockReason {RECYCLING} (SpotStrategy {}, pending release)",
+            instance.status(now),
+            instance.spot_strategy,
+        ))
     }
 
     /// Whether a live instance uses `ip` in `vswitch`.
