@@ -7,6 +7,7 @@ use crate::error::{DriverError, Result};
 use crate::machine::{Address, Machine, MachineClass};
 use crate::secret::SecretData;
 use crate::secret_keys::SecretKeys;
+use crate::update::{UpdateMachine, UpdatedMachine};
 
 /// Static facts about a driver, served by the identity service.
 #[derive(Debug, Clone)]
@@ -40,6 +41,8 @@ pub struct Capabilities {
     pub share_image: bool,
     /// RevokeImageShare and ListImageShares are implemented.
     pub revoke_image_share: bool,
+    /// UpdateMachine is implemented.
+    pub update_machine: bool,
 }
 
 /// CreateMachine input.
@@ -275,5 +278,16 @@ pub trait Driver: Send + Sync + 'static {
     ) -> impl Future<Output = Result<ImageShares>> + Send {
         let _ = (ctx, req);
         async { Err(DriverError::unimplemented("ListImageShares")) }
+    }
+
+    /// Changes the machine's running VM in place to what `req.class` asks for
+    /// (see [`crate::UpdatePlan`]); convergent, ownership-checked like status.
+    fn update_machine(
+        &self,
+        ctx: &CallContext,
+        req: UpdateMachine,
+    ) -> impl Future<Output = Result<UpdatedMachine>> + Send {
+        let _ = (ctx, req);
+        async { Err(DriverError::unimplemented("UpdateMachine")) }
     }
 }

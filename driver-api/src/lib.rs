@@ -20,6 +20,7 @@ mod secret;
 mod secret_keys;
 mod spec;
 pub mod spec_walk;
+mod update;
 
 pub use cache::KeyedCache;
 pub use cloud_call::{CallFailure, CloudCall, CloudCaller, CloudFailure, cloud_call};
@@ -42,3 +43,4 @@ pub use recent_list::{ListAnswer, Listed, RecentList};
 pub use secret::SecretData;
 pub use secret_keys::SecretKeys;
 pub use spec::{parse_provider_spec, set_strict_provider_spec};
+pub use update::{ChangeOutcome, FieldChange, NEEDS_REPLACEMENT, TagPlan, UpdateMachine, UpdatePlan, UpdatedMachine};

@@ -44,6 +44,7 @@ impl McmAnswer for pb::GetVolumeIDsResponse {}
 impl McmAnswer for pb::ShareImageResponse {}
 impl McmAnswer for pb::RevokeImageShareResponse {}
 impl McmAnswer for pb::ListImageSharesResponse {}
+impl McmAnswer for pb::UpdateMachineResponse {}
 
 /// Per-server settings the call wrapper needs.
 #[derive(Debug, Clone)]
@@ -291,6 +292,7 @@ pub(crate) fn mcm_operation(rpc: &'static str) -> &'static str {
         "ShareImage" => "share_image",
         "RevokeImageShare" => "revoke_image_share",
         "ListImageShares" => "list_image_shares",
+        "UpdateMachine" => "update_machine",
         other => other,
     }
 }

@@ -14,6 +14,8 @@ pub(crate) enum MachineNeeds {
     Name,
     /// name or provider_id (delete; the orphan collector sends only provider_id).
     NameOrProviderId,
+    /// name and provider_id (update: the VM must exist).
+    NameAndProviderId,
 }
 
 /// Longest Kubernetes object name (a DNS-1123 subdomain).
@@ -81,7 +83,7 @@ pub(crate) fn machine(m: Option<pb::Machine>, needs: MachineNeeds) -> Result<api
     let mut m = m.ok_or_else(|| DriverError::invalid_argument("machine", "is required"))?;
     let has_name = !m.name.trim().is_empty();
     match needs {
-        MachineNeeds::NameAndUid | MachineNeeds::Name if !has_name => {
+        MachineNeeds::NameAndUid | MachineNeeds::Name | MachineNeeds::NameAndProviderId if !has_name => {
             return Err(DriverError::invalid_argument("machine.name", "is required"));
         }
         MachineNeeds::NameOrProviderId if !has_name && m.provider_id.trim().is_empty() => {
@@ -98,6 +100,12 @@ pub(crate) fn machine(m: Option<pb::Machine>, needs: MachineNeeds) -> Result<api
         m.name.clear();
     }
     check_plain_name("machine.namespace", &m.namespace)?;
+    if needs == MachineNeeds::NameAndProviderId && m.provider_id.trim().is_empty() {
+        return Err(DriverError::invalid_argument(
+            "machine.provider_id",
+            "is required (only an existing VM is updated)",
+        ));
+    }
     if needs == MachineNeeds::NameAndUid && m.uid.trim().is_empty() {
         return Err(DriverError::invalid_argument("machine.uid", "is required (it keys create idempotency)"));
     }
@@ -124,6 +132,33 @@ pub(crate) fn machine(m: Option<pb::Machine>, needs: MachineNeeds) -> Result<api
             })
             .unwrap_or_default(),
     })
+}
+
+/// Checks and converts UpdateMachine's optional previous class (absent, or
+/// with an empty provider_spec, is none); a refusal names
+/// `previous_machine_class...`.
+pub(crate) fn previous_machine_class(c: Option<pb::MachineClass>) -> Result<Option<api::MachineClass>, DriverError> {
+    let Some(c) = c.filter(|c| !c.provider_spec.trim().is_empty()) else {
+        return Ok(None);
+    };
+    match machine_class(Some(c)) {
+        Ok((class, _)) => Ok(Some(class)),
+        Err(e) => {
+            let field = e.field().unwrap_or("provider_spec");
+            let problem = e.message().strip_prefix(&format!("{field}: ")).unwrap_or(e.message());
+            Err(DriverError::invalid_argument(format!("previous_machine_class.{field}"), problem))
+        }
+    }
+}
+
+/// One UpdateMachine field outcome on the wire.
+pub(crate) fn field_change(c: api::FieldChange) -> pb::FieldChange {
+    let outcome = match c.outcome {
+        api::ChangeOutcome::Applied => pb::FieldChangeOutcome::Applied,
+        api::ChangeOutcome::Unchanged => pb::FieldChangeOutcome::Unchanged,
+        api::ChangeOutcome::NeedsReplacement => pb::FieldChangeOutcome::NeedsReplacement,
+    };
+    pb::FieldChange { field: c.field, outcome: outcome as i32, detail: c.detail }
 }
 
 /// Checks and converts a machine class: provider_spec must be a JSON object.

@@ -48,6 +48,9 @@ impl IdentityService for Identity {
         if c.revoke_image_share {
             caps.push(pb::Capability::RevokeImageShare);
         }
+        if c.update_machine {
+            caps.push(pb::Capability::UpdateMachine);
+        }
         Ok(Response::new(pb::GetPluginCapabilitiesResponse {
             capabilities: caps.into_iter().map(|c| c as i32).collect(),
             max_user_data_bytes: self.info.max_user_data_bytes as u64,

@@ -134,6 +134,31 @@ impl<D: Driver> MachineDriverService for DriverService<D> {
         .await
     }
 
+    async fn update_machine(
+        &self,
+        request: Request<pb::UpdateMachineRequest>,
+    ) -> Result<Response<pb::UpdateMachineResponse>, Status> {
+        let ctx = call::context("UpdateMachine", &request, self.settings.default_timeout);
+        let (metadata, _, req) = request.into_parts();
+        let labels = Self::labels(&req.machine);
+        let work = async {
+            if !self.info.capabilities.update_machine {
+                return Err(DriverError::unimplemented("UpdateMachine"));
+            }
+            let (machine, class, _, secret) =
+                self.parts(req.machine.clone(), MachineNeeds::NameAndProviderId, req.machine_class, req.secret)?;
+            let previous_class = convert::previous_machine_class(req.previous_machine_class)?;
+            let validate_only = req.validate_only;
+            let update = api::UpdateMachine { machine, class, previous_class, secret, validate_only };
+            self.driver.update_machine(&ctx, update).await
+        };
+        call::run(&self.settings, ctx.clone(), &metadata, labels, work, |u| pb::UpdateMachineResponse {
+            provider_id: u.provider_id,
+            changes: u.changes.into_iter().map(convert::field_change).collect(),
+        })
+        .await
+    }
+
     async fn list_machines(
         &self,
         request: Request<pb::ListMachinesRequest>,

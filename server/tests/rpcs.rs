@@ -302,3 +302,70 @@ async fn machine_names_that_are_not_dns1123_subdomains_are_refused_on_every_rpc(
     assert_eq!(srv.driver.seen.calls.load(Ordering::SeqCst), 1);
     srv.stop();
 }
+
+fn update(name: &str, spec: &str, previous: Option<&str>, validate_only: bool) -> pb::UpdateMachineRequest {
+    let (mut machine, mut machine_class, secret) = parts(name);
+    if let Some(m) = machine.as_mut() {
+        m.provider_id = "test:///x".into();
+    }
+    if let Some(c) = machine_class.as_mut() {
+        c.provider_spec = spec.into();
+    }
+    let previous_machine_class =
+        previous.map(|p| pb::MachineClass { name: "old".into(), provider_spec: p.into(), ..Default::default() });
+    pb::UpdateMachineRequest { machine, machine_class, secret, validate_only, previous_machine_class }
+}
+
+#[tokio::test]
+async fn update_machine_answers_per_field_and_refuses_replacement_only_changes() {
+    let mut srv = start("update", |_| {}).await;
+    let mut c = client(&srv.socket).await;
+    let mut id = IdentityServiceClient::new(channel(&srv.socket).await);
+    let caps = id.get_plugin_capabilities(pb::GetPluginCapabilitiesRequest {}).await.expect("caps").into_inner();
+    assert!(caps.capabilities.contains(&(pb::Capability::UpdateMachine as i32)));
+
+    let u = c
+        .update_machine(update("m1", r#"{"tags":{"team":"b"},"machineType":"m2"}"#, None, true))
+        .await
+        .expect("a tag change beside a replacement is answered")
+        .into_inner();
+    let got: Vec<_> = u.changes.iter().map(|f| (f.field.as_str(), f.outcome, f.detail.as_str())).collect();
+    assert_eq!(
+        got,
+        [
+            ("providerSpec.machineType", pb::FieldChangeOutcome::NeedsReplacement as i32, "\"m1\" -> \"m2\""),
+            ("providerSpec.tags", pb::FieldChangeOutcome::Applied as i32, "set team on the VM"),
+        ]
+    );
+
+    let removed = c
+        .update_machine(update("m1", r#"{"tags":{}}"#, Some(r#"{"tags":{"team":"a"}}"#), false))
+        .await
+        .expect("removal")
+        .into_inner();
+    assert_eq!(
+        removed.changes.iter().find(|f| f.field == "providerSpec.tags").map(|f| f.detail.as_str()),
+        Some("removed team on the VM")
+    );
+
+    let only = c.update_machine(update("m1", r#"{"tags":{"team":"a"},"machineType":"m2"}"#, None, false)).await;
+    let status = only.expect_err("only a replacement differs");
+    assert_eq!(status.code(), Code::FailedPrecondition);
+    assert_eq!(status.get_details_error_info().map(|i| i.reason).as_deref(), Some("NEEDS_REPLACEMENT"));
+    assert!(status.message().contains("providerSpec.machineType"), "{}", status.message());
+
+    let mut no_id = update("m1", r#"{"tags":{}}"#, None, false);
+    if let Some(m) = no_id.machine.as_mut() {
+        m.provider_id.clear();
+    }
+    let calls = srv.driver.seen.calls.load(Ordering::SeqCst);
+    let refused = c.update_machine(no_id).await.expect_err("no provider id");
+    assert_eq!(refused.code(), Code::InvalidArgument);
+    assert!(refused.message().contains("machine.provider_id"), "{}", refused.message());
+    let bad_previous = c.update_machine(update("m1", r#"{"tags":{}}"#, Some("[1]"), false)).await;
+    let refused = bad_previous.expect_err("previous class not an object");
+    assert_eq!(refused.code(), Code::InvalidArgument);
+    assert!(refused.message().starts_with("previous_machine_class.providerSpec: must be"), "{}", refused.message());
+    assert_eq!(srv.driver.seen.calls.load(Ordering::SeqCst), calls, "refused before provider code");
+    srv.stop();
+}

@@ -67,6 +67,7 @@ impl Driver for AlicloudDriver {
                 get_volume_ids: true,
                 share_image: true,
                 revoke_image_share: true,
+                update_machine: false,
             },
             max_user_data_bytes: MAX_USER_DATA_BYTES,
             secret_keys: SecretKeys::all_of(&[ACCESS_KEY_ID_KEYS, ACCESS_KEY_SECRET_KEYS]),

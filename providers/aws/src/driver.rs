@@ -109,6 +109,7 @@ impl Driver for AwsDriver {
                 get_volume_ids: true,
                 share_image: true,
                 revoke_image_share: true,
+                update_machine: false,
             },
             max_user_data_bytes: 16 * 1024,
             secret_keys: SecretKeys::none()

@@ -137,6 +137,7 @@ impl Driver for GcpDriver {
                 get_volume_ids: true,
                 share_image: true,
                 revoke_image_share: true,
+                update_machine: false,
             },
             max_user_data_bytes: MAX_USER_DATA_BYTES,
             secret_keys: SecretKeys::none()

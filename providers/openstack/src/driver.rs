@@ -114,6 +114,7 @@ impl Driver for OpenStackDriver {
                 get_volume_ids: true,
                 share_image: true,
                 revoke_image_share: true,
+                update_machine: false,
             },
             max_user_data_bytes: MAX_USER_DATA_BYTES,
             secret_keys: SecretKeys::all_of(&[AUTH_URL_KEYS]),

@@ -96,6 +96,7 @@ impl Driver for TestDriver {
                 get_volume_ids: true,
                 share_image: true,
                 revoke_image_share: false,
+                update_machine: true,
             },
             max_user_data_bytes: 1024,
             secret_keys: SecretKeys::all_of(&[&["accessKeyID", "providerAccessKeyId"]]),
@@ -152,6 +153,28 @@ impl Driver for TestDriver {
             .iter()
             .filter_map(|s| s.pointer("/csi/volumeHandle").and_then(|v| v.as_str()).map(String::from))
             .collect())
+    }
+
+    /// Tags from the class's `tags` against a VM that has `{"team": "a"}`;
+    /// `machineType` against `m1`: the kit's plan decides the answer.
+    async fn update_machine(&self, ctx: &CallContext, req: UpdateMachine) -> Result<UpdatedMachine> {
+        self.enter(ctx, &req.machine.name).await?;
+        let spec: serde_json::Value = serde_json::from_slice(&req.class.provider_spec).unwrap_or_default();
+        let tags_of = |v: &serde_json::Value| -> std::collections::BTreeMap<String, String> {
+            v.get("tags")
+                .and_then(|t| t.as_object())
+                .map(|t| t.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned())).collect())
+                .unwrap_or_default()
+        };
+        let previous =
+            req.previous_class.as_ref().map(|c| tags_of(&serde_json::from_slice(&c.provider_spec).unwrap_or_default()));
+        let on_vm = [("team".to_owned(), "a".to_owned())].into();
+        let plan_vm = TagPlan::new(&on_vm, &tags_of(&spec), previous.as_ref());
+        let mut plan = UpdatePlan::new(req.machine.provider_id.unwrap_or_default(), req.validate_only);
+        plan.tags("providerSpec.tags", [("the VM", &plan_vm)]);
+        let machine_type = spec.get("machineType").and_then(|t| t.as_str()).unwrap_or("m1");
+        plan.compare_replacement("providerSpec.machineType", "m1", machine_type);
+        plan.finish()
     }
 
     async fn share_image(&self, ctx: &CallContext, req: ShareImage) -> Result<SharedImage> {

@@ -21,6 +21,63 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// The outcome of one field in UpdateMachine.
+type FieldChangeOutcome int32
+
+const (
+	// Never sent.
+	FieldChangeOutcome_FIELD_CHANGE_OUTCOME_UNSPECIFIED FieldChangeOutcome = 0
+	// Changed in place by this call (validate_only: would be).
+	FieldChangeOutcome_FIELD_CHANGE_OUTCOME_APPLIED FieldChangeOutcome = 1
+	// The VM already has what the class asks for.
+	FieldChangeOutcome_FIELD_CHANGE_OUTCOME_UNCHANGED FieldChangeOutcome = 2
+	// The cloud cannot change it in place: only a new VM has it. Not applied.
+	FieldChangeOutcome_FIELD_CHANGE_OUTCOME_NEEDS_REPLACEMENT FieldChangeOutcome = 3
+)
+
+// Enum value maps for FieldChangeOutcome.
+var (
+	FieldChangeOutcome_name = map[int32]string{
+		0: "FIELD_CHANGE_OUTCOME_UNSPECIFIED",
+		1: "FIELD_CHANGE_OUTCOME_APPLIED",
+		2: "FIELD_CHANGE_OUTCOME_UNCHANGED",
+		3: "FIELD_CHANGE_OUTCOME_NEEDS_REPLACEMENT",
+	}
+	FieldChangeOutcome_value = map[string]int32{
+		"FIELD_CHANGE_OUTCOME_UNSPECIFIED":       0,
+		"FIELD_CHANGE_OUTCOME_APPLIED":           1,
+		"FIELD_CHANGE_OUTCOME_UNCHANGED":         2,
+		"FIELD_CHANGE_OUTCOME_NEEDS_REPLACEMENT": 3,
+	}
+)
+
+func (x FieldChangeOutcome) Enum() *FieldChangeOutcome {
+	p := new(FieldChangeOutcome)
+	*p = x
+	return p
+}
+
+func (x FieldChangeOutcome) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (FieldChangeOutcome) Descriptor() protoreflect.EnumDescriptor {
+	return file_machinedriver_v1_driver_proto_enumTypes[0].Descriptor()
+}
+
+func (FieldChangeOutcome) Type() protoreflect.EnumType {
+	return &file_machinedriver_v1_driver_proto_enumTypes[0]
+}
+
+func (x FieldChangeOutcome) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use FieldChangeOutcome.Descriptor instead.
+func (FieldChangeOutcome) EnumDescriptor() ([]byte, []int) {
+	return file_machinedriver_v1_driver_proto_rawDescGZIP(), []int{0}
+}
+
 // CreateMachine input.
 type CreateMachineRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1210,6 +1267,212 @@ func (x *ShareImageResponse) GetConsumerAccount() string {
 	return ""
 }
 
+// UpdateMachine input.
+type UpdateMachineRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The machine; name and provider_id are required (the VM must exist).
+	Machine *Machine `protobuf:"bytes,1,opt,name=machine,proto3" json:"machine,omitempty"`
+	// The class as it is now: what the VM is changed to.
+	MachineClass *MachineClass `protobuf:"bytes,2,opt,name=machine_class,json=machineClass,proto3" json:"machine_class,omitempty"`
+	// Credentials. Secret.
+	Secret *SecretData `protobuf:"bytes,3,opt,name=secret,proto3" json:"secret,omitempty"`
+	// Answer what would be done, change nothing.
+	ValidateOnly bool `protobuf:"varint,4,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
+	// The class the machine was created (or last updated) with, when the
+	// caller knows it. Tags it names that machine_class no longer has are
+	// removed from the VM and its dependents; without it no tag is removed
+	// (a tag the driver did not set is never touched).
+	PreviousMachineClass *MachineClass `protobuf:"bytes,5,opt,name=previous_machine_class,json=previousMachineClass,proto3" json:"previous_machine_class,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *UpdateMachineRequest) Reset() {
+	*x = UpdateMachineRequest{}
+	mi := &file_machinedriver_v1_driver_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateMachineRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateMachineRequest) ProtoMessage() {}
+
+func (x *UpdateMachineRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_machinedriver_v1_driver_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateMachineRequest.ProtoReflect.Descriptor instead.
+func (*UpdateMachineRequest) Descriptor() ([]byte, []int) {
+	return file_machinedriver_v1_driver_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *UpdateMachineRequest) GetMachine() *Machine {
+	if x != nil {
+		return x.Machine
+	}
+	return nil
+}
+
+func (x *UpdateMachineRequest) GetMachineClass() *MachineClass {
+	if x != nil {
+		return x.MachineClass
+	}
+	return nil
+}
+
+func (x *UpdateMachineRequest) GetSecret() *SecretData {
+	if x != nil {
+		return x.Secret
+	}
+	return nil
+}
+
+func (x *UpdateMachineRequest) GetValidateOnly() bool {
+	if x != nil {
+		return x.ValidateOnly
+	}
+	return false
+}
+
+func (x *UpdateMachineRequest) GetPreviousMachineClass() *MachineClass {
+	if x != nil {
+		return x.PreviousMachineClass
+	}
+	return nil
+}
+
+// UpdateMachine output.
+type UpdateMachineResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Cloud id of the VM.
+	ProviderId string `protobuf:"bytes,1,opt,name=provider_id,json=providerId,proto3" json:"provider_id,omitempty"`
+	// One entry per compared field path, sorted by field.
+	Changes       []*FieldChange `protobuf:"bytes,2,rep,name=changes,proto3" json:"changes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateMachineResponse) Reset() {
+	*x = UpdateMachineResponse{}
+	mi := &file_machinedriver_v1_driver_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateMachineResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateMachineResponse) ProtoMessage() {}
+
+func (x *UpdateMachineResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_machinedriver_v1_driver_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateMachineResponse.ProtoReflect.Descriptor instead.
+func (*UpdateMachineResponse) Descriptor() ([]byte, []int) {
+	return file_machinedriver_v1_driver_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *UpdateMachineResponse) GetProviderId() string {
+	if x != nil {
+		return x.ProviderId
+	}
+	return ""
+}
+
+func (x *UpdateMachineResponse) GetChanges() []*FieldChange {
+	if x != nil {
+		return x.Changes
+	}
+	return nil
+}
+
+// What UpdateMachine did (or, with validate_only, would do) with one field.
+type FieldChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The class field, as an INVALID_ARGUMENT names it ("providerSpec.tags",
+	// "providerSpec.machineType").
+	Field string `protobuf:"bytes,1,opt,name=field,proto3" json:"field,omitempty"`
+	// The outcome.
+	Outcome FieldChangeOutcome `protobuf:"varint,2,opt,name=outcome,proto3,enum=machinedriver.v1.FieldChangeOutcome" json:"outcome,omitempty"`
+	// What changed, in words ("set 2 tags, removed 1 on the VM and 2 NICs",
+	// "m5.large -> m5.xlarge"). Never a secret.
+	Detail        string `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FieldChange) Reset() {
+	*x = FieldChange{}
+	mi := &file_machinedriver_v1_driver_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FieldChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FieldChange) ProtoMessage() {}
+
+func (x *FieldChange) ProtoReflect() protoreflect.Message {
+	mi := &file_machinedriver_v1_driver_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FieldChange.ProtoReflect.Descriptor instead.
+func (*FieldChange) Descriptor() ([]byte, []int) {
+	return file_machinedriver_v1_driver_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *FieldChange) GetField() string {
+	if x != nil {
+		return x.Field
+	}
+	return ""
+}
+
+func (x *FieldChange) GetOutcome() FieldChangeOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return FieldChangeOutcome_FIELD_CHANGE_OUTCOME_UNSPECIFIED
+}
+
+func (x *FieldChange) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
 var File_machinedriver_v1_driver_proto protoreflect.FileDescriptor
 
 const file_machinedriver_v1_driver_proto_rawDesc = "" +
@@ -1295,7 +1558,26 @@ const file_machinedriver_v1_driver_proto_rawDesc = "" +
 	"\bimage_id\x18\x01 \x01(\tR\aimageId\x12\x1f\n" +
 	"\vgranted_now\x18\x02 \x01(\bR\n" +
 	"grantedNow\x12)\n" +
-	"\x10consumer_account\x18\x03 \x01(\tR\x0fconsumerAccount2\x9d\a\n" +
+	"\x10consumer_account\x18\x03 \x01(\tR\x0fconsumerAccount\"\xc7\x02\n" +
+	"\x14UpdateMachineRequest\x123\n" +
+	"\amachine\x18\x01 \x01(\v2\x19.machinedriver.v1.MachineR\amachine\x12C\n" +
+	"\rmachine_class\x18\x02 \x01(\v2\x1e.machinedriver.v1.MachineClassR\fmachineClass\x12:\n" +
+	"\x06secret\x18\x03 \x01(\v2\x1c.machinedriver.v1.SecretDataB\x04\x88\xb5\x18\x01R\x06secret\x12#\n" +
+	"\rvalidate_only\x18\x04 \x01(\bR\fvalidateOnly\x12T\n" +
+	"\x16previous_machine_class\x18\x05 \x01(\v2\x1e.machinedriver.v1.MachineClassR\x14previousMachineClass\"q\n" +
+	"\x15UpdateMachineResponse\x12\x1f\n" +
+	"\vprovider_id\x18\x01 \x01(\tR\n" +
+	"providerId\x127\n" +
+	"\achanges\x18\x02 \x03(\v2\x1d.machinedriver.v1.FieldChangeR\achanges\"{\n" +
+	"\vFieldChange\x12\x14\n" +
+	"\x05field\x18\x01 \x01(\tR\x05field\x12>\n" +
+	"\aoutcome\x18\x02 \x01(\x0e2$.machinedriver.v1.FieldChangeOutcomeR\aoutcome\x12\x16\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail*\xac\x01\n" +
+	"\x12FieldChangeOutcome\x12$\n" +
+	" FIELD_CHANGE_OUTCOME_UNSPECIFIED\x10\x00\x12 \n" +
+	"\x1cFIELD_CHANGE_OUTCOME_APPLIED\x10\x01\x12\"\n" +
+	"\x1eFIELD_CHANGE_OUTCOME_UNCHANGED\x10\x02\x12*\n" +
+	"&FIELD_CHANGE_OUTCOME_NEEDS_REPLACEMENT\x10\x032\xff\a\n" +
 	"\x14MachineDriverService\x12`\n" +
 	"\rCreateMachine\x12&.machinedriver.v1.CreateMachineRequest\x1a'.machinedriver.v1.CreateMachineResponse\x12l\n" +
 	"\x11InitializeMachine\x12*.machinedriver.v1.InitializeMachineRequest\x1a+.machinedriver.v1.InitializeMachineResponse\x12i\n" +
@@ -1306,7 +1588,8 @@ const file_machinedriver_v1_driver_proto_rawDesc = "" +
 	"\n" +
 	"ShareImage\x12#.machinedriver.v1.ShareImageRequest\x1a$.machinedriver.v1.ShareImageResponse\x12i\n" +
 	"\x10RevokeImageShare\x12).machinedriver.v1.RevokeImageShareRequest\x1a*.machinedriver.v1.RevokeImageShareResponse\x12f\n" +
-	"\x0fListImageShares\x12(.machinedriver.v1.ListImageSharesRequest\x1a).machinedriver.v1.ListImageSharesResponseB\xcc\x01\n" +
+	"\x0fListImageShares\x12(.machinedriver.v1.ListImageSharesRequest\x1a).machinedriver.v1.ListImageSharesResponse\x12`\n" +
+	"\rUpdateMachine\x12&.machinedriver.v1.UpdateMachineRequest\x1a'.machinedriver.v1.UpdateMachineResponseB\xcc\x01\n" +
 	"\x14com.machinedriver.v1B\vDriverProtoP\x01ZFgithub.com/machine-driver/adapter/gen/machinedriver/v1;machinedriverv1\xa2\x02\x03MXX\xaa\x02\x10Machinedriver.V1\xca\x02\x10Machinedriver\\V1\xe2\x02\x1cMachinedriver\\V1\\GPBMetadata\xea\x02\x11Machinedriver::V1b\x06proto3"
 
 var (
@@ -1321,80 +1604,93 @@ func file_machinedriver_v1_driver_proto_rawDescGZIP() []byte {
 	return file_machinedriver_v1_driver_proto_rawDescData
 }
 
-var file_machinedriver_v1_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_machinedriver_v1_driver_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_machinedriver_v1_driver_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_machinedriver_v1_driver_proto_goTypes = []any{
-	(*CreateMachineRequest)(nil),      // 0: machinedriver.v1.CreateMachineRequest
-	(*CreateMachineResponse)(nil),     // 1: machinedriver.v1.CreateMachineResponse
-	(*InitializeMachineRequest)(nil),  // 2: machinedriver.v1.InitializeMachineRequest
-	(*InitializeMachineResponse)(nil), // 3: machinedriver.v1.InitializeMachineResponse
-	(*GetMachineStatusRequest)(nil),   // 4: machinedriver.v1.GetMachineStatusRequest
-	(*GetMachineStatusResponse)(nil),  // 5: machinedriver.v1.GetMachineStatusResponse
-	(*InitializationState)(nil),       // 6: machinedriver.v1.InitializationState
-	(*DeleteMachineRequest)(nil),      // 7: machinedriver.v1.DeleteMachineRequest
-	(*DeleteMachineResponse)(nil),     // 8: machinedriver.v1.DeleteMachineResponse
-	(*ListMachinesRequest)(nil),       // 9: machinedriver.v1.ListMachinesRequest
-	(*ListMachinesResponse)(nil),      // 10: machinedriver.v1.ListMachinesResponse
-	(*GetVolumeIDsRequest)(nil),       // 11: machinedriver.v1.GetVolumeIDsRequest
-	(*GetVolumeIDsResponse)(nil),      // 12: machinedriver.v1.GetVolumeIDsResponse
-	(*ShareImageRequest)(nil),         // 13: machinedriver.v1.ShareImageRequest
-	(*RevokeImageShareRequest)(nil),   // 14: machinedriver.v1.RevokeImageShareRequest
-	(*RevokeImageShareResponse)(nil),  // 15: machinedriver.v1.RevokeImageShareResponse
-	(*ListImageSharesRequest)(nil),    // 16: machinedriver.v1.ListImageSharesRequest
-	(*ListImageSharesResponse)(nil),   // 17: machinedriver.v1.ListImageSharesResponse
-	(*ShareImageResponse)(nil),        // 18: machinedriver.v1.ShareImageResponse
-	nil,                               // 19: machinedriver.v1.ListMachinesResponse.MachinesEntry
-	(*Machine)(nil),                   // 20: machinedriver.v1.Machine
-	(*MachineClass)(nil),              // 21: machinedriver.v1.MachineClass
-	(*SecretData)(nil),                // 22: machinedriver.v1.SecretData
-	(*Address)(nil),                   // 23: machinedriver.v1.Address
+	(FieldChangeOutcome)(0),           // 0: machinedriver.v1.FieldChangeOutcome
+	(*CreateMachineRequest)(nil),      // 1: machinedriver.v1.CreateMachineRequest
+	(*CreateMachineResponse)(nil),     // 2: machinedriver.v1.CreateMachineResponse
+	(*InitializeMachineRequest)(nil),  // 3: machinedriver.v1.InitializeMachineRequest
+	(*InitializeMachineResponse)(nil), // 4: machinedriver.v1.InitializeMachineResponse
+	(*GetMachineStatusRequest)(nil),   // 5: machinedriver.v1.GetMachineStatusRequest
+	(*GetMachineStatusResponse)(nil),  // 6: machinedriver.v1.GetMachineStatusResponse
+	(*InitializationState)(nil),       // 7: machinedriver.v1.InitializationState
+	(*DeleteMachineRequest)(nil),      // 8: machinedriver.v1.DeleteMachineRequest
+	(*DeleteMachineResponse)(nil),     // 9: machinedriver.v1.DeleteMachineResponse
+	(*ListMachinesRequest)(nil),       // 10: machinedriver.v1.ListMachinesRequest
+	(*ListMachinesResponse)(nil),      // 11: machinedriver.v1.ListMachinesResponse
+	(*GetVolumeIDsRequest)(nil),       // 12: machinedriver.v1.GetVolumeIDsRequest
+	(*GetVolumeIDsResponse)(nil),      // 13: machinedriver.v1.GetVolumeIDsResponse
+	(*ShareImageRequest)(nil),         // 14: machinedriver.v1.ShareImageRequest
+	(*RevokeImageShareRequest)(nil),   // 15: machinedriver.v1.RevokeImageShareRequest
+	(*RevokeImageShareResponse)(nil),  // 16: machinedriver.v1.RevokeImageShareResponse
+	(*ListImageSharesRequest)(nil),    // 17: machinedriver.v1.ListImageSharesRequest
+	(*ListImageSharesResponse)(nil),   // 18: machinedriver.v1.ListImageSharesResponse
+	(*ShareImageResponse)(nil),        // 19: machinedriver.v1.ShareImageResponse
+	(*UpdateMachineRequest)(nil),      // 20: machinedriver.v1.UpdateMachineRequest
+	(*UpdateMachineResponse)(nil),     // 21: machinedriver.v1.UpdateMachineResponse
+	(*FieldChange)(nil),               // 22: machinedriver.v1.FieldChange
+	nil,                               // 23: machinedriver.v1.ListMachinesResponse.MachinesEntry
+	(*Machine)(nil),                   // 24: machinedriver.v1.Machine
+	(*MachineClass)(nil),              // 25: machinedriver.v1.MachineClass
+	(*SecretData)(nil),                // 26: machinedriver.v1.SecretData
+	(*Address)(nil),                   // 27: machinedriver.v1.Address
 }
 var file_machinedriver_v1_driver_proto_depIdxs = []int32{
-	20, // 0: machinedriver.v1.CreateMachineRequest.machine:type_name -> machinedriver.v1.Machine
-	21, // 1: machinedriver.v1.CreateMachineRequest.machine_class:type_name -> machinedriver.v1.MachineClass
-	22, // 2: machinedriver.v1.CreateMachineRequest.secret:type_name -> machinedriver.v1.SecretData
-	23, // 3: machinedriver.v1.CreateMachineResponse.addresses:type_name -> machinedriver.v1.Address
-	20, // 4: machinedriver.v1.InitializeMachineRequest.machine:type_name -> machinedriver.v1.Machine
-	21, // 5: machinedriver.v1.InitializeMachineRequest.machine_class:type_name -> machinedriver.v1.MachineClass
-	22, // 6: machinedriver.v1.InitializeMachineRequest.secret:type_name -> machinedriver.v1.SecretData
-	20, // 7: machinedriver.v1.GetMachineStatusRequest.machine:type_name -> machinedriver.v1.Machine
-	21, // 8: machinedriver.v1.GetMachineStatusRequest.machine_class:type_name -> machinedriver.v1.MachineClass
-	22, // 9: machinedriver.v1.GetMachineStatusRequest.secret:type_name -> machinedriver.v1.SecretData
-	23, // 10: machinedriver.v1.GetMachineStatusResponse.addresses:type_name -> machinedriver.v1.Address
-	6,  // 11: machinedriver.v1.GetMachineStatusResponse.initialization:type_name -> machinedriver.v1.InitializationState
-	20, // 12: machinedriver.v1.DeleteMachineRequest.machine:type_name -> machinedriver.v1.Machine
-	21, // 13: machinedriver.v1.DeleteMachineRequest.machine_class:type_name -> machinedriver.v1.MachineClass
-	22, // 14: machinedriver.v1.DeleteMachineRequest.secret:type_name -> machinedriver.v1.SecretData
-	21, // 15: machinedriver.v1.ListMachinesRequest.machine_class:type_name -> machinedriver.v1.MachineClass
-	22, // 16: machinedriver.v1.ListMachinesRequest.secret:type_name -> machinedriver.v1.SecretData
-	19, // 17: machinedriver.v1.ListMachinesResponse.machines:type_name -> machinedriver.v1.ListMachinesResponse.MachinesEntry
-	22, // 18: machinedriver.v1.ShareImageRequest.owner_secret:type_name -> machinedriver.v1.SecretData
-	22, // 19: machinedriver.v1.ShareImageRequest.consumer_secret:type_name -> machinedriver.v1.SecretData
-	22, // 20: machinedriver.v1.RevokeImageShareRequest.owner_secret:type_name -> machinedriver.v1.SecretData
-	22, // 21: machinedriver.v1.RevokeImageShareRequest.consumer_secret:type_name -> machinedriver.v1.SecretData
-	22, // 22: machinedriver.v1.ListImageSharesRequest.owner_secret:type_name -> machinedriver.v1.SecretData
-	0,  // 23: machinedriver.v1.MachineDriverService.CreateMachine:input_type -> machinedriver.v1.CreateMachineRequest
-	2,  // 24: machinedriver.v1.MachineDriverService.InitializeMachine:input_type -> machinedriver.v1.InitializeMachineRequest
-	4,  // 25: machinedriver.v1.MachineDriverService.GetMachineStatus:input_type -> machinedriver.v1.GetMachineStatusRequest
-	7,  // 26: machinedriver.v1.MachineDriverService.DeleteMachine:input_type -> machinedriver.v1.DeleteMachineRequest
-	9,  // 27: machinedriver.v1.MachineDriverService.ListMachines:input_type -> machinedriver.v1.ListMachinesRequest
-	11, // 28: machinedriver.v1.MachineDriverService.GetVolumeIDs:input_type -> machinedriver.v1.GetVolumeIDsRequest
-	13, // 29: machinedriver.v1.MachineDriverService.ShareImage:input_type -> machinedriver.v1.ShareImageRequest
-	14, // 30: machinedriver.v1.MachineDriverService.RevokeImageShare:input_type -> machinedriver.v1.RevokeImageShareRequest
-	16, // 31: machinedriver.v1.MachineDriverService.ListImageShares:input_type -> machinedriver.v1.ListImageSharesRequest
-	1,  // 32: machinedriver.v1.MachineDriverService.CreateMachine:output_type -> machinedriver.v1.CreateMachineResponse
-	3,  // 33: machinedriver.v1.MachineDriverService.InitializeMachine:output_type -> machinedriver.v1.InitializeMachineResponse
-	5,  // 34: machinedriver.v1.MachineDriverService.GetMachineStatus:output_type -> machinedriver.v1.GetMachineStatusResponse
-	8,  // 35: machinedriver.v1.MachineDriverService.DeleteMachine:output_type -> machinedriver.v1.DeleteMachineResponse
-	10, // 36: machinedriver.v1.MachineDriverService.ListMachines:output_type -> machinedriver.v1.ListMachinesResponse
-	12, // 37: machinedriver.v1.MachineDriverService.GetVolumeIDs:output_type -> machinedriver.v1.GetVolumeIDsResponse
-	18, // 38: machinedriver.v1.MachineDriverService.ShareImage:output_type -> machinedriver.v1.ShareImageResponse
-	15, // 39: machinedriver.v1.MachineDriverService.RevokeImageShare:output_type -> machinedriver.v1.RevokeImageShareResponse
-	17, // 40: machinedriver.v1.MachineDriverService.ListImageShares:output_type -> machinedriver.v1.ListImageSharesResponse
-	32, // [32:41] is the sub-list for method output_type
-	23, // [23:32] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	24, // 0: machinedriver.v1.CreateMachineRequest.machine:type_name -> machinedriver.v1.Machine
+	25, // 1: machinedriver.v1.CreateMachineRequest.machine_class:type_name -> machinedriver.v1.MachineClass
+	26, // 2: machinedriver.v1.CreateMachineRequest.secret:type_name -> machinedriver.v1.SecretData
+	27, // 3: machinedriver.v1.CreateMachineResponse.addresses:type_name -> machinedriver.v1.Address
+	24, // 4: machinedriver.v1.InitializeMachineRequest.machine:type_name -> machinedriver.v1.Machine
+	25, // 5: machinedriver.v1.InitializeMachineRequest.machine_class:type_name -> machinedriver.v1.MachineClass
+	26, // 6: machinedriver.v1.InitializeMachineRequest.secret:type_name -> machinedriver.v1.SecretData
+	24, // 7: machinedriver.v1.GetMachineStatusRequest.machine:type_name -> machinedriver.v1.Machine
+	25, // 8: machinedriver.v1.GetMachineStatusRequest.machine_class:type_name -> machinedriver.v1.MachineClass
+	26, // 9: machinedriver.v1.GetMachineStatusRequest.secret:type_name -> machinedriver.v1.SecretData
+	27, // 10: machinedriver.v1.GetMachineStatusResponse.addresses:type_name -> machinedriver.v1.Address
+	7,  // 11: machinedriver.v1.GetMachineStatusResponse.initialization:type_name -> machinedriver.v1.InitializationState
+	24, // 12: machinedriver.v1.DeleteMachineRequest.machine:type_name -> machinedriver.v1.Machine
+	25, // 13: machinedriver.v1.DeleteMachineRequest.machine_class:type_name -> machinedriver.v1.MachineClass
+	26, // 14: machinedriver.v1.DeleteMachineRequest.secret:type_name -> machinedriver.v1.SecretData
+	25, // 15: machinedriver.v1.ListMachinesRequest.machine_class:type_name -> machinedriver.v1.MachineClass
+	26, // 16: machinedriver.v1.ListMachinesRequest.secret:type_name -> machinedriver.v1.SecretData
+	23, // 17: machinedriver.v1.ListMachinesResponse.machines:type_name -> machinedriver.v1.ListMachinesResponse.MachinesEntry
+	26, // 18: machinedriver.v1.ShareImageRequest.owner_secret:type_name -> machinedriver.v1.SecretData
+	26, // 19: machinedriver.v1.ShareImageRequest.consumer_secret:type_name -> machinedriver.v1.SecretData
+	26, // 20: machinedriver.v1.RevokeImageShareRequest.owner_secret:type_name -> machinedriver.v1.SecretData
+	26, // 21: machinedriver.v1.RevokeImageShareRequest.consumer_secret:type_name -> machinedriver.v1.SecretData
+	26, // 22: machinedriver.v1.ListImageSharesRequest.owner_secret:type_name -> machinedriver.v1.SecretData
+	24, // 23: machinedriver.v1.UpdateMachineRequest.machine:type_name -> machinedriver.v1.Machine
+	25, // 24: machinedriver.v1.UpdateMachineRequest.machine_class:type_name -> machinedriver.v1.MachineClass
+	26, // 25: machinedriver.v1.UpdateMachineRequest.secret:type_name -> machinedriver.v1.SecretData
+	25, // 26: machinedriver.v1.UpdateMachineRequest.previous_machine_class:type_name -> machinedriver.v1.MachineClass
+	22, // 27: machinedriver.v1.UpdateMachineResponse.changes:type_name -> machinedriver.v1.FieldChange
+	0,  // 28: machinedriver.v1.FieldChange.outcome:type_name -> machinedriver.v1.FieldChangeOutcome
+	1,  // 29: machinedriver.v1.MachineDriverService.CreateMachine:input_type -> machinedriver.v1.CreateMachineRequest
+	3,  // 30: machinedriver.v1.MachineDriverService.InitializeMachine:input_type -> machinedriver.v1.InitializeMachineRequest
+	5,  // 31: machinedriver.v1.MachineDriverService.GetMachineStatus:input_type -> machinedriver.v1.GetMachineStatusRequest
+	8,  // 32: machinedriver.v1.MachineDriverService.DeleteMachine:input_type -> machinedriver.v1.DeleteMachineRequest
+	10, // 33: machinedriver.v1.MachineDriverService.ListMachines:input_type -> machinedriver.v1.ListMachinesRequest
+	12, // 34: machinedriver.v1.MachineDriverService.GetVolumeIDs:input_type -> machinedriver.v1.GetVolumeIDsRequest
+	14, // 35: machinedriver.v1.MachineDriverService.ShareImage:input_type -> machinedriver.v1.ShareImageRequest
+	15, // 36: machinedriver.v1.MachineDriverService.RevokeImageShare:input_type -> machinedriver.v1.RevokeImageShareRequest
+	17, // 37: machinedriver.v1.MachineDriverService.ListImageShares:input_type -> machinedriver.v1.ListImageSharesRequest
+	20, // 38: machinedriver.v1.MachineDriverService.UpdateMachine:input_type -> machinedriver.v1.UpdateMachineRequest
+	2,  // 39: machinedriver.v1.MachineDriverService.CreateMachine:output_type -> machinedriver.v1.CreateMachineResponse
+	4,  // 40: machinedriver.v1.MachineDriverService.InitializeMachine:output_type -> machinedriver.v1.InitializeMachineResponse
+	6,  // 41: machinedriver.v1.MachineDriverService.GetMachineStatus:output_type -> machinedriver.v1.GetMachineStatusResponse
+	9,  // 42: machinedriver.v1.MachineDriverService.DeleteMachine:output_type -> machinedriver.v1.DeleteMachineResponse
+	11, // 43: machinedriver.v1.MachineDriverService.ListMachines:output_type -> machinedriver.v1.ListMachinesResponse
+	13, // 44: machinedriver.v1.MachineDriverService.GetVolumeIDs:output_type -> machinedriver.v1.GetVolumeIDsResponse
+	19, // 45: machinedriver.v1.MachineDriverService.ShareImage:output_type -> machinedriver.v1.ShareImageResponse
+	16, // 46: machinedriver.v1.MachineDriverService.RevokeImageShare:output_type -> machinedriver.v1.RevokeImageShareResponse
+	18, // 47: machinedriver.v1.MachineDriverService.ListImageShares:output_type -> machinedriver.v1.ListImageSharesResponse
+	21, // 48: machinedriver.v1.MachineDriverService.UpdateMachine:output_type -> machinedriver.v1.UpdateMachineResponse
+	39, // [39:49] is the sub-list for method output_type
+	29, // [29:39] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_machinedriver_v1_driver_proto_init() }
@@ -1409,13 +1705,14 @@ func file_machinedriver_v1_driver_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_machinedriver_v1_driver_proto_rawDesc), len(file_machinedriver_v1_driver_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   20,
+			NumEnums:      1,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_machinedriver_v1_driver_proto_goTypes,
 		DependencyIndexes: file_machinedriver_v1_driver_proto_depIdxs,
+		EnumInfos:         file_machinedriver_v1_driver_proto_enumTypes,
 		MessageInfos:      file_machinedriver_v1_driver_proto_msgTypes,
 	}.Build()
 	File_machinedriver_v1_driver_proto = out.File

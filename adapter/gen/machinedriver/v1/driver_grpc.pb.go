@@ -28,6 +28,7 @@ const (
 	MachineDriverService_ShareImage_FullMethodName        = "/machinedriver.v1.MachineDriverService/ShareImage"
 	MachineDriverService_RevokeImageShare_FullMethodName  = "/machinedriver.v1.MachineDriverService/RevokeImageShare"
 	MachineDriverService_ListImageShares_FullMethodName   = "/machinedriver.v1.MachineDriverService/ListImageShares"
+	MachineDriverService_UpdateMachine_FullMethodName     = "/machinedriver.v1.MachineDriverService/UpdateMachine"
 )
 
 // MachineDriverServiceClient is the client API for MachineDriverService service.
@@ -145,6 +146,25 @@ type MachineDriverServiceClient interface {
 	// account. UNIMPLEMENTED when the driver does not advertise
 	// CAPABILITY_REVOKE_IMAGE_SHARE. Otherwise the common table.
 	ListImageShares(ctx context.Context, in *ListImageSharesRequest, opts ...grpc.CallOption) (*ListImageSharesResponse, error)
+	// Changes a running machine in place to what its (edited) class asks for,
+	// instead of replacing it: the driver compares what the VM has with what
+	// machine_class asks for, applies what the cloud can change without
+	// replacing or stopping the VM (tags and labels on the VM and on the NICs,
+	// disks and ports it owns; per cloud more, see each provider's README), and
+	// answers, per field path, what it applied, what was already so and what
+	// would need a replacement (never applied). MCM's controllers never call it;
+	// the adapter's class-update reconciler does (docs/mcm-adapter.md).
+	//
+	// Idempotency: convergent like InitializeMachine; a repeat after success
+	// answers every field UNCHANGED and makes no cloud write. validate_only
+	// answers the same without changing anything.
+	//
+	// Errors: NOT_FOUND when no live VM of this machine exists (or it belongs
+	// to another cluster or machine). FAILED_PRECONDITION (reason
+	// NEEDS_REPLACEMENT) when every differing field needs a replacement (the
+	// message names them). UNIMPLEMENTED when the driver does not advertise
+	// CAPABILITY_UPDATE_MACHINE. Otherwise the common table.
+	UpdateMachine(ctx context.Context, in *UpdateMachineRequest, opts ...grpc.CallOption) (*UpdateMachineResponse, error)
 }
 
 type machineDriverServiceClient struct {
@@ -239,6 +259,16 @@ func (c *machineDriverServiceClient) ListImageShares(ctx context.Context, in *Li
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListImageSharesResponse)
 	err := c.cc.Invoke(ctx, MachineDriverService_ListImageShares_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *machineDriverServiceClient) UpdateMachine(ctx context.Context, in *UpdateMachineRequest, opts ...grpc.CallOption) (*UpdateMachineResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateMachineResponse)
+	err := c.cc.Invoke(ctx, MachineDriverService_UpdateMachine_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -360,6 +390,25 @@ type MachineDriverServiceServer interface {
 	// account. UNIMPLEMENTED when the driver does not advertise
 	// CAPABILITY_REVOKE_IMAGE_SHARE. Otherwise the common table.
 	ListImageShares(context.Context, *ListImageSharesRequest) (*ListImageSharesResponse, error)
+	// Changes a running machine in place to what its (edited) class asks for,
+	// instead of replacing it: the driver compares what the VM has with what
+	// machine_class asks for, applies what the cloud can change without
+	// replacing or stopping the VM (tags and labels on the VM and on the NICs,
+	// disks and ports it owns; per cloud more, see each provider's README), and
+	// answers, per field path, what it applied, what was already so and what
+	// would need a replacement (never applied). MCM's controllers never call it;
+	// the adapter's class-update reconciler does (docs/mcm-adapter.md).
+	//
+	// Idempotency: convergent like InitializeMachine; a repeat after success
+	// answers every field UNCHANGED and makes no cloud write. validate_only
+	// answers the same without changing anything.
+	//
+	// Errors: NOT_FOUND when no live VM of this machine exists (or it belongs
+	// to another cluster or machine). FAILED_PRECONDITION (reason
+	// NEEDS_REPLACEMENT) when every differing field needs a replacement (the
+	// message names them). UNIMPLEMENTED when the driver does not advertise
+	// CAPABILITY_UPDATE_MACHINE. Otherwise the common table.
+	UpdateMachine(context.Context, *UpdateMachineRequest) (*UpdateMachineResponse, error)
 	mustEmbedUnimplementedMachineDriverServiceServer()
 }
 
@@ -396,6 +445,9 @@ func (UnimplementedMachineDriverServiceServer) RevokeImageShare(context.Context,
 }
 func (UnimplementedMachineDriverServiceServer) ListImageShares(context.Context, *ListImageSharesRequest) (*ListImageSharesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListImageShares not implemented")
+}
+func (UnimplementedMachineDriverServiceServer) UpdateMachine(context.Context, *UpdateMachineRequest) (*UpdateMachineResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateMachine not implemented")
 }
 func (UnimplementedMachineDriverServiceServer) mustEmbedUnimplementedMachineDriverServiceServer() {}
 func (UnimplementedMachineDriverServiceServer) testEmbeddedByValue()                              {}
@@ -580,6 +632,24 @@ func _MachineDriverService_ListImageShares_Handler(srv interface{}, ctx context.
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MachineDriverService_UpdateMachine_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateMachineRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MachineDriverServiceServer).UpdateMachine(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MachineDriverService_UpdateMachine_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MachineDriverServiceServer).UpdateMachine(ctx, req.(*UpdateMachineRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MachineDriverService_ServiceDesc is the grpc.ServiceDesc for MachineDriverService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -622,6 +692,10 @@ var MachineDriverService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListImageShares",
 			Handler:    _MachineDriverService_ListImageShares_Handler,
+		},
+		{
+			MethodName: "UpdateMachine",
+			Handler:    _MachineDriverService_UpdateMachine_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

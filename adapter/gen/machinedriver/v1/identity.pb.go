@@ -39,6 +39,8 @@ const (
 	Capability_CAPABILITY_REGISTRY_CONFIG Capability = 5
 	// RevokeImageShare and ListImageShares are implemented.
 	Capability_CAPABILITY_REVOKE_IMAGE_SHARE Capability = 6
+	// UpdateMachine is implemented.
+	Capability_CAPABILITY_UPDATE_MACHINE Capability = 7
 )
 
 // Enum value maps for Capability.
@@ -51,6 +53,7 @@ var (
 		4: "CAPABILITY_SHARE_IMAGE",
 		5: "CAPABILITY_REGISTRY_CONFIG",
 		6: "CAPABILITY_REVOKE_IMAGE_SHARE",
+		7: "CAPABILITY_UPDATE_MACHINE",
 	}
 	Capability_value = map[string]int32{
 		"CAPABILITY_UNSPECIFIED":        0,
@@ -60,6 +63,7 @@ var (
 		"CAPABILITY_SHARE_IMAGE":        4,
 		"CAPABILITY_REGISTRY_CONFIG":    5,
 		"CAPABILITY_REVOKE_IMAGE_SHARE": 6,
+		"CAPABILITY_UPDATE_MACHINE":     7,
 	}
 )
 
@@ -382,7 +386,7 @@ const file_machinedriver_v1_identity_proto_rawDesc = "" +
 	"\x13max_user_data_bytes\x18\x02 \x01(\x04R\x10maxUserDataBytes\"\x0e\n" +
 	"\fProbeRequest\"%\n" +
 	"\rProbeResponse\x12\x14\n" +
-	"\x05ready\x18\x01 \x01(\bR\x05ready*\xe7\x01\n" +
+	"\x05ready\x18\x01 \x01(\bR\x05ready*\x86\x02\n" +
 	"\n" +
 	"Capability\x12\x1a\n" +
 	"\x16CAPABILITY_UNSPECIFIED\x10\x00\x12!\n" +
@@ -391,7 +395,8 @@ const file_machinedriver_v1_identity_proto_rawDesc = "" +
 	"\x19CAPABILITY_GET_VOLUME_IDS\x10\x03\x12\x1a\n" +
 	"\x16CAPABILITY_SHARE_IMAGE\x10\x04\x12\x1e\n" +
 	"\x1aCAPABILITY_REGISTRY_CONFIG\x10\x05\x12!\n" +
-	"\x1dCAPABILITY_REVOKE_IMAGE_SHARE\x10\x062\xb7\x02\n" +
+	"\x1dCAPABILITY_REVOKE_IMAGE_SHARE\x10\x06\x12\x1d\n" +
+	"\x19CAPABILITY_UPDATE_MACHINE\x10\a2\xb7\x02\n" +
 	"\x0fIdentityService\x12`\n" +
 	"\rGetPluginInfo\x12&.machinedriver.v1.GetPluginInfoRequest\x1a'.machinedriver.v1.GetPluginInfoResponse\x12x\n" +
 	"\x15GetPluginCapabilities\x12..machinedriver.v1.GetPluginCapabilitiesRequest\x1a/.machinedriver.v1.GetPluginCapabilitiesResponse\x12H\n" +
