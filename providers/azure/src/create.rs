@@ -18,7 +18,9 @@
 //!    it (`$expand=instanceView`). A VM of this machine that is running or on
 //!    its way is adopted (never re-PUT: its `customData` cannot change); a
 //!    `Failed` one is deleted, with its NIC and disks, and its failure answered
-//!    (the next retry starts clean); one being deleted is UNAVAILABLE. A VM of
+//!    (the next retry starts clean); so is a Spot VM Azure evicted and kept
+//!    (deallocated: it does not run, and Azure does not restart it), answered
+//!    UNAVAILABLE naming it; one being deleted is UNAVAILABLE. A VM of
 //!    the name that is not this machine's ([`crate::ownership`]: another
 //!    cluster's, made by hand, or tagged with another machine's uid) is
 //!    ALREADY_EXISTS and left untouched (VM names are unique per resource
@@ -64,6 +66,11 @@ const ANSWER_MARGIN: Duration = Duration::from_secs(2);
 
 /// Retry delay while an earlier VM of the machine is being deleted.
 const RETRY_WHILE_DELETING: Duration = Duration::from_secs(10);
+
+/// The reason of CreateMachine's answer for a machine whose Spot VM Azure
+/// evicted and kept ([`AzureDriver::remove_reclaimed`]; not the kit's
+/// `SPOT_RECLAIMED`, which is GetMachineStatus's answer and counted as such).
+const SPOT_VM_RECLAIMED: &str = "SPOT_VM_RECLAIMED_DELETING";
 
 /// Retry delay when ARM refused the create-only PUT (the VM exists) but a GET does not show the VM yet.
 const RETRY_WHILE_INVISIBLE: Duration = Duration::from_secs(5);
@@ -211,6 +218,9 @@ impl AzureDriver {
             tracing::info!(vm = %target.name, %why, "CreateMachine: the VM name is taken by a VM that is not this machine's");
             return Err(foreign_name_taken(format!("VM {}", target.name), why));
         }
+        if let Some(shown) = vm::reclaimed(existing) {
+            return Err(self.remove_reclaimed(api, target, &shown).await);
+        }
         match vm::provisioning(existing) {
             Provisioning::Failed => Err(self.remove_failed(api, target, existing).await),
             Provisioning::Deleting => Err(DriverError::unavailable(
@@ -236,6 +246,30 @@ impl AzureDriver {
             return e;
         }
         failure
+    }
+
+    /// A Spot VM of this machine that Azure evicted and kept (deallocated,
+    /// [`vm::reclaimed`]): deleted with its NIC and disks (their
+    /// `deleteOption: Delete`), as a `Failed` one is, and answered UNAVAILABLE
+    /// naming it; the retry (once the VM is gone) makes a new VM of the name.
+    /// Never adopted: it does not run, and Azure does not restart it.
+    async fn remove_reclaimed(&self, api: &Api<'_>, target: &VmRef, shown: &str) -> DriverError {
+        self.recent.forget(target);
+        self.tags_to_apply.forget(target);
+        self.forget_addresses(target);
+        tracing::info!(vm = %target.name, %shown, "CreateMachine: the machine's Spot VM was evicted; deleting it");
+        if let Err(e) = delete_vm(api, target).await {
+            return e;
+        }
+        self.deleted.record(target.clone(), ());
+        DriverError::unavailable(
+            SPOT_VM_RECLAIMED,
+            format!(
+                "Azure reclaimed Spot VM {} ({shown}); it is being deleted with its NIC and disks, and a retry creates a new VM",
+                target.provider_id()
+            ),
+            RETRY_WHILE_DELETING,
+        )
     }
 
     /// A data disk to be made from an image whose name is taken: it is PUT

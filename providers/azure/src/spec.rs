@@ -428,6 +428,15 @@ impl AzureProviderSpec {
         self.subnet_info.vnet_resource_group.as_deref().filter(|g| !g.is_empty()).unwrap_or(&self.resource_group)
     }
 
+    /// Whether the class asks for a Spot VM (`priority` `Spot`, or `Low`, its older name).
+    pub(crate) fn is_spot(&self) -> bool {
+        self.properties
+            .priority
+            .as_deref()
+            .map(str::trim)
+            .is_some_and(|v| v.eq_ignore_ascii_case("Spot") || v.eq_ignore_ascii_case("Low"))
+    }
+
     /// The VM's placement (validated: at most one).
     pub(crate) fn placement(&self) -> Placement {
         let p = &self.properties;

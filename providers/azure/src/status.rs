@@ -8,6 +8,17 @@
 //! Either record carries the VM's tags, and a VM that is not this machine's
 //! ([`crate::ownership`]) is NOT_FOUND, so that MCM never adopts another
 //! cluster's VM or one made by hand.
+//!
+//! Spot classes (`priority` `Spot` or `Low`): only a VM's instance view shows
+//! that Azure evicted it (`PowerState/deallocated` with `evictionPolicy`
+//! `Deallocate`; provisioning stays `Succeeded`), and neither the plain GET
+//! nor the generic list carries it. So a Spot class's poll is always the one
+//! `virtualMachines.get` with `$expand=instanceView` (one call, as a lone
+//! poll of any class; not shared in a batch), and a Spot VM of this machine
+//! that Azure deallocated is answered [`DriverError::spot_reclaimed`]
+//! (NOT_FOUND, reason `SPOT_RECLAIMED`, the power state in the message). A
+//! `Delete` eviction leaves no VM: plain NOT_FOUND. Other classes read as
+//! before.
 
 use machine_driver_api::{CallContext, DriverError, MachineRef, MachineStatus, MarkedVm, Ownership, foreign_not_found};
 
@@ -22,18 +33,25 @@ use crate::vm::{self, Provisioning};
 impl AzureDriver {
     /// GetMachineStatus: the VM's state; a `Failed` VM answers its failure
     /// (the Go provider answers OK for it, and MCM never replaces the
-    /// machine); not visible yet for a create of a moment ago or a young
-    /// machine; NOT_FOUND otherwise, and for a VM that is not this machine's.
+    /// machine); a Spot VM Azure evicted (deallocated) answers SPOT_RECLAIMED;
+    /// not visible yet for a create of a moment ago or a young machine;
+    /// NOT_FOUND otherwise, and for a VM that is not this machine's.
     pub(crate) async fn status(&self, ctx: &CallContext, req: MachineRef) -> Result<MachineStatus, DriverError> {
         let creds = AzureCredentials::from_secret(&req.secret, "secret")?;
         let (target, spec, markers) = self.locate(&req, &creds)?;
         let api = self.pool.api(&creds, spec.cloud(), ctx)?;
-        let found = match self.lookups.get(&api, &creds, &target, &self.addresses).await? {
-            // A list (up to LIST_REUSE old) may predate this process's delete of the VM: read it alone.
-            Some(listed) if listed.full().is_none() && self.deleted.contains(&target) => {
-                crate::create::get_vm(&api, &target, false).await?.map(|vm| FoundVm::Full(Box::new(vm)))
+        let found = if spec.is_spot() {
+            // Only the instance view shows a Spot VM's eviction (its power state); neither the
+            // plain GET nor the group's generic list carries it: the one GET asks for it.
+            crate::create::get_vm(&api, &target, true).await?.map(|vm| FoundVm::Full(Box::new(vm)))
+        } else {
+            match self.lookups.get(&api, &creds, &target, &self.addresses).await? {
+                // A list (up to LIST_REUSE old) may predate this process's delete of the VM: read it alone.
+                Some(listed) if listed.full().is_none() && self.deleted.contains(&target) => {
+                    crate::create::get_vm(&api, &target, false).await?.map(|vm| FoundVm::Full(Box::new(vm)))
+                }
+                found => found,
             }
-            found => found,
         };
         let foreign = |found: &FoundVm| match judge_found(&markers, found, &req.machine) {
             Ownership::Mine => None,
@@ -44,7 +62,17 @@ impl AzureDriver {
                 return Err(not_found);
             }
             self.recent.forget(&target);
+            // A Spot VM Azure evicted and kept (deallocated): this machine's VM no longer runs.
+            if let Some(shown) = found.full().and_then(vm::reclaimed) {
+                return Err(DriverError::spot_reclaimed(target.provider_id(), shown));
+            }
             let state = found.provisioning();
+            // A Spot class's read carries the instance view with the failure already.
+            if state == Provisioning::Failed
+                && let Some(read) = found.full().filter(|vm| vm::has_instance_view(vm))
+            {
+                return Err(crate::create::failed_vm_error(read));
+            }
             if state == Provisioning::Failed {
                 // Neither the GET nor the list carries the instance view with the failure's code: read it.
                 let fresh = crate::create::get_vm(&api, &target, true).await?.map(|vm| FoundVm::Full(Box::new(vm)));

@@ -356,9 +356,94 @@ pub(crate) fn failure_of(vm: &VirtualMachine) -> Option<(String, String)> {
     })
 }
 
+/// Whether `vm` was read with its instance view (`$expand=instanceView`).
+pub(crate) fn has_instance_view(vm: &VirtualMachine) -> bool {
+    vm.properties.as_ref().is_some_and(|p| p.instance_view.is_some())
+}
+
+/// How ARM shows a Spot VM that Azure evicted and kept (`evictionPolicy`
+/// `Deallocate`, the default; learn.microsoft.com/azure/virtual-machines/spot-vms):
+/// the VM's record says `priority` `Spot` (or `Low`), its provisioning state
+/// stays `Succeeded`, and its instance view's power state is
+/// `PowerState/deallocated` (`deallocating` while it goes). `None` for a VM
+/// that is not Spot, was read without its instance view, or is not
+/// deallocated (running, starting, stopped but allocated). A Spot VM this
+/// driver made is never deallocated by the driver, and ARM records no other
+/// cause on the VM: a deallocated Spot VM is answered as reclaimed.
+/// (`Delete` evictions leave nothing to read.)
+pub(crate) fn reclaimed(vm: &VirtualMachine) -> Option<String> {
+    use azure_mgmt_compute::package_2024_07_01::models::{EvictionPolicy, Priority};
+    let props = vm.properties.as_ref()?;
+    let spot = match props.priority.as_ref()? {
+        Priority::Spot | Priority::Low => true,
+        Priority::Regular => false,
+        Priority::UnknownValue(v) => v.eq_ignore_ascii_case("Spot") || v.eq_ignore_ascii_case("Low"),
+    };
+    if !spot {
+        return None;
+    }
+    let power = props.instance_view.as_ref()?.statuses.iter().find_map(|s| {
+        let code = s.code.as_deref()?;
+        code.get(..11).filter(|p| p.eq_ignore_ascii_case("PowerState/")).map(|_| code)
+    })?;
+    let state = power.get(11..).unwrap_or_default();
+    if !(state.eq_ignore_ascii_case("deallocated") || state.eq_ignore_ascii_case("deallocating")) {
+        return None;
+    }
+    let policy = match &props.eviction_policy {
+        Some(EvictionPolicy::Deallocate) => "Deallocate",
+        Some(EvictionPolicy::Delete) => "Delete",
+        Some(EvictionPolicy::UnknownValue(v)) => v.as_str(),
+        None => "Deallocate (the default)",
+    };
+    let provisioning = props.provisioning_state.as_deref().unwrap_or("unknown");
+    Some(format!("evicted: instance view {power}, provisioningState {provisioning}, evictionPolicy {policy}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn read(vm: Value) -> VirtualMachine {
+        serde_json::from_value(vm).unwrap()
+    }
+
+    fn with_power(priority: Option<&str>, power: Option<&str>) -> VirtualMachine {
+        let mut props = json!({"provisioningState": "Succeeded", "evictionPolicy": "Deallocate"});
+        if let Some(p) = priority {
+            props["priority"] = json!(p);
+        }
+        if let Some(code) = power {
+            props["instanceView"] = json!({"statuses": [
+                {"code": "ProvisioningState/succeeded", "level": "Info"},
+                {"code": code, "level": "Info"}
+            ]});
+        }
+        read(json!({"location": "westeurope", "properties": props}))
+    }
+
+    #[test]
+    fn only_a_deallocated_spot_vm_read_with_its_instance_view_is_reclaimed() {
+        let shown = reclaimed(&with_power(Some("Spot"), Some("PowerState/deallocated"))).unwrap();
+        assert_eq!(
+            shown,
+            "evicted: instance view PowerState/deallocated, provisioningState Succeeded, evictionPolicy Deallocate"
+        );
+        assert!(reclaimed(&with_power(Some("Low"), Some("PowerState/deallocating"))).is_some());
+        assert!(reclaimed(&with_power(Some("spot"), Some("powerstate/Deallocated"))).is_some(), "any case");
+        for (priority, power) in [
+            (Some("Spot"), Some("PowerState/running")),
+            (Some("Spot"), Some("PowerState/stopped")),
+            (Some("Spot"), Some("PowerState/starting")),
+            (Some("Spot"), None),
+            (Some("Regular"), Some("PowerState/deallocated")),
+            (None, Some("PowerState/deallocated")),
+        ] {
+            assert_eq!(reclaimed(&with_power(priority, power)), None, "{priority:?} {power:?}");
+        }
+        assert!(has_instance_view(&with_power(None, Some("PowerState/running"))));
+        assert!(!has_instance_view(&with_power(Some("Spot"), None)));
+    }
 
     fn spec() -> AzureProviderSpec {
         AzureProviderSpec::parse(&serde_json::to_vec(&crate::spec::tests_support::example()).unwrap()).unwrap()

@@ -5,12 +5,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::response::{IntoResponse, Response};
-use fake_cloud_support::{CloudHooks, FaultKind, Inventory, OpClass, PlantError, PlantRequest, Planted};
+use fake_cloud_support::{CloudHooks, FaultKind, Inventory, OpClass, PlantError, PlantRequest, Planted, Reclaim};
 use serde_json::json;
 
 use crate::api::routes::action_of;
 use crate::error::ArmError;
 use crate::state::{Store, VmPhase, render};
+use crate::wire::path_str;
 
 /// [`CloudHooks`] for the fake ARM.
 #[derive(Debug)]
@@ -141,6 +142,53 @@ impl CloudHooks for ArmHooks {
         vm.phase = VmPhase::Deleting { until: now };
         state.advance(now);
         true
+    }
+
+    /// A Spot eviction as Azure makes it (learn.microsoft.com/azure/virtual-machines/spot-vms,
+    /// "Eviction policy"; Compute REST `VirtualMachineEvictionPolicyTypes`): the VM (ARM id,
+    /// case-insensitive) must be a Spot VM as its PUT recorded it (`properties.priority`
+    /// `Spot` or `Low`; otherwise `NotSpot`) and running or on its way (not being deleted,
+    /// not `Failed`, not deallocated already; otherwise `NotFound`). With `evictionPolicy`
+    /// `Deallocate` (the default) it is deallocated: provisioning state `Succeeded` (a
+    /// create still running ends now), instance view `PowerState/deallocated`, and its
+    /// NICs (attached, keeping their private IPs) and disks stay. With `Delete` it is
+    /// deleted at once, as [`Self::terminate`] does: its NICs and disks go or stay by their
+    /// `deleteOption`. Counts no call.
+    fn reclaim(&self, id: &str) -> Reclaim {
+        let now = Instant::now();
+        let mut state = self.store.lock_at(now);
+        let Some(vm) = state.vms.values_mut().find(|vm| {
+            vm.id.eq_ignore_ascii_case(id)
+                && !vm.deallocated
+                && matches!(vm.phase, VmPhase::Provisioning { .. } | VmPhase::Succeeded)
+        }) else {
+            return Reclaim::NotFound;
+        };
+        let priority = path_str(&vm.model, &["properties", "priority"]).unwrap_or("Regular");
+        if !(priority.eq_ignore_ascii_case("Spot") || priority.eq_ignore_ascii_case("Low")) {
+            return Reclaim::NotSpot;
+        }
+        let delete =
+            path_str(&vm.model, &["properties", "evictionPolicy"]).is_some_and(|p| p.eq_ignore_ascii_case("Delete"));
+        if delete {
+            vm.phase = VmPhase::Deleting { until: now };
+            state.advance(now);
+            return Reclaim::Reclaimed(
+                "deleted (evictionPolicy Delete): the VM is gone, its NICs and disks with deleteOption Delete too"
+                    .to_owned(),
+            );
+        }
+        let op = match &vm.phase {
+            VmPhase::Provisioning { op, .. } => Some(op.clone()),
+            _ => None,
+        };
+        vm.phase = VmPhase::Succeeded;
+        vm.deallocated = true;
+        if let Some(op) = op.and_then(|op| state.operations.get_mut(&op)) {
+            op.done_at = now;
+            op.failure = None;
+        }
+        Reclaim::Reclaimed("PowerState/deallocated (evictionPolicy Deallocate), provisioningState Succeeded".to_owned())
     }
 
     /// A VM created out of band (`crate::plant`).

@@ -318,6 +318,7 @@ pub(crate) fn plant(store: &Store, request: &PlantRequest) -> Result<Planted, Pl
         vm_id: uuid::Uuid::new_v4().to_string(),
         time_created: timestamp(SystemTime::now()),
         phase: VmPhase::Succeeded,
+        deallocated: false,
         visible_at: now,
         nics,
         os_disk,

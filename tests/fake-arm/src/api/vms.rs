@@ -974,6 +974,7 @@ pub(crate) fn put(ctx: &Ctx, req: &Req, sub: &str, rg: &str, name: &str) -> Resu
         vm_id: uuid::Uuid::new_v4().to_string(),
         time_created: timestamp(SystemTime::now()),
         phase: VmPhase::Provisioning { until, failure, updating: false, op: op.clone() },
+        deallocated: false,
         visible_at: now + invisible,
         nics: spec.nics,
         os_disk: Attachment {

@@ -177,6 +177,11 @@ pub(crate) struct VmRecord {
     pub(crate) time_created: String,
     /// Lifecycle.
     pub(crate) phase: VmPhase,
+    /// Deallocated by a Spot eviction with `evictionPolicy: Deallocate`
+    /// ([`crate::hooks::ArmHooks`]'s reclaim): the instance view shows
+    /// `PowerState/deallocated` whatever the provisioning state; the VM,
+    /// its NICs (with their private IPs) and its disks stay.
+    pub(crate) deallocated: bool,
     /// Reads do not see the VM before this instant (eventual consistency).
     pub(crate) visible_at: Instant,
     /// Referenced NICs.

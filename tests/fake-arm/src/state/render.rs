@@ -139,6 +139,13 @@ fn vm_instance_view(record: &VmRecord) -> Value {
             statuses.push(json!({"code": "PowerState/stopping", "level": "Info", "displayStatus": "VM stopping"}));
         }
     }
+    // A deallocated VM (a Spot eviction with evictionPolicy Deallocate) shows that power
+    // state whatever its provisioning state says (Compute's `InstanceViewStatus` codes
+    // `PowerState/<state>`, as `az vm get-instance-view` prints an evicted Spot VM).
+    if record.deallocated {
+        statuses.retain(|s| !s["code"].as_str().is_some_and(|c| c.starts_with("PowerState/")));
+        statuses.push(json!({"code": "PowerState/deallocated", "level": "Info", "displayStatus": "VM deallocated"}));
+    }
     json!({
         "computerName": record.name,
         "osName": "gardenlinux",
@@ -386,6 +393,9 @@ pub(crate) fn vm_inventory(record: &VmRecord, state: &str, live: bool) -> Invent
     extra.insert("vm_id".into(), json!(record.vm_id));
     if let VmPhase::Failed(failure) = &record.phase {
         extra.insert("error_code".into(), json!(failure.code));
+    }
+    if record.deallocated {
+        extra.insert("power_state".into(), json!("deallocated"));
     }
     extra.insert("network_interfaces".into(), json!(record.nics.iter().map(|a| a.id.clone()).collect::<Vec<_>>()));
     extra.insert(
