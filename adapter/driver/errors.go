@@ -1,25 +1,70 @@
 package driver
 
 import (
+	"errors"
 	"strings"
 
 	"github.com/gardener/machine-controller-manager/pkg/util/provider/machinecodes/codes"
 	"github.com/gardener/machine-controller-manager/pkg/util/provider/machinecodes/status"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	grpcstatus "google.golang.org/grpc/status"
 )
+
+// ErrorDomain is the domain of the ErrorInfo detail the sidecar puts on every
+// error (proto/machinedriver/v1/driver.proto, server/src/status.rs).
+const ErrorDomain = "machinedriver"
+
+// ReasonSpotReclaimed is the ErrorInfo reason of the sidecar's GetMachineStatus
+// answer (NOT_FOUND) for a machine whose Spot VM the cloud reclaimed
+// (driver-api/src/error.rs, DriverError::spot_reclaimed).
+const ReasonSpotReclaimed = "SPOT_RECLAIMED"
 
 // toMCM converts any error of a sidecar call into the error MCM's controller
 // understands: its own machinecodes status, whose text
 // ("machine codes error: code = [X] message = [Y]") is all that
 // status.FromError parses. gRPC codes 0-16 and MCM codes 0-16 have the same
 // numbers. Transport errors become Unavailable (gRPC reports them so) and
-// non-status errors Unknown.
+// non-status errors Unknown. The sidecar's error is kept as the cause
+// (status.WrapError: same text, so MCM reads it as before), for ErrorReason.
 func toMCM(err error) error {
 	if err == nil {
 		return nil
 	}
 	s := grpcstatus.Convert(err)
-	return status.Error(codes.Code(s.Code()), mcmMessage(s.Message()))
+	return status.WrapError(codes.Code(s.Code()), mcmMessage(s.Message()), err)
+}
+
+// ErrorReason is the reason of the sidecar's ErrorInfo detail (domain
+// ErrorDomain) carried by err, an error a Driver method returned; "" when it
+// has none (MCM's own errors, transport errors, an answer without details).
+// MCM never sees details: its status has none.
+func ErrorReason(err error) string {
+	var s *status.Status
+	if !errors.As(err, &s) || s.Cause() == nil {
+		return ""
+	}
+	g, ok := grpcstatus.FromError(s.Cause())
+	if !ok {
+		return ""
+	}
+	for _, d := range g.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == ErrorDomain {
+			return info.GetReason()
+		}
+	}
+	return ""
+}
+
+// SpotReclaimed tells whether err (from GetMachineStatus) is the sidecar's
+// answer for a machine whose Spot VM the cloud reclaimed: NotFound with the
+// reason ReasonSpotReclaimed. message is the sidecar's message (it names the
+// VM and how the cloud shows the reclaim).
+func SpotReclaimed(err error) (message string, ok bool) {
+	s, parsed := status.FromError(err)
+	if err == nil || !parsed || s.Code() != codes.NotFound || ErrorReason(err) != ReasonSpotReclaimed {
+		return "", false
+	}
+	return s.Message(), true
 }
 
 // mcmMessage keeps msg unless its square brackets are unbalanced, which would

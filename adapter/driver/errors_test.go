@@ -6,6 +6,7 @@ import (
 
 	"github.com/gardener/machine-controller-manager/pkg/util/provider/machinecodes/codes"
 	"github.com/gardener/machine-controller-manager/pkg/util/provider/machinecodes/status"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	grpccodes "google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
 )
@@ -54,5 +55,43 @@ func TestUninitializedIsMCMsCode17WithTheSteps(t *testing.T) {
 	}
 	if got.Message() != "initialization pending: disable-source-dest-check,assign-ipv6-prefixes" {
 		t.Errorf("message %q", got.Message())
+	}
+}
+
+// withInfo is the sidecar's error: code, message and an ErrorInfo detail of domain.
+func withInfo(t *testing.T, c grpccodes.Code, msg, domain, reason string) error {
+	t.Helper()
+	s, err := grpcstatus.New(c, msg).WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: domain})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Err()
+}
+
+// The ErrorInfo reason survives the conversion for the adapter's own use,
+// while MCM still reads code and message from the text alone.
+func TestTheSidecarsReasonIsKeptBesideMCMsError(t *testing.T) {
+	msg := "the cloud reclaimed Spot VM i-0abc: Server.SpotInstanceTermination"
+	err := toMCM(withInfo(t, grpccodes.NotFound, msg, ErrorDomain, ReasonSpotReclaimed))
+	if got, ok := status.FromError(err); !ok || got.Code() != codes.NotFound || got.Message() != msg {
+		t.Fatalf("MCM reads ok=%v %v %q", ok, got.Code(), got.Message())
+	}
+	if r := ErrorReason(err); r != ReasonSpotReclaimed {
+		t.Fatalf("reason %q", r)
+	}
+	if m, ok := SpotReclaimed(err); !ok || m != msg {
+		t.Fatalf("SpotReclaimed = %q, %v", m, ok)
+	}
+	for name, other := range map[string]error{
+		"NOT_FOUND without the reason": toMCM(withInfo(t, grpccodes.NotFound, "VM i-0abc not found", ErrorDomain, "NOT_FOUND")),
+		"NOT_FOUND without details":    toMCM(grpcstatus.Error(grpccodes.NotFound, "gone")),
+		"the reason on another code":   toMCM(withInfo(t, grpccodes.Unavailable, msg, ErrorDomain, ReasonSpotReclaimed)),
+		"the reason of another domain": toMCM(withInfo(t, grpccodes.NotFound, msg, "example.com", ReasonSpotReclaimed)),
+		"MCM's own error":              status.Error(codes.NotFound, msg),
+		"no error":                     nil,
+	} {
+		if _, ok := SpotReclaimed(other); ok {
+			t.Errorf("%s: taken as a reclaim", name)
+		}
 	}
 }

@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/gardener/machine-controller-manager/pkg/apis/constants"
+	machineclientset "github.com/gardener/machine-controller-manager/pkg/client/clientset/versioned"
 	machinescheme "github.com/gardener/machine-controller-manager/pkg/client/clientset/versioned/scheme"
+	machineinformers "github.com/gardener/machine-controller-manager/pkg/client/informers/externalversions"
 	"github.com/gardener/machine-controller-manager/pkg/handlers"
 	coreclientbuilder "github.com/gardener/machine-controller-manager/pkg/util/clientbuilder/core"
 	machineclientbuilder "github.com/gardener/machine-controller-manager/pkg/util/clientbuilder/machine"
@@ -24,6 +26,7 @@ import (
 	mcmdriver "github.com/gardener/machine-controller-manager/pkg/util/provider/driver"
 	v1 "k8s.io/api/core/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	v1core "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -33,6 +36,8 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
+
+	"github.com/machine-driver/adapter/reclaim"
 )
 
 // controller is MCM's machine controller as MCM's app.Run starts it (same
@@ -49,9 +54,10 @@ type controller struct {
 	stopOnce sync.Once
 }
 
-// startController builds the clients and starts the controllers (under leader
-// election when --leader-elect, MCM's default, is on); it returns at once.
-func startController(s *options.MCServer, d mcmdriver.Driver) (*controller, error) {
+// startController builds the clients and starts the controllers and the spot
+// reclaim watcher (under leader election when --leader-elect, MCM's default,
+// is on); it returns at once.
+func startController(s *options.MCServer, d mcmdriver.Driver, f flags) (*controller, error) {
 	var (
 		targetkubeconfig *rest.Config
 		err              error
@@ -98,6 +104,12 @@ func startController(s *options.MCServer, d mcmdriver.Driver) (*controller, erro
 
 	c := &controller{stop: make(chan struct{}), failed: make(chan error, 2), leDone: make(chan struct{})}
 	run := func(context.Context) {
+		if f.reclaimWatch {
+			if err := startReclaimWatcher(s, controlkubeconfig, targetkubeconfig, d, recorder, f.reclaimPeriod, c.stop); err != nil {
+				c.failed <- fmt.Errorf("spot reclaim watcher: %w", err)
+				return
+			}
+		}
 		var targetCoreClientBuilder coreclientbuilder.ClientBuilder
 		if targetkubeconfig != nil {
 			targetCoreClientBuilder = coreclientbuilder.SimpleControllerClientBuilder{ClientConfig: targetkubeconfig}
@@ -154,6 +166,57 @@ func startController(s *options.MCServer, d mcmdriver.Driver) (*controller, erro
 		elector.Run(leCtx)
 	}()
 	return c, nil
+}
+
+// startReclaimWatcher starts the spot reclaim watcher (package reclaim) with
+// informers of its own: MCM's are local to app.StartControllers. It watches
+// the Machines of --namespace and the target cluster's Nodes (caching only
+// their names, deletion and Ready condition), reads classes and secrets only
+// when it calls the driver, and stops with the controllers. Without a target
+// cluster there are no Nodes to watch: it does not run.
+func startReclaimWatcher(s *options.MCServer, control, target *rest.Config, d mcmdriver.Driver, recorder record.EventRecorder,
+	period time.Duration, stop <-chan struct{}) error {
+	if target == nil {
+		klog.Info("spot reclaim watcher off: no target cluster")
+		return nil
+	}
+	const agent = "machine-controller-spot-reclaim"
+	machineClient, err := machineclientset.NewForConfig(rest.AddUserAgent(control, agent))
+	if err != nil {
+		return err
+	}
+	controlCore, err := kubernetes.NewForConfig(rest.AddUserAgent(control, agent))
+	if err != nil {
+		return err
+	}
+	targetCore, err := kubernetes.NewForConfig(rest.AddUserAgent(target, agent))
+	if err != nil {
+		return err
+	}
+	machineFactory := machineinformers.NewFilteredSharedInformerFactory(machineClient, s.MinResyncPeriod.Duration, s.Namespace, nil)
+	nodeFactory := kubeinformers.NewSharedInformerFactory(targetCore, s.MinResyncPeriod.Duration)
+	w, err := reclaim.New(reclaim.Config{
+		Namespace:       s.Namespace,
+		Machines:        machineClient.MachineV1alpha1(),
+		Secrets:         controlCore.CoreV1(),
+		MachineInformer: machineFactory.Machine().V1alpha1().Machines(),
+		NodeInformer:    nodeFactory.Core().V1().Nodes(),
+		Driver:          d,
+		Recorder:        recorder,
+		Period:          period,
+	})
+	if err != nil {
+		return err
+	}
+	machineFactory.Start(stop)
+	nodeFactory.Start(stop)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-stop
+		cancel()
+	}()
+	go w.Run(ctx)
+	return nil
 }
 
 // stopControllers ends the informers and workers (MCM turns its health off).

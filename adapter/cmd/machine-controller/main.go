@@ -17,6 +17,13 @@
 // Every MCM flag parses and means what it means in MCM's provider images
 // (options.MCServer), so Gardener's arguments work unchanged.
 //
+// Beside MCM's controllers (and like them, only while holding the lease) runs
+// the spot reclaim watcher (package reclaim, --spot-reclaim-watch, on by
+// default): a Running or Unknown machine whose Node is down is asked about
+// (GetMachineStatus, at most once per --spot-reclaim-check-period), and set to
+// Failed, so that MCM replaces it at once, when the cloud reclaimed its Spot
+// VM; machine_controller_spot_reclaims_total counts those.
+//
 // On SIGTERM (or SIGINT) the process stops taking work, sends SIGTERM to the
 // supervised driver, waits for the driver calls in flight (answered, or
 // refused with UNAVAILABLE by a driver whose --shutdown-grace ran out),
@@ -61,6 +68,7 @@ import (
 
 	"github.com/machine-driver/adapter/driver"
 	"github.com/machine-driver/adapter/metricsmerge"
+	"github.com/machine-driver/adapter/reclaim"
 	"github.com/machine-driver/adapter/supervise"
 )
 
@@ -84,6 +92,8 @@ func main() {
 type flags struct {
 	socket, binary, socketDir string
 	wait, grace, shutdown     time.Duration
+	reclaimWatch              bool
+	reclaimPeriod             time.Duration
 }
 
 func run() int {
@@ -102,6 +112,10 @@ func run() int {
 		"the supervised driver's --shutdown-grace: how long its calls in flight may take after SIGTERM")
 	pflag.DurationVar(&f.shutdown, "shutdown-timeout", 4500*time.Millisecond,
 		"longest time from SIGTERM to exit; keep it under the pod's terminationGracePeriodSeconds (Gardener: 5s)")
+	pflag.BoolVar(&f.reclaimWatch, "spot-reclaim-watch", true,
+		"ask the driver about a Running or Unknown machine whose node is down, and set it to Failed (replaced at once) when the cloud reclaimed its Spot VM (package reclaim); needs a target cluster")
+	pflag.DurationVar(&f.reclaimPeriod, "spot-reclaim-check-period", reclaim.DefaultPeriod,
+		"shortest time between two such driver calls for one machine (while its node stays down: period, 2x, 4x, up to 8x)")
 
 	flag.InitFlags()
 	logs.InitLogs()
@@ -112,6 +126,10 @@ func run() int {
 		klog.Errorf("--shutdown-timeout (%s) must exceed --machine-driver-shutdown-grace (%s) by at least %s", f.shutdown, f.grace, 2*releaseMargin)
 		return exitUsage
 	}
+	if f.reclaimPeriod <= 0 {
+		klog.Errorf("--spot-reclaim-check-period (%s) must be positive", f.reclaimPeriod)
+		return exitUsage
+	}
 	if err := s.Validate(); err != nil {
 		klog.Errorf("%v", err)
 		return exitController
@@ -119,7 +137,7 @@ func run() int {
 
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer cancel()
-	prometheus.MustRegister(callsInFlight)
+	prometheus.MustRegister(callsInFlight, reclaim.Reclaims)
 
 	var sup *supervise.Supervisor
 	var stopSup func() error // nil without a supervised driver
@@ -171,7 +189,7 @@ func run() int {
 	defer func() { _ = d.Close() }()
 	calls := newTracked(d)
 
-	c, err := startController(s, calls)
+	c, err := startController(s, calls, f)
 	if err != nil {
 		klog.Errorf("machine-controller: %v", err)
 		return stopDriver(stopSup, exitController, time.Now().Add(f.shutdown))

@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gardener/machine-controller-manager/pkg/apis/machine/v1alpha1"
+	machineclient "github.com/gardener/machine-controller-manager/pkg/client/clientset/versioned"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	grpccodes "google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/machine-driver/adapter/driver"
+	"github.com/machine-driver/adapter/fakeapiserver"
+	pb "github.com/machine-driver/adapter/gen/machinedriver/v1"
+)
+
+// reclaimingSidecar answers every GetMachineStatus as the sidecar does for a
+// reclaimed Spot VM, and counts the calls.
+type reclaimingSidecar struct {
+	pb.UnimplementedMachineDriverServiceServer
+	calls atomic.Int32
+}
+
+const reclaimedMessage = "the cloud reclaimed Spot VM i-0spot: Server.SpotInstanceTermination"
+
+func (s *reclaimingSidecar) GetMachineStatus(context.Context, *pb.GetMachineStatusRequest) (*pb.GetMachineStatusResponse, error) {
+	s.calls.Add(1)
+	st, err := grpcstatus.New(grpccodes.NotFound, reclaimedMessage).
+		WithDetails(&errdetails.ErrorInfo{Reason: driver.ReasonSpotReclaimed, Domain: driver.ErrorDomain})
+	if err != nil {
+		return nil, err
+	}
+	return nil, st.Err()
+}
+
+// The machine-controller as deployed (leader election, MCM's controllers, the
+// watcher) against API servers over the network: a Running machine whose Node
+// is NotReady and whose Spot VM the sidecar reports reclaimed turns Failed,
+// with an event and the counter on /metrics; with --spot-reclaim-watch=false
+// it is left to MCM (Unknown, no status call).
+func TestTheMachineControllerFailsAMachineWhoseSpotVMWasReclaimed(t *testing.T) {
+	for _, watch := range []bool{true, false} {
+		t.Run(fmt.Sprintf("watch=%v", watch), func(t *testing.T) { reclaimScenario(t, watch) })
+	}
+}
+
+func reclaimScenario(t *testing.T, watch bool) {
+	ctx := context.Background()
+	const ns = "shoot--demo--spot"
+	dir, err := os.MkdirTemp("", "mcr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	socket := filepath.Join(dir, "driver.sock")
+	l, err := net.Listen("unix", socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sidecar := &reclaimingSidecar{}
+	srv := grpc.NewServer()
+	pb.RegisterIdentityServiceServer(srv, identity{})
+	pb.RegisterMachineDriverServiceServer(srv, sidecar)
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(srv.Stop)
+
+	control := fakeapiserver.New("control-token", fakeapiserver.ControlCluster())
+	target := fakeapiserver.New("target-token", fakeapiserver.TargetCluster())
+	for name, s := range map[string]*fakeapiserver.Server{"control": control, "target": target} {
+		if err := s.Start("127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		kubeconfig := fmt.Sprintf("apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: c\n  cluster:\n    server: %s\n    certificate-authority-data: %s\n"+
+			"contexts:\n- name: c\n  context:\n    cluster: c\n    user: u\nusers:\n- name: u\n  user:\n    token: %s\n",
+			s.URL(), base64.StdEncoding.EncodeToString(s.CACert), s.Token)
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(kubeconfig), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	config := func(s *fakeapiserver.Server) *rest.Config {
+		return &rest.Config{Host: s.URL(), BearerToken: s.Token, TLSClientConfig: rest.TLSClientConfig{CAData: s.CACert}}
+	}
+	kc := kubernetes.NewForConfigOrDie(config(control))
+	tc := kubernetes.NewForConfigOrDie(config(target))
+	mc := machineclient.NewForConfigOrDie(config(control))
+
+	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kc.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "cloudprovider", Namespace: ns},
+		Data: map[string][]byte{"userData": []byte("#!/bin/sh")}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mc.MachineV1alpha1().MachineClasses(ns).Create(ctx, &v1alpha1.MachineClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "spot", Namespace: ns, Finalizers: []string{"machine.sapcloud.io/machine-controller"}},
+		Provider:   "fake", SecretRef: &corev1.SecretReference{Name: "cloudprovider", Namespace: ns},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const nodeName = "ip-10-0-1-7.ec2.internal"
+	if _, err := tc.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName},
+		Spec: corev1.NodeSpec{ProviderID: "aws:///eu-west-1a/i-0spot"},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown,
+			Reason: "NodeStatusUnknown", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := mc.MachineV1alpha1().Machines(ns).Create(ctx, &v1alpha1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Name: "worker-spot-abc12", Namespace: ns, Labels: map[string]string{v1alpha1.NodeLabelKey: nodeName}},
+		Spec:       v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: "spot"}, ProviderID: "aws:///eu-west-1a/i-0spot"},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Status.CurrentStatus = v1alpha1.CurrentStatus{Phase: v1alpha1.MachineRunning, LastUpdateTime: metav1.Now()}
+	m.Status.LastOperation = v1alpha1.LastOperation{Description: "Machine worker-spot-abc12 successfully joined the cluster",
+		State: v1alpha1.MachineStateSuccessful, Type: v1alpha1.MachineOperationCreate, LastUpdateTime: metav1.Now()}
+	if _, err := mc.MachineV1alpha1().Machines(ns).UpdateStatus(ctx, m, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	port := freePort(t)
+	var (
+		got           *v1alpha1.Machine
+		metrics       string
+		reclaimEvents []string
+	)
+	look := func() {
+		if got, err = mc.MachineV1alpha1().Machines(ns).Get(ctx, m.Name, metav1.GetOptions{}); err != nil {
+			t.Error(err)
+		}
+		events, err := kc.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		reclaimEvents = nil
+		for _, e := range events.Items {
+			if e.Reason == "SpotReclaimed" && e.InvolvedObject.Name == m.Name && e.Type == corev1.EventTypeWarning {
+				reclaimEvents = append(reclaimEvents, e.Message)
+			}
+		}
+	}
+	// Until the machine is Failed and its event recorded (watcher off: 4 s,
+	// long after MCM's health check set it to Unknown), then SIGTERM.
+	observe := func() {
+		deadline := time.Now().Add(20 * time.Second)
+		if !watch {
+			deadline = time.Now().Add(4 * time.Second)
+		}
+		for time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+			if look(); got != nil && got.Status.CurrentStatus.Phase == v1alpha1.MachineFailed && len(reclaimEvents) > 0 {
+				break
+			}
+		}
+		if resp, err := http.Get("http://127.0.0.1:" + port + "/metrics"); err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			metrics = string(body)
+		}
+	}
+	code, out, _ := machineController(t, mcRun{signal: syscall.SIGTERM, when: observe},
+		"--machine-driver-socket="+socket, "--namespace="+ns, "--port="+port,
+		"--control-kubeconfig="+filepath.Join(dir, "control"), "--target-kubeconfig="+filepath.Join(dir, "target"),
+		fmt.Sprintf("--spot-reclaim-watch=%v", watch), "--spot-reclaim-check-period=1h")
+	if code != exitOK {
+		t.Fatalf("exit status %d:\n%s", code, out)
+	}
+	if got == nil {
+		t.Fatalf("machine never read:\n%s", out)
+	}
+	t.Logf("machine: phase %s, last operation %q", got.Status.CurrentStatus.Phase, got.Status.LastOperation.Description)
+	op := got.Status.LastOperation
+	if !watch {
+		if got.Status.CurrentStatus.Phase == v1alpha1.MachineFailed || sidecar.calls.Load() != 0 || len(reclaimEvents) != 0 ||
+			!strings.Contains(metrics, "machine_controller_spot_reclaims_total 0") {
+			t.Fatalf("watcher off: phase %s (want MCM's Unknown or Running), %d status calls, events %q:\n%s", got.Status.CurrentStatus.Phase, sidecar.calls.Load(), reclaimEvents, out)
+		}
+		return
+	}
+	if got.Status.CurrentStatus.Phase != v1alpha1.MachineFailed || op.State != v1alpha1.MachineStateFailed ||
+		op.Type != v1alpha1.MachineOperationHealthCheck || !strings.Contains(op.Description, reclaimedMessage) {
+		t.Fatalf("phase %s, last operation %+v:\n%s", got.Status.CurrentStatus.Phase, op, out)
+	}
+	if n := sidecar.calls.Load(); n != 1 {
+		t.Errorf("%d status calls, want 1", n)
+	}
+	if len(reclaimEvents) != 1 || !strings.Contains(reclaimEvents[0], reclaimedMessage) {
+		t.Errorf("SpotReclaimed events: %q", reclaimEvents)
+	}
+	if !strings.Contains(metrics, "machine_controller_spot_reclaims_total 1") {
+		t.Errorf("/metrics without the reclaim counted:\n%s", metrics)
+	}
+}
