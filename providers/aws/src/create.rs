@@ -4,6 +4,11 @@
 //! per process when a block device names the root device (`/root`), plus one
 //! DescribeInstances only after IdempotentParameterMismatch, plus one
 //! RunInstances per relaunch when the token's instance was terminated.
+//!
+//! After a Spot reclaim: a terminated Spot instance is relaunched like any
+//! terminated one (its token answers it, a derived token launches the next);
+//! a Spot instance EC2 stopped (interruption behaviour stop/hibernate) is
+//! NOT_FOUND `SPOT_RECLAIMED` naming it, neither answered OK nor launched beside.
 
 use aws_sdk_ec2::types::Instance;
 use machine_driver_api::{
@@ -61,6 +66,19 @@ impl AwsDriver {
                 }
                 Err(f) => return Err(f.into()),
             };
+            // A Spot instance EC2 stopped on interruption (behaviour stop or
+            // hibernate) is live but does not run, and only EC2 may start it
+            // again: never answered OK, never launched beside (a second live
+            // instance once EC2 restarts it).
+            if let Some(reclaimed) = crate::spot::reclaimed(&instance).filter(|_| crate::tags::is_live(&instance)) {
+                let id = instance.instance_id().unwrap_or_default();
+                return Err(DriverError::spot_reclaimed(
+                    id,
+                    format!(
+                        "{reclaimed}; only EC2 starts it again, when capacity returns: delete the machine to replace it"
+                    ),
+                ));
+            }
             if crate::tags::is_live(&instance) || instance.state().is_none() {
                 break (instance, launched_now);
             }

@@ -8,8 +8,10 @@
 //!   in the same region: no read at all; the work is computed from the
 //!   interfaces RunInstances returned ([`Launched`], kept by [`launched_key`]:
 //!   credentials, region and instance id, so other credentials naming the id
-//!   read instead), which is used once;
-//! - otherwise the status lookup (1-2 DescribeInstances);
+//!   read instead), which is used once (a Spot reclaim in the moment between
+//!   the launch and this call is seen by the next call, which reads);
+//! - otherwise the status lookup (1-2 DescribeInstances); a Spot instance EC2
+//!   interrupted is NOT_FOUND `SPOT_RECLAIMED`, as GetMachineStatus answers;
 //! - either way the kit judges the instance (the launch record carries the
 //!   tags it was launched with) and a foreign one is NOT_FOUND, untouched;
 //! - then one ModifyNetworkInterfaceAttribute per interface whose source/dest
@@ -78,8 +80,11 @@ impl AwsDriver {
             });
         }
         let instance = match lookup::machine_instance(ctx, &c, &markers, &req.machine, instance_id.as_deref()).await? {
-            Lookup::Live(i) => i,
-            Lookup::Dead => return Err(DriverError::not_found(format!("instance of machine {}", req.machine.name))),
+            Lookup::Live(i) => match crate::spot::reclaimed_error(&i) {
+                Some(reclaimed) => return Err(reclaimed),
+                None => i,
+            },
+            Lookup::Dead(i) => return Err(crate::spot::dead_answer(&i, &markers, &req.machine)),
             Lookup::Missing => {
                 return Err(DriverError::unavailable(
                     "NOT_VISIBLE_YET",

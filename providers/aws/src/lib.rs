@@ -21,6 +21,7 @@ mod spec;
 #[cfg(test)]
 mod spec_fields_tests;
 mod spec_validation;
+mod spot;
 mod status;
 mod steps;
 mod tags;

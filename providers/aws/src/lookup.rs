@@ -124,8 +124,10 @@ pub(crate) async fn by_machine_tags(
 pub(crate) enum Lookup {
     /// Exactly one live instance.
     Live(Box<Instance>),
-    /// The providerID's instance exists but is shutting down or terminated, and no other live one.
-    Dead,
+    /// The providerID's instance exists but is shutting down or terminated, and
+    /// no other live one: that instance, not yet judged (a Spot reclaim is told
+    /// from it, [`crate::spot::dead_answer`]).
+    Dead(Box<Instance>),
     /// EC2 shows nothing for this machine.
     Missing,
 }
@@ -141,7 +143,7 @@ pub(crate) async fn machine_instance(
     machine: &Machine,
     instance_id: Option<&str>,
 ) -> Result<Lookup> {
-    let mut dead = false;
+    let mut dead = None;
     if let Some(id) = instance_id {
         match by_id(ctx, c, id).await? {
             Some(i) if tags::is_live(&i) => {
@@ -150,15 +152,15 @@ pub(crate) async fn machine_instance(
                     Ownership::Foreign(why) => Err(foreign_not_found(format!("instance {id}"), why)),
                 };
             }
-            Some(_) => dead = true,
+            Some(i) => dead = Some(Box::new(i)),
             None => {}
         }
     }
     let mut live = by_machine_tags(ctx, c, markers, machine).await?;
-    match live.len() {
-        0 if dead => Ok(Lookup::Dead),
-        0 => Ok(Lookup::Missing),
-        1 => Ok(Lookup::Live(Box::new(live.remove(0)))),
+    match (live.len(), dead) {
+        (0, Some(i)) => Ok(Lookup::Dead(i)),
+        (0, None) => Ok(Lookup::Missing),
+        (1, _) => Ok(Lookup::Live(Box::new(live.remove(0)))),
         _ => {
             let mut ids: Vec<&str> = live.iter().filter_map(|i| i.instance_id()).collect();
             ids.sort_unstable();

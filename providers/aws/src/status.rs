@@ -1,5 +1,7 @@
 //! GetMachineStatus: one DescribeInstances when the providerID's instance is
-//! live; one more (by tags) when it is not, or when there is no providerID.
+//! live (a Spot instance EC2 stopped included); one more (by tags) when it is
+//! not (a reclaimed, terminated Spot instance included), or when there is no
+//! providerID.
 //! An instance the kit does not judge this machine's is NOT_FOUND
 //! ([`crate::ownership`]): MCM must never adopt it.
 
@@ -11,11 +13,15 @@ use crate::driver::AwsDriver;
 use crate::lookup::{self, Lookup};
 use crate::recent::Launch;
 use crate::spec::AwsProviderSpec;
-use crate::{provider_id, steps};
+use crate::{provider_id, spot, steps};
 
 impl AwsDriver {
     /// GetMachineStatus: the machine's live instance when the kit judges it
     /// this machine's (NOT_FOUND for a foreign one); NOT_FOUND for a dead one.
+    /// A Spot instance EC2 interrupted (terminated, or stopped by its
+    /// interruption behaviour) and the kit judges this machine's is NOT_FOUND
+    /// `SPOT_RECLAIMED` naming it and EC2's state reason ([`crate::spot`]),
+    /// told from the same reads: no extra call.
     /// When EC2 shows nothing: "not visible yet" for a launch of the last 10
     /// minutes ([`AwsDriver::recent_launch`]) or a young machine, NOT_FOUND
     /// otherwise.
@@ -32,8 +38,11 @@ impl AwsDriver {
         let (region, instance_id) = Self::locate(&spec, &req.machine)?;
         let c = self.clients(ctx, &req.secret, &region).await?;
         match lookup::machine_instance(ctx, &c, &markers, &req.machine, instance_id.as_deref()).await? {
-            Lookup::Live(i) => Ok(machine_status(&spec, &region, &i)),
-            Lookup::Dead => Err(DriverError::not_found(format!("instance of machine {}", req.machine.name))),
+            Lookup::Live(i) => match spot::reclaimed_error(&i) {
+                Some(reclaimed) => Err(reclaimed),
+                None => Ok(machine_status(&spec, &region, &i)),
+            },
+            Lookup::Dead(i) => Err(spot::dead_answer(&i, &markers, &req.machine)),
             Lookup::Missing => match self.recent_launch(&req, &c) {
                 Some(l) => Ok(MachineStatus::not_visible_yet(
                     provider_id::encode(&l.region, &l.instance_id),

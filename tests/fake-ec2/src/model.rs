@@ -13,6 +13,9 @@ pub(crate) enum InstanceState {
     Running,
     ShuttingDown,
     Terminated,
+    /// Stopped by EC2 itself (a Spot interruption whose behaviour is stop or
+    /// hibernate); the fake has no StopInstances.
+    Stopped,
 }
 
 impl InstanceState {
@@ -23,6 +26,7 @@ impl InstanceState {
             Self::Running => 16,
             Self::ShuttingDown => 32,
             Self::Terminated => 48,
+            Self::Stopped => 80,
         }
     }
 
@@ -33,8 +37,102 @@ impl InstanceState {
             Self::Running => "running",
             Self::ShuttingDown => "shutting-down",
             Self::Terminated => "terminated",
+            Self::Stopped => "stopped",
         }
     }
+}
+
+/// `SpotMarketOptions.InstanceInterruptionBehavior`: what EC2 does to a Spot
+/// instance it interrupts (EC2 User Guide, "Behavior of Spot Instance
+/// interruptions": terminate is the default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Interruption {
+    Terminate,
+    Stop,
+    Hibernate,
+}
+
+impl Interruption {
+    /// From the API value (`terminate`, `stop`, `hibernate`); `None` for anything else.
+    pub(crate) fn parse(value: &str) -> Option<Self> {
+        match value {
+            "terminate" => Some(Self::Terminate),
+            "stop" => Some(Self::Stop),
+            "hibernate" => Some(Self::Hibernate),
+            _ => None,
+        }
+    }
+
+    /// The API value.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Terminate => "terminate",
+            Self::Stop => "stop",
+            Self::Hibernate => "hibernate",
+        }
+    }
+}
+
+/// The market an instance was launched in with `InstanceMarketOptions`
+/// (absent on an instance: on-demand).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Market {
+    /// `instanceLifecycle`: the RunInstances market type (`spot`,
+    /// `capacity-block`, `interruptible-capacity-reservation`).
+    pub(crate) lifecycle: String,
+    /// `spotInstanceRequestId`: the Spot request EC2 makes for a Spot launch (Spot only).
+    pub(crate) spot_request_id: Option<String>,
+    /// What a Spot interruption does to it.
+    pub(crate) interruption: Interruption,
+}
+
+impl Market {
+    /// Whether EC2 may interrupt it as a Spot instance.
+    pub(crate) fn is_spot(&self) -> bool {
+        self.lifecycle == "spot"
+    }
+}
+
+/// Why EC2 itself stopped or terminated an instance: its `stateReason` and its
+/// `reason` (StateTransitionReason) as DescribeInstances shows them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct EndReason {
+    /// `stateReason.code` (EC2 API reference, StateReason).
+    pub(crate) code: &'static str,
+    /// `stateReason.message`.
+    pub(crate) message: &'static str,
+    /// `reason`: `Service initiated (YYYY-MM-DD HH:MM:SS GMT)`.
+    pub(crate) transition: String,
+}
+
+impl EndReason {
+    /// A Spot instance EC2 terminated: `Server.SpotInstanceTermination` ("The
+    /// instance was terminated because the number of Spot requests with a
+    /// maximum price equal to or higher than the Spot price exceeded available
+    /// capacity or because of an increase in the Spot price").
+    pub(crate) fn spot_termination(at: SystemTime) -> Self {
+        Self {
+            code: "Server.SpotInstanceTermination",
+            message: "Server.SpotInstanceTermination: Spot instance termination",
+            transition: service_initiated(at),
+        }
+    }
+
+    /// A Spot instance EC2 stopped (or hibernated, which ends stopped too; the
+    /// StateReason reference lists no other Spot code): `Server.SpotInstanceShutdown`
+    /// ("The instance was stopped because the number of Spot requests ...").
+    pub(crate) fn spot_shutdown(at: SystemTime) -> Self {
+        Self {
+            code: "Server.SpotInstanceShutdown",
+            message: "Server.SpotInstanceShutdown: Spot instance shutdown",
+            transition: service_initiated(at),
+        }
+    }
+}
+
+/// EC2's StateTransitionReason of a change it made itself.
+fn service_initiated(at: SystemTime) -> String {
+    format!("Service initiated ({})", crate::clock::gmt(at))
 }
 
 /// Ordered tags (EC2 tag keys are unique per resource).
@@ -107,6 +205,12 @@ pub(crate) struct Instance {
     pub(crate) boot: Duration,
     pub(crate) visible_at: Instant,
     pub(crate) terminate_requested: Option<(Instant, Duration)>,
+    /// When EC2 stopped it (a Spot interruption with behaviour stop or hibernate).
+    pub(crate) stopped_at: Option<Instant>,
+    /// Why EC2 itself stopped or terminated it (`None`: running, or ended by a user).
+    pub(crate) end_reason: Option<EndReason>,
+    /// Launched with `InstanceMarketOptions` (`None`: on-demand).
+    pub(crate) market: Option<Market>,
     pub(crate) interfaces: Vec<NetworkInterface>,
     pub(crate) volumes: Vec<Volume>,
 }
@@ -117,6 +221,7 @@ impl Instance {
         match self.terminate_requested {
             Some((at, stop)) if now >= at + stop => InstanceState::Terminated,
             Some(_) => InstanceState::ShuttingDown,
+            None if self.stopped_at.is_some() => InstanceState::Stopped,
             None if now >= self.created + self.boot => InstanceState::Running,
             None => InstanceState::Pending,
         }
@@ -126,6 +231,15 @@ impl Instance {
     pub(crate) fn visible_to(&self, account: &str, now: Instant) -> bool {
         let expired = matches!(self.terminate_requested, Some((at, stop)) if now >= at + stop + TERMINATED_RETENTION);
         self.owner == account && now >= self.visible_at && !expired
+    }
+
+    /// Ended by a user (TerminateInstances, or the admin API's terminate):
+    /// what EC2 itself recorded about an earlier stop no longer applies.
+    pub(crate) fn terminate_by_user(&mut self, at: Instant, stop: Duration) {
+        if self.terminate_requested.is_none() {
+            self.terminate_requested = Some((at, stop));
+            self.end_reason = None;
+        }
     }
 
     /// The primary interface (device index 0), if any.

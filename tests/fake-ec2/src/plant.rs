@@ -168,6 +168,9 @@ pub(crate) fn plant(world: &mut World, request: &PlantRequest) -> Result<Planted
         boot: Duration::ZERO,
         visible_at: now,
         terminate_requested: None,
+        stopped_at: None,
+        end_reason: None,
+        market: None,
         interfaces: vec![interface],
         volumes: vec![volume],
     };

@@ -118,9 +118,10 @@ pub(crate) fn instance(x: &mut Xml, instance: &Instance, now: Instant) {
     state_elem(x, "instanceState", state);
     let primary = instance.primary_interface().filter(|_| !terminated);
     x.leaf("privateDnsName", primary.map_or("", |eni| eni.private_dns.as_str())).leaf("dnsName", "");
-    match instance.terminate_requested {
-        Some(_) => x.leaf("reason", "User initiated"),
-        None => x.leaf("reason", ""),
+    match (&instance.end_reason, instance.terminate_requested) {
+        (Some(reason), _) => x.leaf("reason", &reason.transition),
+        (None, Some(_)) => x.leaf("reason", "User initiated"),
+        (None, None) => x.leaf("reason", ""),
     };
     x.opt_leaf("keyName", instance.key_name.as_deref())
         .leaf("amiLaunchIndex", instance.ami_launch_index)
@@ -138,11 +139,19 @@ pub(crate) fn instance(x: &mut Xml, instance: &Instance, now: Instant) {
         x.leaf("sourceDestCheck", eni.source_dest_check);
     }
     group_set(x, if terminated { &[] } else { &instance.security_groups });
-    if terminated {
-        x.elem("stateReason", |x| {
-            x.leaf("code", "Client.UserInitiatedShutdown")
-                .leaf("message", "Client.UserInitiatedShutdown: User initiated shutdown");
-        });
+    match &instance.end_reason {
+        Some(reason) => {
+            x.elem("stateReason", |x| {
+                x.leaf("code", reason.code).leaf("message", reason.message);
+            });
+        }
+        None if terminated => {
+            x.elem("stateReason", |x| {
+                x.leaf("code", "Client.UserInitiatedShutdown")
+                    .leaf("message", "Client.UserInitiatedShutdown: User initiated shutdown");
+            });
+        }
+        None => {}
     }
     x.leaf("architecture", "x86_64").leaf("rootDeviceType", "ebs").leaf("rootDeviceName", &instance.root_device_name);
     let volumes = if terminated { &[][..] } else { &instance.volumes[..] };
@@ -157,6 +166,10 @@ pub(crate) fn instance(x: &mut Xml, instance: &Instance, now: Instant) {
     x.leaf("virtualizationType", "hvm").leaf("clientToken", instance.client_token.as_deref().unwrap_or(""));
     tag_set(x, &instance.tags);
     x.leaf("hypervisor", "xen");
+    if let Some(market) = &instance.market {
+        x.leaf("instanceLifecycle", &market.lifecycle)
+            .opt_leaf("spotInstanceRequestId", market.spot_request_id.as_deref());
+    }
     let interfaces = if terminated { &[][..] } else { &instance.interfaces[..] };
     x.items("networkInterfaceSet", interfaces, |x, eni| instance_interface(x, eni, instance));
     if let Some(profile) = &instance.iam_instance_profile {

@@ -2,17 +2,18 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use axum::response::Response;
 use fake_cloud_support::{
     CloudHooks, FaultKind, IdempotencyTokens, Inventory, InventoryInstance, OpClass, PlantError, PlantRequest, Planted,
+    Reclaim,
 };
 use serde_json::json;
 
 use crate::caller::{AMAZON_ACCOUNT, OWNER_ACCOUNT};
 use crate::errors::{Ec2Error, StsError};
-use crate::model::{Image, Instance, InstanceState, Snapshot};
+use crate::model::{EndReason, Image, Instance, InstanceState, Interruption, Snapshot};
 
 /// The public Amazon Linux image every account can launch.
 pub const PUBLIC_IMAGE: &str = "ami-0123456789abcdef0";
@@ -35,10 +36,6 @@ pub(crate) struct World {
     pub(crate) client_tokens: IdempotencyTokens<(String, String), Vec<String>>,
     pub(crate) subnet_hosts: HashMap<String, u32>,
     pub(crate) ipv6_prefixes_handed_out: u32,
-    /// The market type of each instance launched with `InstanceMarketOptions`
-    /// (its `instanceLifecycle`: spot, capacity-block, interruptible-capacity-reservation);
-    /// absent = on-demand.
-    pub(crate) lifecycles: HashMap<String, String>,
 }
 
 fn image(id: &str, name: &str, owner: &str, alias: Option<&str>, public: bool, snapshot: &str, size: i64) -> Image {
@@ -144,7 +141,7 @@ pub(crate) fn operation_class(operation: &str) -> Option<OpClass> {
     })
 }
 
-fn instance_inventory(instance: &Instance, lifecycle: Option<&String>, now: Instant) -> InventoryInstance {
+fn instance_inventory(instance: &Instance, now: Instant) -> InventoryInstance {
     let state = instance.state(now);
     let interfaces: Vec<_> = instance
         .interfaces
@@ -191,7 +188,10 @@ fn instance_inventory(instance: &Instance, lifecycle: Option<&String>, now: Inst
         "key_name": instance.key_name,
         "security_groups": instance.security_groups,
         "metadata_http_tokens": instance.metadata_http_tokens,
-        "instance_lifecycle": lifecycle,
+        "instance_lifecycle": instance.market.as_ref().map(|m| &m.lifecycle),
+        "spot_instance_request_id": instance.market.as_ref().and_then(|m| m.spot_request_id.as_ref()),
+        "instance_interruption_behavior": instance.market.as_ref().filter(|m| m.is_spot()).map(|m| m.interruption.name()),
+        "state_reason_code": instance.end_reason.as_ref().map(|r| r.code),
         "network_interfaces": interfaces,
         "block_devices": volumes,
     });
@@ -244,11 +244,7 @@ impl CloudHooks for Store {
             })
             .collect();
         Inventory {
-            instances: world
-                .instances
-                .iter()
-                .map(|i| instance_inventory(i, world.lifecycles.get(&i.id), now))
-                .collect(),
+            instances: world.instances.iter().map(|i| instance_inventory(i, now)).collect(),
             images,
             dependents: Vec::new(),
         }
@@ -267,11 +263,66 @@ impl CloudHooks for Store {
         let mut world = self.world();
         match world.instances.iter_mut().find(|i| i.id == id && i.terminate_requested.is_none()) {
             Some(instance) => {
-                instance.terminate_requested = Some((now, Duration::ZERO));
+                instance.terminate_by_user(now, Duration::ZERO);
                 true
             }
             None => false,
         }
+    }
+
+    /// A Spot interruption as EC2 makes it (EC2 User Guide, "Behavior of Spot
+    /// Instance interruptions", https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/interruption-behavior.html;
+    /// EC2 API reference, StateReason,
+    /// https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_StateReason.html), at once
+    /// (no two-minute notice, no shutting-down/stopping):
+    /// - behaviour `terminate` (the default): `terminated` (48), `stateReason`
+    ///   `Server.SpotInstanceTermination`, `reason` `Service initiated (<time> GMT)`;
+    ///   its interfaces and volumes go or stay by their `DeleteOnTermination`,
+    ///   as on any termination; it stays listed, its ClientToken taken, until
+    ///   the retention ends;
+    /// - `stop` or `hibernate`: `stopped` (80), `stateReason`
+    ///   `Server.SpotInstanceShutdown`; interfaces, private address and
+    ///   volumes stay (only EC2 restarts it, when capacity returns, which the
+    ///   fake never does).
+    ///
+    /// Spot-ness is what RunInstances recorded (`instanceLifecycle` `spot`);
+    /// any other instance (on-demand, capacity-block, interruptible capacity
+    /// reservation) is [`Reclaim::NotSpot`]. Only a pending or running
+    /// instance can be reclaimed.
+    fn reclaim(&self, id: &str) -> Reclaim {
+        let now = Instant::now();
+        let mut world = self.world();
+        let Some(instance) = world
+            .instances
+            .iter_mut()
+            .find(|i| i.id == id && matches!(i.state(now), InstanceState::Pending | InstanceState::Running))
+        else {
+            return Reclaim::NotFound;
+        };
+        let Some(interruption) = instance.market.as_ref().filter(|m| m.is_spot()).map(|m| m.interruption) else {
+            return Reclaim::NotSpot;
+        };
+        let at = SystemTime::now();
+        let reason = match interruption {
+            Interruption::Terminate => {
+                instance.terminate_requested = Some((now, Duration::ZERO));
+                EndReason::spot_termination(at)
+            }
+            Interruption::Stop | Interruption::Hibernate => {
+                instance.stopped_at = Some(now);
+                EndReason::spot_shutdown(at)
+            }
+        };
+        let state = instance.state(now);
+        let shown = format!(
+            "{} ({}), stateReason {}, reason {}",
+            state.name(),
+            state.code(),
+            reason.message,
+            reason.transition
+        );
+        instance.end_reason = Some(reason);
+        Reclaim::Reclaimed(shown)
     }
 
     /// A running instance launched out of band (`crate::plant`).

@@ -32,6 +32,8 @@ fn instance_attribute(instance: &Instance, name: &str, ctx: &Ctx<'_>) -> Option<
         "vpc-id" => Some(primary.map(|e| e.vpc_id.clone()).into_iter().collect()),
         "private-ip-address" => Some(primary.map(|e| e.private_ip.clone()).into_iter().collect()),
         "private-dns-name" => Some(primary.map(|e| e.private_dns.clone()).into_iter().collect()),
+        "instance-lifecycle" => Some(instance.market.iter().map(|m| m.lifecycle.clone()).collect()),
+        "spot-instance-request-id" => Some(instance.market.iter().filter_map(|m| m.spot_request_id.clone()).collect()),
         "network-interface.network-interface-id" => Some(instance.interfaces.iter().map(|e| e.id.clone()).collect()),
         _ => None,
     }
@@ -104,9 +106,7 @@ pub(crate) fn terminate_instances(world: &mut World, ctx: &Ctx<'_>, params: &Par
     for id in &ids {
         let Some(instance) = world.instances.iter_mut().find(|i| &i.id == id) else { continue };
         let previous = instance.state(ctx.now);
-        if instance.terminate_requested.is_none() {
-            instance.terminate_requested = Some((ctx.now, ctx.timing.stop()));
-        }
+        instance.terminate_by_user(ctx.now, ctx.timing.stop());
         changes.push((id.clone(), previous, instance.state(ctx.now)));
     }
     let mut x = Xml::new();

@@ -11,7 +11,7 @@ use crate::errors::Ec2Error;
 use crate::ids::{new_id, well_formed};
 use fake_cloud_support::Replay;
 
-use crate::model::{Image, Instance, NetworkInterface, Tags, Volume};
+use crate::model::{Image, Instance, Interruption, Market, NetworkInterface, Tags, Volume};
 use crate::query::Params;
 use crate::render;
 use crate::store::{DEFAULT_SUBNET, DEFAULT_VPC, World};
@@ -417,10 +417,15 @@ fn render_reservation(world: &World, ctx: &Ctx<'_>, ids: &[String]) -> Xml {
     x
 }
 
-/// `InstanceMarketOptions`: the market type the instance is launched in (its
-/// `instanceLifecycle`), `None` for on-demand. Values outside the API
-/// reference's enums are `InvalidParameterValue`, as EC2 answers them.
-fn market_type(params: &Params) -> Result<Option<String>, Ec2Error> {
+/// `InstanceMarketOptions`: the market the instance is launched in (its
+/// `instanceLifecycle`, and for Spot its request and interruption behaviour),
+/// `None` for on-demand. Values outside the API reference's enums are
+/// `InvalidParameterValue`, as EC2 answers them. A Spot request's type and
+/// interruption behaviour must agree as EC2 requires (EC2 User Guide,
+/// "Behavior of Spot Instance interruptions": stop and hibernate need a
+/// `persistent` request; a persistent request may not terminate):
+/// `InvalidParameterCombination` with EC2's wording otherwise.
+fn market(params: &Params) -> Result<Option<Market>, Ec2Error> {
     let options = params.nested("InstanceMarketOptions");
     let spot = options.nested("SpotOptions");
     let checks = [
@@ -444,7 +449,37 @@ fn market_type(params: &Params) -> Result<Option<String>, Ec2Error> {
             format!("Value ({price}) for parameter maxPrice is invalid. It must be more than USD $0.001."),
         ));
     }
-    Ok(options.get("MarketType").map(str::to_owned))
+    let Some(lifecycle) = options.get("MarketType") else { return Ok(None) };
+    let is_spot = lifecycle == "spot";
+    let interruption =
+        spot.get("InstanceInterruptionBehavior").and_then(Interruption::parse).unwrap_or(Interruption::Terminate);
+    if is_spot {
+        let request_type = spot.get("SpotInstanceType").unwrap_or("one-time");
+        match (request_type, interruption) {
+            ("one-time", Interruption::Stop | Interruption::Hibernate) => {
+                return Err(Ec2Error::combination(format!(
+                    "The request with type 'one-time' is not supported when instanceInterruptionBehavior is set to '{}'.",
+                    interruption.name()
+                )));
+            }
+            ("persistent", Interruption::Terminate) => {
+                return Err(Ec2Error::combination(
+                    "The terminate InstanceInterruptionBehavior is not supported when requestType is set to persistent.",
+                ));
+            }
+            _ => {}
+        }
+    }
+    Ok(Some(Market {
+        lifecycle: lifecycle.to_owned(),
+        spot_request_id: None,
+        interruption: if is_spot { interruption } else { Interruption::Terminate },
+    }))
+}
+
+/// A Spot instance request id such as `sir-0a1b2c3d`.
+fn new_spot_request_id() -> String {
+    format!("sir-{:08x}", rand::random::<u32>())
 }
 
 /// The instance type and Availability Zone a RunInstances request asks for:
@@ -513,7 +548,7 @@ pub(crate) fn run_instances(world: &mut World, ctx: &Ctx<'_>, params: &Params) -
             format!("Invalid value '{instance_type}' for InstanceType."),
         ));
     }
-    let market = market_type(params)?;
+    let market = market(params)?;
     let image = image_for_launch(world, ctx, image_id)?.clone();
     let user_data = validate_user_data(params)?;
     let tags = tag_specifications(params)?;
@@ -605,14 +640,15 @@ pub(crate) fn run_instances(world: &mut World, ctx: &Ctx<'_>, params: &Params) -
             boot: ctx.timing.boot(),
             visible_at: ctx.now + ctx.consistency.invisible(),
             terminate_requested: None,
+            stopped_at: None,
+            end_reason: None,
+            // Each Spot instance has its own Spot request.
+            market: market.clone().map(|m| Market { spot_request_id: m.is_spot().then(new_spot_request_id), ..m }),
             interfaces,
             volumes,
         };
         ids.push(instance.id.clone());
         created.push(instance);
-    }
-    if let Some(market) = &market {
-        world.lifecycles.extend(ids.iter().map(|id| (id.clone(), market.clone())));
     }
     world.instances.extend(created);
     if let Some(token) = token {
