@@ -20,6 +20,7 @@ use machine_driver_proto::v1::{
     GetMachineStatusResponse, GetVolumeIDsRequest, GetVolumeIDsResponse, InitializeMachineRequest,
     InitializeMachineResponse, ListImageSharesRequest, ListImageSharesResponse, ListMachinesRequest,
     ListMachinesResponse, RevokeImageShareRequest, RevokeImageShareResponse, ShareImageRequest, ShareImageResponse,
+    UpdateMachineRequest, UpdateMachineResponse,
 };
 use tokio::net::UnixListener;
 use tokio::process::{Child, Command};
@@ -100,6 +101,13 @@ impl MachineDriverService for Echo {
         _: Request<ListImageSharesRequest>,
     ) -> Result<Response<ListImageSharesResponse>, Status> {
         unimplemented("ListImageShares")
+    }
+
+    async fn update_machine(
+        &self,
+        _: Request<UpdateMachineRequest>,
+    ) -> Result<Response<UpdateMachineResponse>, Status> {
+        unimplemented("UpdateMachine")
     }
 }
 
