@@ -12,6 +12,17 @@
 //! When the deadline comes first, the operation is remembered: the next
 //! GetMachineStatus of an instance Compute does not show reads it once and
 //! answers its failure ([`GcpDriver::insert_outcome`]).
+//!
+//! A machine whose Spot VM Compute reclaimed with `instanceTerminationAction:
+//! STOP` still has its instance, `TERMINATED` (GetMachineStatus answers
+//! SPOT_RECLAIMED). Its CreateMachine finds that instance by name (the insert's
+//! requestId replays the first insert, or the insert is 409) and starts it
+//! again: one `instances.start`, its operation waited for as an insert's
+//! ([`GcpDriver::restart`]). It never answers OK for the stopped VM and never
+//! makes a second one: OK once the start is done, RESOURCE_EXHAUSTED when
+//! Compute has no Spot capacity for it (the start operation's
+//! `ZONE_RESOURCE_POOL_EXHAUSTED`), UNAVAILABLE `SPOT_VM_STARTING` when the
+//! deadline comes first (the next GetMachineStatus sees it boot).
 
 use std::time::Duration;
 
@@ -24,7 +35,7 @@ use crate::clients::Api;
 use crate::credentials::GcpCredentials;
 use crate::driver::{GcpDriver, Inserter};
 use crate::errors::{GceFailure, RETRY_SOON};
-use crate::instance::{InstanceTarget, addresses, build_instance};
+use crate::instance::{InstanceTarget, addresses, build_instance, spot_reclaim};
 use crate::naming::{InstanceRef, insert_request_id, is_gce_name};
 use crate::operations::is_done;
 use crate::ownership;
@@ -106,7 +117,7 @@ impl GcpDriver {
             let op = match inserted {
                 Ok(op) => op,
                 Err(f) if f.cloud().is_some_and(GceFailure::is_already_exists) => {
-                    return self.adopt(&api, &target, owner).await;
+                    return self.adopt(&api, &key, &target, owner).await;
                 }
                 Err(f) => return Err(f.into_driver_error()),
             };
@@ -117,19 +128,26 @@ impl GcpDriver {
                 return self.wait_for_insert(&api, &key, &target, &op, owner).await;
             }
             let Some(failure) = GceFailure::from_operation(&op) else {
-                // A DONE answer replays an earlier insert. After GetMachineStatus
-                // answered NOT_FOUND (the request carries the providerID), the
-                // instance it made may be gone (a spot VM deleted at launch):
-                // then the next requestId generation launches another.
-                if req.machine.provider_id.is_some() && get_instance(&api, &target).await?.is_none() {
-                    tracing::info!(provider_id = %target.provider_id(), "the instance of the replayed insert is gone: launching another");
-                    after = Some(op.name.clone().unwrap_or_else(|| format!("generation-{generation}")));
-                    continue;
+                // A DONE answer replays an earlier insert (a new insert is not
+                // done at once): the instance it made is read (1 `instances.get`).
+                // It may have been reclaimed (a Spot VM stopped: started again),
+                // or be gone after GetMachineStatus answered NOT_FOUND (the
+                // request carries the providerID: a Spot VM deleted at launch or
+                // reclaimed with DELETE): then the next requestId generation
+                // launches another. Without a providerID an instance Compute does
+                // not show may just not be visible yet.
+                match get_instance(&api, &target).await? {
+                    Some(instance) => return self.existing(&api, &key, &target, &instance, owner).await,
+                    None if req.machine.provider_id.is_some() => {
+                        tracing::info!(provider_id = %target.provider_id(), "the instance of the replayed insert is gone: launching another");
+                        after = Some(op.name.clone().unwrap_or_else(|| format!("generation-{generation}")));
+                        continue;
+                    }
+                    None => return Ok(created(&target, &Instance::new())),
                 }
-                return Ok(created(&target, &Instance::new()));
             };
             if failure.is_already_exists() {
-                return self.adopt(&api, &target, owner).await;
+                return self.adopt(&api, &key, &target, owner).await;
             }
             self.recent.forget(&target);
             let replayed = op.insert_time.as_deref().and_then(timestamps::age).is_some_and(|age| age >= REPLAY_AGE);
@@ -158,6 +176,7 @@ impl GcpDriver {
     async fn adopt(
         &self,
         api: &Api<'_>,
+        key: &GcpCredentials,
         target: &InstanceRef,
         owner: Owner<'_>,
     ) -> Result<CreatedMachine, DriverError> {
@@ -168,12 +187,91 @@ impl GcpDriver {
                 RETRY_SOON,
             ));
         };
-        if let Ownership::Foreign(why) = ownership::judge(owner.markers, &instance, owner.machine) {
+        self.existing(api, key, target, &instance, owner).await
+    }
+
+    /// The answer for an instance of the machine's name that exists: another
+    /// one's is ALREADY_EXISTS `NAME_TAKEN_BY_FOREIGN_VM` (left untouched);
+    /// this machine's Spot VM that Compute stopped is started again
+    /// ([`GcpDriver::restart`]); any other of this machine's is adopted.
+    async fn existing(
+        &self,
+        api: &Api<'_>,
+        key: &GcpCredentials,
+        target: &InstanceRef,
+        instance: &Instance,
+        owner: Owner<'_>,
+    ) -> Result<CreatedMachine, DriverError> {
+        if let Ownership::Foreign(why) = ownership::judge(owner.markers, instance, owner.machine) {
             tracing::warn!(provider_id = %target.provider_id(), %why, "create: the name is taken by another instance");
             return Err(foreign_name_taken(format!("instance {}", target.provider_id()), why));
         }
+        if let Some(shown) = spot_reclaim(instance) {
+            return self.restart(api, key, target, instance, &shown).await;
+        }
         tracing::info!(provider_id = %target.provider_id(), "instance already exists for this machine: adopted");
-        Ok(created(target, &instance))
+        Ok(created(target, instance))
+    }
+
+    /// Starts this machine's reclaimed (stopped) Spot VM again: 1
+    /// `instances.start` (without a requestId: starting a VM that runs or
+    /// boots changes nothing, and a retry after a start that failed for
+    /// capacity must try again, not replay the failure), then its operation
+    /// waited for within the deadline like an insert's ([`GcpDriver::wait_for`]).
+    /// OK once the start is done (the VM boots: `STAGING`, then `RUNNING`); the
+    /// start's failure classified (`ZONE_RESOURCE_POOL_EXHAUSTED`, no Spot
+    /// capacity in the zone now: RESOURCE_EXHAUSTED; the instance stays
+    /// `TERMINATED`, so the next GetMachineStatus answers SPOT_RECLAIMED
+    /// again); UNAVAILABLE `SPOT_VM_STARTING` when the deadline comes first or
+    /// the wait fails (never OK for a VM that does not run).
+    async fn restart(
+        &self,
+        api: &Api<'_>,
+        key: &GcpCredentials,
+        target: &InstanceRef,
+        instance: &Instance,
+        shown: &str,
+    ) -> Result<CreatedMachine, DriverError> {
+        tracing::info!(provider_id = %target.provider_id(), %shown, "create: Compute reclaimed the machine's Spot VM; starting it again");
+        let op = api
+            .call("instances.start", || {
+                api.clients
+                    .instances
+                    .start()
+                    .set_project(&target.project)
+                    .set_zone(&target.zone)
+                    .set_instance(&target.name)
+                    .send()
+            })
+            .await
+            .map_err(|f| f.into_driver_error())?;
+        let starting = || {
+            DriverError::unavailable(
+                "SPOT_VM_STARTING",
+                format!("the reclaimed Spot VM {} is being started again; retry", target.provider_id()),
+                RETRY_SOON,
+            )
+        };
+        let done = if is_done(&op) {
+            op
+        } else {
+            let Some(op_name) = op.name.clone() else { return Err(starting()) };
+            match self.wait_for(api, key, target, &op_name).await {
+                Ok(Some(done)) => done,
+                Ok(None) => return Err(starting()),
+                Err(e) => {
+                    tracing::debug!(provider_id = %target.provider_id(), error = %e, "waiting for the start operation failed");
+                    return Err(starting());
+                }
+            }
+        };
+        match GceFailure::from_operation(&done) {
+            None => {
+                tracing::info!(provider_id = %target.provider_id(), "the reclaimed Spot VM was started again");
+                Ok(created(target, instance))
+            }
+            Some(f) => Err(f.driver_error("instances.start")),
+        }
     }
 
     /// Waits for a running insert operation within the call's deadline. A
@@ -194,26 +292,8 @@ impl GcpDriver {
         let Some(op_name) = op.name.clone() else {
             return Ok(created(target, &Instance::new()));
         };
-        let bound = api.remaining().saturating_sub(DEADLINE_MARGIN);
-        if bound.is_zero() {
-            return Ok(self.still_running(target, op_name));
-        }
-        let waiter = self.op_waiters.for_zone(api, key, target);
-        let wait_alone = || async {
-            api.call("zoneOperations.wait", || {
-                api.clients
-                    .operations
-                    .wait()
-                    .set_project(&target.project)
-                    .set_zone(&target.zone)
-                    .set_operation(&op_name)
-                    .send()
-            })
-            .await
-            .map_err(|f| f.into_driver_error())
-        };
-        match waiter.wait(&op_name, bound, wait_alone).await {
-            Ok(Some(done)) => self.insert_done(api, target, &done, owner).await,
+        match self.wait_for(api, key, target, &op_name).await {
+            Ok(Some(done)) => self.insert_done(api, key, target, &done, owner).await,
             Ok(None) => Ok(self.still_running(target, op_name)),
             Err(e) => {
                 // The insert was accepted; GetMachineStatus will tell how it ends.
@@ -223,17 +303,51 @@ impl GcpDriver {
         }
     }
 
+    /// Waits at most until the call's deadline (minus [`DEADLINE_MARGIN`]) for
+    /// zone operation `op_name` of `target`'s zone: alone with
+    /// `zoneOperations.wait`, or sharing the zone's `zoneOperations.list`
+    /// polls with concurrent waits ([`crate::operations`]). `None` when it was
+    /// not done by then (or Compute does not know it).
+    async fn wait_for(
+        &self,
+        api: &Api<'_>,
+        key: &GcpCredentials,
+        target: &InstanceRef,
+        op_name: &str,
+    ) -> Result<Option<Operation>, DriverError> {
+        let bound = api.remaining().saturating_sub(DEADLINE_MARGIN);
+        if bound.is_zero() {
+            return Ok(None);
+        }
+        let waiter = self.op_waiters.for_zone(api, key, target);
+        let wait_alone = || async {
+            api.call("zoneOperations.wait", || {
+                api.clients
+                    .operations
+                    .wait()
+                    .set_project(&target.project)
+                    .set_zone(&target.zone)
+                    .set_operation(op_name)
+                    .send()
+            })
+            .await
+            .map_err(|f| f.into_driver_error())
+        };
+        waiter.wait(op_name, bound, wait_alone).await
+    }
+
     /// The answer for a DONE insert operation.
     async fn insert_done(
         &self,
         api: &Api<'_>,
+        key: &GcpCredentials,
         target: &InstanceRef,
         done: &Operation,
         owner: Owner<'_>,
     ) -> Result<CreatedMachine, DriverError> {
         match GceFailure::from_operation(done) {
             None => Ok(created(target, &Instance::new())),
-            Some(f) if f.is_already_exists() => self.adopt(api, target, owner).await,
+            Some(f) if f.is_already_exists() => self.adopt(api, key, target, owner).await,
             Some(f) => {
                 self.recent.forget(target);
                 Err(f.driver_error("instances.insert"))

@@ -12,7 +12,9 @@ use google_cloud_compute_v1::model::{
 use machine_driver_api::{Address, AddressType, DriverError};
 
 use crate::naming::{MACHINE_UID_LABEL, MEMBERSHIP_LABEL_VALUE, uid_label_value};
-use crate::spec::{DISK_TYPE_SCRATCH, Disk, GcpProviderSpec, NetworkInterface as SpecNic, STACK_IPV4_ONLY};
+use crate::spec::{
+    DISK_TYPE_SCRATCH, Disk, GcpProviderSpec, NetworkInterface as SpecNic, PROVISIONING_SPOT, STACK_IPV4_ONLY,
+};
 
 /// Metadata key for cloud-init user data.
 pub(crate) const USER_DATA_KEY: &str = "user-data";
@@ -279,6 +281,47 @@ pub(crate) fn status_word(i: &Instance) -> String {
     i.status.as_ref().and_then(|s| s.name()).unwrap_or("UNKNOWN").to_string()
 }
 
+/// How Compute shows a Spot VM it reclaimed, `None` for every other instance:
+/// a Spot VM (`scheduling.provisioningModel: SPOT`, or the legacy
+/// `scheduling.preemptible: true`) whose status is `TERMINATED`.
+///
+/// Compute preempts a Spot VM whose `instanceTerminationAction` is STOP (the
+/// default) by stopping it: it stays, `TERMINATED`, with `lastStopTimestamp`
+/// ("Spot VMs", "Preemption process"). This driver never stops a VM (it
+/// inserts, reads and deletes them), and Compute stops a Spot VM on its own
+/// only to preempt it (a Spot VM neither restarts automatically nor
+/// live-migrates, so a host event ends it the same way), so `TERMINATED` on
+/// a Spot VM is decided from the instance the status read already has,
+/// without reading the zone's `compute.instances.preempted` operations. An
+/// operator who stops such a VM by hand gets the same answer: its machine is
+/// replaced either way. A `STOPPING` Spot VM is not decided yet (a delete
+/// shows `STOPPING` too). A Spot VM reclaimed with DELETE leaves no instance:
+/// that is Compute's plain 404 and the driver's NOT_FOUND, indistinguishable
+/// from any deleted VM without reading zone operations. A standard VM that is
+/// `TERMINATED` (a `maxRunDuration` with STOP, an operator's stop) is not
+/// reclaimed: its status is answered as before.
+pub(crate) fn spot_reclaim(i: &Instance) -> Option<String> {
+    if i.status.as_ref().and_then(|s| s.name()) != Some("TERMINATED") {
+        return None;
+    }
+    let sched = i.scheduling.as_ref()?;
+    let model = if sched.provisioning_model.as_ref().and_then(|m| m.name()) == Some(PROVISIONING_SPOT) {
+        "scheduling.provisioningModel SPOT"
+    } else if sched.preemptible == Some(true) {
+        "scheduling.preemptible true"
+    } else {
+        return None;
+    };
+    let mut shown = format!("status TERMINATED, {model}");
+    if let Some(action) = sched.instance_termination_action.as_ref().and_then(|a| a.name()) {
+        shown.push_str(&format!(", instanceTerminationAction {action}"));
+    }
+    if let Some(at) = i.last_stop_timestamp.as_deref().filter(|t| !t.is_empty()) {
+        shown.push_str(&format!(", lastStopTimestamp {at}"));
+    }
+    Some(shown)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -403,6 +446,34 @@ mod tests {
         let n = nic_of(json!({"useAliasIPs": true, "network": "default", "ipCidrRange": "",
             "subnetworkRangeName": "pods"}));
         assert_eq!(wire(&n)["aliasIpRanges"], json!([{"subnetworkRangeName": "pods"}]));
+    }
+
+    /// An instance as Compute answers it: `status`, and `scheduling` as JSON.
+    fn read_back(status: &str, scheduling: serde_json::Value) -> Instance {
+        serde_json::from_value(serde_json::json!({"status": status, "scheduling": scheduling,
+            "lastStopTimestamp": "2026-12-02T10:00:00.000-08:00"}))
+        .expect("an instance")
+    }
+
+    #[test]
+    fn only_a_terminated_spot_or_preemptible_vm_is_reclaimed() {
+        use serde_json::json;
+        let spot = json!({"provisioningModel": "SPOT", "instanceTerminationAction": "STOP", "preemptible": false});
+        let shown = spot_reclaim(&read_back("TERMINATED", spot.clone())).expect("reclaimed");
+        assert_eq!(
+            shown,
+            "status TERMINATED, scheduling.provisioningModel SPOT, instanceTerminationAction STOP, \
+             lastStopTimestamp 2026-12-02T10:00:00.000-08:00"
+        );
+        let legacy = spot_reclaim(&read_back("TERMINATED", json!({"preemptible": true}))).expect("reclaimed");
+        assert!(legacy.starts_with("status TERMINATED, scheduling.preemptible true"), "{legacy}");
+        for status in ["RUNNING", "STOPPING", "PROVISIONING", "STAGING", "SUSPENDED"] {
+            assert_eq!(spot_reclaim(&read_back(status, spot.clone())), None, "{status}");
+        }
+        let standard = json!({"provisioningModel": "STANDARD", "instanceTerminationAction": "STOP",
+            "maxRunDuration": {"seconds": "3600"}});
+        assert_eq!(spot_reclaim(&read_back("TERMINATED", standard)), None, "a run-time limit is not a reclaim");
+        assert_eq!(spot_reclaim(&read_back("TERMINATED", json!({}))), None);
     }
 
     #[test]

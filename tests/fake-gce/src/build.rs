@@ -374,6 +374,7 @@ fn network_interfaces(
                 kind: Some("compute#accessConfig".to_string()),
                 name: Some(config.name.unwrap_or_else(|| "External NAT".to_string())),
                 access_type: Some(kind),
+                ephemeral: config.nat_ip.is_none(),
                 nat_ip: Some(config.nat_ip.unwrap_or_else(|| external.clone())),
                 network_tier: Some(config.network_tier.unwrap_or_else(|| "PREMIUM".to_string())),
             });

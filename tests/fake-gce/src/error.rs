@@ -55,6 +55,12 @@ impl GceError {
         )
     }
 
+    /// 400 `resourceNotReady`: the resource is in a state the call cannot act
+    /// on (starting an instance that is being deleted).
+    pub(crate) fn not_ready(resource: &str) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "resourceNotReady", format!("The resource '{resource}' is not ready"))
+    }
+
     /// 400 `invalid` with a free message.
     pub(crate) fn invalid(message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, "invalid", message)

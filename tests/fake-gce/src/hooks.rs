@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::response::{IntoResponse, Response};
-use fake_cloud_support::{CloudHooks, FaultKind, Inventory, OpClass, PlantError, PlantRequest, Planted};
+use fake_cloud_support::{CloudHooks, FaultKind, Inventory, OpClass, PlantError, PlantRequest, Planted, Reclaim};
 use serde_json::json;
 
 use crate::error::GceError;
@@ -51,7 +51,8 @@ impl CloudHooks for GceHooks {
         match operation {
             "instances.insert" => Some(OpClass::Create),
             "instances.delete" => Some(OpClass::Delete),
-            "images.setIamPolicy" => Some(OpClass::Write),
+            // Starting a stopped instance changes an existing resource.
+            "images.setIamPolicy" | "instances.start" => Some(OpClass::Write),
             "instances.get"
             | "instances.list"
             | "images.get"
@@ -116,6 +117,13 @@ impl CloudHooks for GceHooks {
         record.lifecycle = Lifecycle::Deleting { until: now };
         state.sweep(now);
         true
+    }
+
+    /// GCE preempts the Spot VM `id` (`crate::reclaim`): STOP leaves it
+    /// `TERMINATED`, DELETE deletes it; a `compute.instances.preempted` zone
+    /// operation either way.
+    fn reclaim(&self, id: &str) -> Reclaim {
+        crate::reclaim::reclaim(&self.store, id)
     }
 
     /// A running instance inserted out of band (`crate::plant`).

@@ -1,5 +1,6 @@
 //! A stateful fake of the Compute Engine REST API (`/compute/v1/...`) for tests:
-//! instances (insert/get/list/delete), zone operations (get/wait) and images
+//! instances (insert/get/list/start/delete, Spot VM preemption through the
+//! admin reclaim), zone operations (get/wait/list) and images
 //! (get/getIamPolicy/setIamPolicy), with GCE's real JSON shapes and error
 //! bodies, Google's STS token exchange and IAM Credentials `generateAccessToken`
 //! for workload identity (tokens that expire; Compute refuses unknown or
@@ -24,6 +25,7 @@ mod hooks;
 mod model;
 mod paging;
 mod plant;
+mod reclaim;
 mod state;
 mod sts;
 mod urls;

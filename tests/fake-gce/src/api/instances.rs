@@ -1,4 +1,4 @@
-//! `instances.insert`, `instances.get`, `instances.list`, `instances.delete`.
+//! `instances.insert`, `instances.get`, `instances.list`, `instances.start`, `instances.delete`.
 
 use std::time::Instant;
 
@@ -208,6 +208,98 @@ fn list_page(ctx: &Ctx, project: &str, zone: &str, params: &Params) -> Result<Va
         body["nextPageToken"] = Value::String(token);
     }
     Ok(body)
+}
+
+/// `POST .../zones/Z/instances/NAME/start?requestId=`: boots a `TERMINATED`
+/// instance again (Compute Engine, "Stop and start a VM": the VM goes
+/// `PROVISIONING`, `STAGING`, `RUNNING` as after an insert, keeps its disks and
+/// internal IP and gets a new ephemeral external IP), returning a `start`
+/// Operation that is DONE when it reaches `STAGING`. Starting an instance that
+/// runs (or still boots) changes nothing: its Operation is DONE at once. One
+/// being deleted or whose insert is failing is 400 `resourceNotReady`.
+///
+/// A Spot VM may not find capacity again: a `capacity` fault in phase
+/// `after` lets the start be accepted and its Operation finish with
+/// `ZONE_RESOURCE_POOL_EXHAUSTED` (a `placement` fault with
+/// `ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS`), the instance staying
+/// `TERMINATED`, as GCE reports a start it cannot place.
+pub(crate) async fn start(
+    State(ctx): State<Ctx>,
+    Path((project, zone, name)): Path<(String, String, String)>,
+    Query(params): Query<Params>,
+    headers: HeaderMap,
+) -> Response {
+    let guard = match begin(&ctx, "instances.start").await {
+        Ok(guard) => guard,
+        Err(rejection) => return rejection,
+    };
+    let prepared = urls::check_zone(&zone).and_then(|()| request_id(&params));
+    let request_id = match prepared {
+        Ok(id) => id,
+        Err(error) => return error.into_response(),
+    };
+    let now = Instant::now();
+    let timing = ctx.admin.timing();
+    let mut state = ctx.store.lock_at(now);
+    if let Some(op) = replay(&state, &project, &zone, request_id.as_ref(), now) {
+        return Json(op).into_response();
+    }
+    let caller = Caller::from_headers(&headers, state.default_caller.as_deref());
+    let key = (project.clone(), zone.clone(), name.clone());
+    let resource = format!("projects/{project}/zones/{zone}/instances/{name}");
+    let Some(record) = state.instances.get(&key) else {
+        return GceError::not_found(&resource).into_response();
+    };
+    let lifecycle = record.lifecycle;
+    if matches!(lifecycle, Lifecycle::Deleting { .. } | Lifecycle::Stockout { .. }) {
+        return GceError::not_ready(&resource).into_response();
+    }
+    let after = guard.after_fault();
+    let (staged, booting) = match timing.operation() {
+        Some(op) => (op, Lifecycle::Inserting { created: now, staged: op, running: op + timing.boot() / 2 }),
+        None => (timing.boot() / 2, Lifecycle::Booting { created: now, boot: timing.boot() }),
+    };
+    let stopped = lifecycle == Lifecycle::Terminated;
+    let failure = match after.as_ref().map(|r| r.kind) {
+        Some(FaultKind::Capacity) if stopped => Some(operations::stockout(&project, &zone)),
+        Some(FaultKind::Placement) if stopped => Some(operations::not_placeable(&zone, &record.resource)),
+        _ => None,
+    };
+    let done_at = if stopped { now + staged } else { now };
+    let external = (stopped && failure.is_none()).then(|| state.allocate_addresses().1);
+    let Some(record) = state.instances.get_mut(&key) else {
+        return GceError::not_found(&resource).into_response();
+    };
+    if let Some(external) = external {
+        record.lifecycle = booting;
+        record
+            .resource
+            .other
+            .insert("lastStartTimestamp".into(), crate::clock::rfc3339(std::time::SystemTime::now()).into());
+        for config in record.resource.network_interfaces.iter_mut().flat_map(|nic| nic.access_configs.iter_mut()) {
+            if config.ephemeral && config.nat_ip.is_none() {
+                config.nat_ip = Some(external.clone());
+            }
+        }
+    }
+    let op = OperationRecord::new(NewOperation {
+        project: &project,
+        zone: &zone,
+        op_type: OpType::Start,
+        target_link: &record.resource.self_link,
+        target_id: &record.resource.id,
+        user: caller.user(),
+        now,
+        done_at,
+        failure: failure.clone(),
+        request_id: request_id.as_deref(),
+    });
+    let op = record_operation(&mut state, op, now);
+    drop(state);
+    match after {
+        Some(rejection) if failure.is_none() => rejection.into_response(),
+        _ => Json(op).into_response(),
+    }
 }
 
 /// `DELETE .../zones/Z/instances/NAME?requestId=`: STOPPING for `stop_ms` (or

@@ -37,6 +37,7 @@ pub(crate) fn routes(ctx: Ctx) -> Router {
     Router::new()
         .route(&format!("{ZONE}/instances"), get(instances::list).post(instances::insert))
         .route(&format!("{ZONE}/instances/{{name}}"), get(instances::get).delete(instances::delete))
+        .route(&format!("{ZONE}/instances/{{name}}/start"), post(instances::start))
         .route(&format!("{ZONE}/operations"), get(operations::list))
         .route(&format!("{ZONE}/operations/{{operation}}"), get(operations::get))
         .route(&format!("{ZONE}/operations/{{operation}}/wait"), post(operations::wait))

@@ -156,6 +156,11 @@ pub(crate) struct AccessConfig {
     pub(crate) nat_ip: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) network_tier: Option<String>,
+    /// The fake's own note (never on the wire): `natIP` is an ephemeral
+    /// address GCE chose, released when the instance stops, rather than a
+    /// static one the request named, which stays.
+    #[serde(skip)]
+    pub(crate) ephemeral: bool,
 }
 
 /// A service account attached to the instance.

@@ -1,4 +1,5 @@
-//! `Operation`: the zonal long-running operation returned by insert and delete.
+//! `Operation`: the zonal long-running operation returned by insert, start and
+//! delete (and recorded by GCE itself when it preempts a Spot VM).
 
 use serde::Serialize;
 
@@ -18,6 +19,8 @@ pub(crate) struct Operation {
     pub(crate) status: &'static str,
     pub(crate) user: String,
     pub(crate) progress: i32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) status_message: Option<String>,
     pub(crate) insert_time: String,
     pub(crate) start_time: String,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -36,6 +36,9 @@ pub(crate) enum Lifecycle {
         /// When the insert operation fails and the instance disappears.
         until: Instant,
     },
+    /// Stopped by GCE (a preempted Spot VM whose termination action is
+    /// STOP): `TERMINATED`, disks kept, until `instances.start` or a delete.
+    Terminated,
     /// Being deleted: `STOPPING` until `until`, then gone.
     Deleting {
         /// When the instance is gone and its delete operation DONE.
@@ -68,6 +71,7 @@ impl Lifecycle {
                 })
             }
             Self::Stockout { until } => (now < until).then_some("PROVISIONING"),
+            Self::Terminated => Some("TERMINATED"),
             Self::Deleting { until } => (now < until).then_some("STOPPING"),
         }
     }
@@ -95,5 +99,6 @@ mod tests {
         let del = Lifecycle::Deleting { until: t0 + Duration::from_millis(50) };
         assert_eq!(del.status(t0), Some("STOPPING"));
         assert_eq!(del.status(t0 + Duration::from_millis(50)), None);
+        assert_eq!(Lifecycle::Terminated.status(t0 + Duration::from_secs(3600)), Some("TERMINATED"));
     }
 }

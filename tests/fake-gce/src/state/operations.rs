@@ -1,6 +1,7 @@
-//! Zone operations: records created by insert/delete, rendered with their
-//! status (`RUNNING` until their instance reaches the awaited state, then
-//! `DONE`, with `error` when the insert failed for lack of capacity).
+//! Zone operations: records created by insert/start/delete, rendered with
+//! their status (`RUNNING` until their instance reaches the awaited state,
+//! then `DONE`, with `error` when the insert or start failed for lack of
+//! capacity), and the system operation GCE records when it preempts a Spot VM.
 
 use std::time::{Duration, Instant, SystemTime};
 
@@ -16,6 +17,11 @@ pub(crate) enum OpType {
     Insert,
     /// `instances.delete`.
     Delete,
+    /// `instances.start`.
+    Start,
+    /// GCE preempted a Spot VM (no API call: GCE's own operation, by `system`,
+    /// as `gcloud compute operations list --filter=operationType=compute.instances.preempted` shows it).
+    Preempted,
 }
 
 impl OpType {
@@ -23,6 +29,8 @@ impl OpType {
         match self {
             Self::Insert => "insert",
             Self::Delete => "delete",
+            Self::Start => "start",
+            Self::Preempted => "compute.instances.preempted",
         }
     }
 }
@@ -56,6 +64,8 @@ pub(crate) struct OperationRecord {
     pub(crate) failure: Option<OperationErrors>,
     /// The `requestId` it was created with (GCE's `clientOperationId`).
     pub(crate) request_id: Option<String>,
+    /// GCE's `statusMessage` (`Instance was preempted.` on a preemption).
+    pub(crate) status_message: Option<String>,
 }
 
 /// Everything needed to create an operation record.
@@ -107,6 +117,7 @@ impl OperationRecord {
             done_at: spec.done_at,
             failure: spec.failure,
             request_id: spec.request_id.map(str::to_string),
+            status_message: None,
         }
     }
 
@@ -142,6 +153,7 @@ impl OperationRecord {
             status: if done { "DONE" } else { "RUNNING" },
             user: self.user.clone(),
             progress,
+            status_message: self.status_message.clone(),
             insert_time: clock::rfc3339(self.inserted_wall),
             start_time: clock::rfc3339(self.inserted_wall + Duration::from_millis(1)),
             end_time: done.then(|| clock::rfc3339(wall_at(self.done_at))),
