@@ -331,8 +331,7 @@ impl OpenStackDriver {
         out: &mut Vec<Port>,
     ) -> Result<(), DriverError> {
         let cidrs = spec.pod_cidrs();
-        let markers = spec.markers()?;
-        let tags: Vec<String> = vec![markers.cluster().to_string(), markers.role().to_string()];
+        let tags = port_tags(&spec.markers()?);
         let mut security_groups: Option<Vec<String>> = None;
         for (i, (plan, pod)) in spec.port_plans().into_iter().enumerate() {
             let field = if spec.networks.is_empty() {
@@ -520,6 +519,21 @@ fn port_error(f: ports::PortFailure, plan: &PortPlan, field: &str) -> DriverErro
     }
 }
 
+/// The metadata `POST /servers` gives a machine's server: the class's tags
+/// and the machine uid ([`MACHINE_UID_KEY`]). UpdateMachine keeps a server
+/// at exactly this set ([`crate::update`]).
+pub(crate) fn server_metadata(spec: &OpenStackSpec, uid: &str) -> std::collections::BTreeMap<String, String> {
+    let mut metadata = spec.tags.clone();
+    metadata.insert(MACHINE_UID_KEY.to_string(), uid.to_string());
+    metadata
+}
+
+/// The Neutron tags a machine's port is made with: the class's cluster and
+/// role keys (as the Go provider's `TagPort` does with `findMandatoryTags`).
+pub(crate) fn port_tags(markers: &ClusterMarkers) -> Vec<String> {
+    vec![markers.cluster().to_string(), markers.role().to_string()]
+}
+
 /// The body of `POST /servers`.
 pub(crate) fn server_body(
     spec: &OpenStackSpec,
@@ -528,9 +542,8 @@ pub(crate) fn server_body(
     flavor: &str,
     image: &str,
 ) -> Value {
-    let mut metadata: serde_json::Map<String, Value> =
-        spec.tags.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
-    metadata.insert(MACHINE_UID_KEY.to_string(), Value::String(req.machine.uid.clone()));
+    let metadata: serde_json::Map<String, Value> =
+        server_metadata(spec, &req.machine.uid).into_iter().map(|(k, v)| (k, Value::String(v))).collect();
     let mut server = json!({
         "name": req.machine.name,
         "flavorRef": flavor,

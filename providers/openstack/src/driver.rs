@@ -1,11 +1,11 @@
 //! [`OpenStackDriver`]: the driver's state, its `Provider` and `Driver`
 //! impls; each RPC lives in its own module (`create`, `status`,
-//! `initialize`, `delete`, `list`, `share_image`, `volumes`).
+//! `initialize`, `delete`, `list`, `update`, `share_image`, `volumes`).
 
 use machine_driver_api::{
     CallContext, Capabilities, CloudOptions, CreateMachine, CreatedMachine, DeletedMachine, Driver, DriverError,
     DriverInfo, ImageShares, InitializedMachine, KeyedCache, ListMachines, MachineRef, MachineStatus, Provider,
-    RecentCreates, RevokedImageShare, SecretKeys, ShareImage, SharedImage,
+    RecentCreates, RevokedImageShare, SecretKeys, ShareImage, SharedImage, UpdateMachine, UpdatedMachine,
 };
 
 use crate::clients::{ClientPool, Scoped};
@@ -114,7 +114,7 @@ impl Driver for OpenStackDriver {
                 get_volume_ids: true,
                 share_image: true,
                 revoke_image_share: true,
-                update_machine: false,
+                update_machine: true,
             },
             max_user_data_bytes: MAX_USER_DATA_BYTES,
             secret_keys: SecretKeys::all_of(&[AUTH_URL_KEYS]),
@@ -139,6 +139,10 @@ impl Driver for OpenStackDriver {
 
     async fn list_machines(&self, ctx: &CallContext, req: ListMachines) -> Result<Vec<(String, String)>, DriverError> {
         self.list(ctx, req).await
+    }
+
+    async fn update_machine(&self, ctx: &CallContext, req: UpdateMachine) -> Result<UpdatedMachine, DriverError> {
+        self.update(ctx, req).await
     }
 
     fn get_volume_ids(&self, pv_specs: &[serde_json::Value]) -> Result<Vec<String>, DriverError> {

@@ -23,6 +23,7 @@ mod spec;
 #[cfg(test)]
 mod spec_coverage;
 mod status;
+mod update;
 mod volumes;
 
 pub use config::OpenStackConfig;

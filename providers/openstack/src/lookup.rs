@@ -213,6 +213,7 @@ impl ListedServer {
                 .chain(self.metadata.uid.iter().map(|uid| (MACHINE_UID_KEY.to_string(), uid.clone())))
                 .collect(),
             fault: self.fault.clone(),
+            ..Server::default()
         }
     }
 }

@@ -27,6 +27,14 @@ pub(crate) const OPERATIONS: &[(&str, OpClass)] = &[
     ("servers.get", OpClass::Read),
     ("servers.list", OpClass::Read),
     ("servers.delete", OpClass::Delete),
+    // Server metadata (the compute API reference, "Server metadata"; `crate::api::metadata`):
+    // removing an item changes the server, it deletes no instance.
+    ("servers.metadata.list", OpClass::Read),
+    ("servers.metadata.get", OpClass::Read),
+    ("servers.metadata.replace", OpClass::Write),
+    ("servers.metadata.update", OpClass::Write),
+    ("servers.metadata.set", OpClass::Write),
+    ("servers.metadata.delete", OpClass::Write),
     ("flavors.list", OpClass::Read),
     ("flavors.get", OpClass::Read),
     ("ports.list", OpClass::Read),

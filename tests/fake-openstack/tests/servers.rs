@@ -403,3 +403,36 @@ async fn terminate_deletes_the_server_at_once_and_keeps_its_user_ports() {
     assert_eq!(body["error"], format!("no live instance {id}"));
     assert_eq!(terminate(port_id.clone()).await.0, 404, "a port is not an instance");
 }
+
+/// Server metadata as the compute API reference describes it: merge, replace,
+/// one item, Nova's key rule, the 128-item quota and the server's state.
+#[tokio::test]
+async fn server_metadata_merge_replace_items_quota_and_state() {
+    let fake = Fake::start().await;
+    fake.admin("timing", json!({"boot_ms": 300})).await;
+    let id = fake.create_server("meta-0", json!({"metadata": {"a": "1"}})).await;
+    let path = format!("/servers/{id}/metadata");
+    let building = fake.nova(Method::POST, &path, Some(json!({"metadata": {"b": "2"}}))).await.expect(409);
+    assert!(building.to_string().contains("vm_state building"), "{building}");
+    fake.wait_server(&id, "ACTIVE").await;
+    let merged = fake.nova(Method::POST, &path, Some(json!({"metadata": {"b": "2"}}))).await.expect(200);
+    assert_eq!(merged["metadata"], json!({"a": "1", "b": "2"}));
+    let replaced = fake.nova(Method::PUT, &path, Some(json!({"metadata": {"c": "3"}}))).await.expect(200);
+    assert_eq!(replaced["metadata"], json!({"c": "3"}));
+    fake.nova(Method::PUT, &format!("{path}/d"), Some(json!({"meta": {"d": "4"}}))).await.expect(200);
+    fake.nova(Method::PUT, &format!("{path}/d"), Some(json!({"meta": {"e": "4"}}))).await.expect(400);
+    assert_eq!(fake.nova(Method::GET, &format!("{path}/d"), None).await.expect(200)["meta"], json!({"d": "4"}));
+    fake.nova(Method::DELETE, &format!("{path}/c"), None).await.expect(204);
+    fake.nova(Method::DELETE, &format!("{path}/c"), None).await.expect(404);
+    fake.nova(Method::POST, &path, Some(json!({"metadata": {"a/b": "1"}}))).await.expect(400);
+    let many: serde_json::Map<String, Value> = (0..128).map(|i| (format!("k{i}"), json!("v"))).collect();
+    let over = fake.nova(Method::POST, &path, Some(json!({"metadata": many}))).await.expect(403);
+    assert!(over.to_string().contains("metadata_items"), "{over}");
+    assert_eq!(fake.server(&id).await["metadata"], json!({"d": "4"}), "a refused write changes nothing");
+    let inventory = fake.inventory().await;
+    let entry = inventory["instances"].as_array().unwrap().iter().find(|i| i["id"] == id.as_str()).unwrap().clone();
+    assert_eq!(entry["tags"], json!({"d": "4"}));
+    let calls = fake.admin_get("calls").await;
+    assert_eq!(calls["calls"]["servers.metadata.update"], 4, "{calls}");
+    assert!(calls["classes"]["write"].as_u64().unwrap() >= 8, "{calls}");
+}

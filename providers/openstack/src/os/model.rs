@@ -46,6 +46,45 @@ pub(crate) struct Server {
     /// Why the server is in ERROR.
     #[serde(default)]
     pub(crate) fault: Option<Fault>,
+    /// Its flavor (microversion 2.47 on: the flavor's copy, `original_name`).
+    #[serde(default)]
+    pub(crate) flavor: ServerFlavor,
+    /// The image it booted from; `None` for a server booted from a volume
+    /// (Nova answers `""` then).
+    #[serde(default, deserialize_with = "server_image")]
+    pub(crate) image: Option<String>,
+    /// Its availability zone.
+    #[serde(default, rename = "OS-EXT-AZ:availability_zone")]
+    pub(crate) availability_zone: String,
+}
+
+/// A server's `flavor`: from microversion 2.47 on a copy of the flavor
+/// (`original_name`), before it a reference (`id`).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub(crate) struct ServerFlavor {
+    /// The flavor's name when the server was made (2.47 on).
+    #[serde(default)]
+    pub(crate) original_name: Option<String>,
+    /// The flavor's id (before 2.47).
+    #[serde(default)]
+    pub(crate) id: Option<String>,
+}
+
+/// A server's `image`: `{"id": …, "links": …}`, or `""` when it booted from a volume.
+fn server_image<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Image {
+        Ref {
+            #[serde(default)]
+            id: String,
+        },
+        Other(serde::de::IgnoredAny),
+    }
+    Ok(match Image::deserialize(d)? {
+        Image::Ref { id } if !id.is_empty() => Some(id),
+        _ => None,
+    })
 }
 
 impl Server {
@@ -134,6 +173,9 @@ pub(crate) struct Port {
     /// Tags.
     #[serde(default)]
     pub(crate) tags: Vec<String>,
+    /// Security group ids.
+    #[serde(default)]
+    pub(crate) security_groups: Vec<String>,
     /// Revision (for `If-Match`), when Neutron reports it.
     #[serde(default)]
     pub(crate) revision_number: Option<u64>,

@@ -10,6 +10,7 @@ mod discovery;
 mod flavors;
 mod glance;
 mod keystone;
+mod metadata;
 mod networks;
 mod paging;
 mod ports;
@@ -175,7 +176,9 @@ async fn serve(ctx: &Ctx, service: Service, mut call: Call, path_project: Option
     }
     let path: Vec<&str> = call.path.iter().map(String::as_str).collect();
     let operation = match service {
-        Service::Nova => servers::operation(&call.method, &path).or_else(|| flavors::operation(&call.method, &path)),
+        Service::Nova => metadata::operation(&call.method, &path)
+            .or_else(|| servers::operation(&call.method, &path))
+            .or_else(|| flavors::operation(&call.method, &path)),
         Service::Neutron => ports::operation(&call.method, &path).or_else(|| networks::operation(&call.method, &path)),
         Service::Glance => glance::operation(&call.method, &path),
         Service::Cinder => cinder::operation(&call.method, &path),
@@ -218,6 +221,7 @@ async fn serve(ctx: &Ctx, service: Service, mut call: Call, path_project: Option
     } else {
         match service {
             Service::Nova if operation.starts_with("flavors") => flavors::handle(&call, operation),
+            Service::Nova if operation.starts_with("servers.metadata.") => metadata::handle(ctx, &call, operation),
             Service::Nova => servers::handle(ctx, &call, operation, scheduling),
             Service::Neutron if operation.starts_with("ports") => ports::handle(ctx, &call, operation),
             Service::Neutron => networks::handle(ctx, &call, operation),

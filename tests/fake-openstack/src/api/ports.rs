@@ -217,6 +217,16 @@ fn security_groups(state: &State, call: &Call, value: &Value) -> Result<Vec<Stri
         .collect()
 }
 
+/// Most tags on one resource (neutron-lib `tagging` `MAX_TAGS`; the networking API
+/// reference, "Tag extension": `PUT /v2.0/{resource_type}/{resource_id}/tags` replaces
+/// every tag with the list given, `PUT …/tags/{tag}` adds one, `DELETE …/tags/{tag}`
+/// removes one).
+const MAX_TAGS: usize = 50;
+
+fn too_many_tags() -> ApiError {
+    invalid(format!("The number of tags exceeds the limit of {MAX_TAGS}."))
+}
+
 fn tags_value(value: &Value) -> Result<Vec<String>, ApiError> {
     let items = value.as_array().ok_or_else(|| invalid("tags must be a list."))?;
     let mut tags: Vec<String> = Vec::new();
@@ -226,6 +236,9 @@ fn tags_value(value: &Value) -> Result<Vec<String>, ApiError> {
         if !tags.iter().any(|t| t == tag) {
             tags.push(tag.to_owned());
         }
+    }
+    if tags.len() > MAX_TAGS {
+        return Err(too_many_tags());
     }
     Ok(tags)
 }
@@ -551,6 +564,9 @@ fn tags(ctx: &Ctx, call: &Call) -> ApiResult {
             let tag = call.seg(3);
             check_tag(tag)?;
             if !port.tags.iter().any(|t| t == tag) {
+                if port.tags.len() >= MAX_TAGS {
+                    return Err(too_many_tags());
+                }
                 port.tags.push(tag.to_owned());
             }
             StatusCode::CREATED.into_response()

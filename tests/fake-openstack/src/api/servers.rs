@@ -637,7 +637,7 @@ fn server_json(state: &State, server: &Server, call: &Call, now: Instant) -> Val
         // (`2026-12-01T10:00:00.000000`), unlike `created`/`updated`.
         "OS-SRV-USG:launched_at": if server.status() != "ACTIVE" { Value::Null } else { json!(clock::cinder(server.created)) },
         "OS-SRV-USG:terminated_at": null,
-        "security_groups": server.security_groups.iter().map(|n| json!({"name": n})).collect::<Vec<_>>(),
+        "security_groups": security_group_names(state, server).iter().map(|n| json!({"name": n})).collect::<Vec<_>>(),
         "OS-EXT-STS:task_state": server.task_state(now),
         "OS-EXT-STS:vm_state": server.vm_state(),
         "OS-EXT-STS:power_state": server.power_state(),
@@ -662,6 +662,24 @@ fn server_json(state: &State, server: &Server, call: &Call, now: Instant) -> Val
         body["pinned_availability_zone"] = Value::Null;
     }
     body
+}
+
+/// The names of a server's security groups as Nova shows them: those of its
+/// ports (Nova asks Neutron; a port's groups changed by `PUT /ports/{id}` show
+/// here at once), or the groups it was made with when it has no port.
+fn security_group_names(state: &State, server: &Server) -> Vec<String> {
+    let ports: Vec<_> = server.ports.iter().filter_map(|p| state.ports.get(p)).collect();
+    if ports.is_empty() {
+        return server.security_groups.clone();
+    }
+    let mut names: Vec<String> = Vec::new();
+    for id in ports.iter().flat_map(|p| &p.security_groups) {
+        let name = state.security_groups.get(id).map_or_else(|| id.clone(), |g| g.name.clone());
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    names
 }
 
 fn visible<'a>(state: &'a State, call: &Call, id: &str, now: Instant) -> Option<&'a Server> {
