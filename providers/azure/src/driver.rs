@@ -1,13 +1,13 @@
 //! [`AzureDriver`]: the driver's state, its `Provider` and `Driver` impls; each
 //! RPC lives in its own module (`create`, `status`, `delete`, `list`,
-//! `share_image`, `volumes`).
+//! `share_image`, `volumes`, `update`).
 
 use std::sync::Arc;
 
 use machine_driver_api::{
     CallContext, Capabilities, CloudOptions, ClusterMarkers, CreateMachine, CreatedMachine, DeletedMachine, Driver,
     DriverError, DriverInfo, ImageShares, KeyedCache, ListMachines, MachineRef, MachineStatus, Provider, RecentCreates,
-    RevokedImageShare, SecretKeys, ShareImage, SharedImage,
+    RevokedImageShare, SecretKeys, ShareImage, SharedImage, UpdateMachine, UpdatedMachine,
 };
 
 use crate::clients::ClientPool;
@@ -115,7 +115,7 @@ impl Driver for AzureDriver {
                 get_volume_ids: true,
                 share_image: true,
                 revoke_image_share: true,
-                update_machine: false,
+                update_machine: true,
             },
             max_user_data_bytes: MAX_USER_DATA_BYTES,
             secret_keys: SecretKeys::none()
@@ -154,5 +154,9 @@ impl Driver for AzureDriver {
 
     async fn list_image_shares(&self, ctx: &CallContext, req: ShareImage) -> Result<ImageShares, DriverError> {
         crate::share_image::list_image_shares(&self.pool, ctx, req).await
+    }
+
+    async fn update_machine(&self, ctx: &CallContext, req: UpdateMachine) -> Result<UpdatedMachine, DriverError> {
+        self.update(ctx, req).await
     }
 }

@@ -25,6 +25,7 @@ mod spec_coverage;
 mod status;
 mod tagging;
 mod transport;
+mod update;
 mod vm;
 mod volumes;
 

@@ -20,6 +20,14 @@ pub(crate) const CLUSTER_TAG_PREFIX: &str = "kubernetes.io-cluster-";
 /// Tag key prefix naming the role (`kubernetes.io-role-<role>`).
 pub(crate) const ROLE_TAG_PREFIX: &str = "kubernetes.io-role-";
 
+/// Most tags ARM keeps on one resource (learn.microsoft.com/azure/azure-resource-manager/management/tag-resources,
+/// "Limitations"; Tags API: "a maximum of 50 tags at the end of the operation").
+pub(crate) const MAX_TAGS: usize = 50;
+/// Longest tag name ARM takes on a VM, NIC or disk (characters; 128 only on storage accounts).
+pub(crate) const MAX_TAG_NAME: usize = 512;
+/// Longest tag value ARM takes (characters).
+pub(crate) const MAX_TAG_VALUE: usize = 256;
+
 /// The providerSpec of an Azure machine class.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -480,6 +488,26 @@ impl AzureProviderSpec {
         if let Some(key) = self.tags.keys().find(|k| k.contains(['<', '>', '%', '&', '\\', '?', '/'])) {
             return bad("tags", &format!("key {key:?} contains a character Azure refuses in tag names"));
         }
+        // ARM's limits on the VM's tags, which are the class's plus the driver's machine-uid tag.
+        if self.tags.len() >= MAX_TAGS {
+            return bad(
+                "tags",
+                &format!(
+                    "has {} tags; ARM keeps at most {MAX_TAGS} on a resource and the driver adds its machine-uid tag: at most {}",
+                    self.tags.len(),
+                    MAX_TAGS - 1
+                ),
+            );
+        }
+        if let Some(key) = self.tags.keys().find(|k| k.chars().any(char::is_control)) {
+            return bad("tags", &format!("key {key:?} contains a control character, which Azure refuses in tag names"));
+        }
+        if let Some(key) = self.tags.keys().find(|k| k.trim().is_empty() || k.chars().count() > MAX_TAG_NAME) {
+            return bad("tags", &format!("key {key:.40?} must have 1 to {MAX_TAG_NAME} characters"));
+        }
+        if let Some((key, _)) = self.tags.iter().find(|(_, v)| v.chars().count() > MAX_TAG_VALUE) {
+            return bad("tags", &format!("the value of {key:?} is longer than {MAX_TAG_VALUE} characters"));
+        }
         if self.subnet_info.vnet_name.trim().is_empty() {
             return bad("subnetInfo.vnetName", "is required");
         }
@@ -766,6 +794,27 @@ mod tests {
             Some("providerSpec.properties.storageProfile.dataDisks[1].lun")
         );
         assert_eq!(field(&|v| v["tags"] = serde_json::json!({"a": "b"})).as_deref(), Some("providerSpec.tags"));
+        // ARM's tag limits: 50 a resource (one is the driver's uid tag), names 512, values 256.
+        let field = |patch: &dyn Fn(&mut serde_json::Value)| {
+            let mut v = example();
+            patch(&mut v);
+            parse(&v).err().map(|e| e.field().unwrap_or("no field").to_string())
+        };
+        let many = |n: usize| {
+            move |v: &mut serde_json::Value| {
+                for i in 0..n {
+                    v["tags"][format!("t{i}")] = "x".into();
+                }
+            }
+        };
+        let base = example()["tags"].as_object().unwrap().len();
+        assert_eq!(field(&many(49 - base)), None, "49 class tags + the uid tag fit");
+        assert_eq!(field(&many(50 - base)).as_deref(), Some("providerSpec.tags"));
+        assert_eq!(field(&|v| v["tags"]["k".repeat(513)] = "1".into()).as_deref(), Some("providerSpec.tags"));
+        assert_eq!(field(&|v| v["tags"]["k".repeat(512)] = "1".into()), None);
+        assert_eq!(field(&|v| v["tags"]["team"] = "v".repeat(257).into()).as_deref(), Some("providerSpec.tags"));
+        assert_eq!(field(&|v| v["tags"]["team"] = "v".repeat(256).into()), None);
+        assert_eq!(field(&|v| v["tags"]["a\u{7}b"] = "1".into()).as_deref(), Some("providerSpec.tags"));
         assert_eq!(
             field(&|v| v["tags"]["kubernetes.io-cluster-shoot--other"] = "1".into()).as_deref(),
             Some("providerSpec.tags"),

@@ -151,6 +151,16 @@ impl TagsToApply {
         self.pending.remove(vm);
     }
 
+    /// After a hot update of `vm` to `tags`: what is left of its create is
+    /// tagged with those (the class's of now), never with the create's.
+    pub(crate) fn retarget(&self, vm: &VmRef, tags: &BTreeMap<String, String>) {
+        if let Some(pending) = self.pending.get(vm) {
+            let updated =
+                PendingTags { resources: pending.resources.clone(), tags: tags.clone(), uid: pending.uid.clone() };
+            self.pending.insert(vm.clone(), Arc::new(updated));
+        }
+    }
+
     /// Whether something of `vm` is left to tag.
     pub(crate) fn contains(&self, vm: &VmRef) -> bool {
         self.pending.get(vm).is_some()
@@ -210,12 +220,60 @@ impl TagsToApply {
 
 /// `PATCH {id}/providers/Microsoft.Resources/tags/default` with operation `Merge`.
 async fn merge_tags(api: &Api<'_>, id: &str, tags: &BTreeMap<String, String>) -> Result<(), CallFailure<ArmFailure>> {
+    patch_tags(api, id, "Merge", tags).await
+}
+
+/// The Tags API URL of the resource `id` (an ARM id the driver built from
+/// checked names): each segment percent-encoded on its own.
+fn tags_url(api: &Api<'_>, id: &str) -> azure_core::Url {
     let mut segments: Vec<&str> = id.split('/').filter(|s| !s.is_empty()).collect();
     segments.extend(["providers", "Microsoft.Resources", "tags", "default"]);
-    let url = api.arm_url(&segments, TAGS_API_VERSION);
+    api.arm_url(&segments, TAGS_API_VERSION)
+}
+
+/// `tags.updateAtScope` (`PATCH {id}/providers/Microsoft.Resources/tags/default`,
+/// learn.microsoft.com/rest/api/resources/tags/update-at-scope) with
+/// `operation` `Merge` (set these, keep the rest), `Replace` (exactly these)
+/// or `Delete` (remove these names; one given with a value only while it has
+/// that value). Synchronous: 200 with the resource's tags.
+pub(crate) async fn patch_tags(
+    api: &Api<'_>,
+    id: &str,
+    operation: &str,
+    tags: &BTreeMap<String, String>,
+) -> Result<(), CallFailure<ArmFailure>> {
+    let url = tags_url(api, id);
     // A map of strings always serializes.
-    let body = serde_json::to_vec(&json!({"operation": "Merge", "properties": {"tags": tags}})).unwrap_or_default();
+    let body = serde_json::to_vec(&json!({"operation": operation, "properties": {"tags": tags}})).unwrap_or_default();
     api.patch_raw("resources", "tags.updateAtScope", &url, &body).await.map(|_| ())
+}
+
+/// `tags.getAtScope` (`GET {id}/providers/Microsoft.Resources/tags/default`,
+/// learn.microsoft.com/rest/api/resources/tags/get-at-scope): the resource's
+/// tags (values that are not strings skipped), `None` when ARM does not show it.
+pub(crate) async fn read_tags_at_scope(
+    api: &Api<'_>,
+    id: &str,
+) -> Result<Option<BTreeMap<String, String>>, machine_driver_api::DriverError> {
+    let url = tags_url(api, id);
+    let answer = match api.get_raw("resources", "tags.getAtScope", &url).await {
+        Ok(answer) => answer,
+        Err(CallFailure::Cloud(_, f)) if f.is_not_found() => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let body: serde_json::Value = serde_json::from_slice(&answer.body).map_err(|_| {
+        machine_driver_api::DriverError::internal("resources tags.getAtScope answered a body that is not JSON")
+    })?;
+    Ok(Some(string_tags(body.pointer("/properties/tags"))))
+}
+
+/// The string-valued tags of an ARM `tags` object (absent: none).
+pub(crate) fn string_tags(tags: Option<&serde_json::Value>) -> BTreeMap<String, String> {
+    tags.and_then(serde_json::Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
+        .collect()
 }
 
 #[cfg(test)]

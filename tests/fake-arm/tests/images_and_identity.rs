@@ -302,6 +302,37 @@ async fn tags_at_a_resources_scope_merge_replace_and_delete() {
     assert_eq!(bad.code(), "InvalidParameter");
 }
 
+#[tokio::test]
+async fn tags_at_a_scope_keep_arms_limits_and_change_nothing_when_refused() {
+    let fake = Fake::start().await;
+    fake.put_nic("tl-nic", json!({"keep": "1"})).await;
+    let nic =
+        format!("{}/providers/Microsoft.Resources/tags/default?api-version=2021-04-01", common::nic_path("tl-nic"));
+    let patch = |operation: &str, tags: Value| json!({"operation": operation, "properties": {"tags": tags}});
+    let refused = [
+        (patch("Merge", json!({"a/b": "1"})), "InvalidTagNameCharacters"),
+        (patch("Replace", json!({"a\u{1}": "1"})), "InvalidTagNameCharacters"),
+        (patch("Merge", json!({"k".repeat(513): "1"})), "InvalidTagName"),
+        (patch("Merge", json!({"k": "v".repeat(257)})), "InvalidTagValueLength"),
+        (patch("Merge", Value::Object((0..50).map(|i| (format!("t{i}"), json!("x"))).collect())), "InvalidTags"),
+    ];
+    for (body, code) in refused {
+        let answer = fake.call(Method::PATCH, &nic, Some(body)).await;
+        assert_eq!((answer.status, answer.code()), (StatusCode::BAD_REQUEST, code), "{}", answer.body);
+    }
+    assert_eq!(fake.call(Method::GET, &nic, None).await.body["properties"]["tags"], json!({"keep": "1"}));
+    // At the limits: 512-character names, 256-character values, 50 tags in all.
+    let mut fifty: serde_json::Map<String, Value> = (0..48).map(|i| (format!("t{i}"), json!("x"))).collect();
+    fifty.insert("k".repeat(512), json!("v".repeat(256)));
+    let ok = fake.call(Method::PATCH, &nic, Some(patch("Merge", Value::Object(fifty)))).await;
+    assert_eq!(ok.status, StatusCode::OK, "{}", ok.body);
+    assert_eq!(ok.body["properties"]["tags"].as_object().unwrap().len(), 50);
+    // A Delete names tags: a name ARM would refuse to set is no error there.
+    let deleted = fake.call(Method::PATCH, &nic, Some(patch("Delete", json!({"a/b": "", "t0": "x"})))).await;
+    assert_eq!(deleted.status, StatusCode::OK, "{}", deleted.body);
+    assert_eq!(deleted.body["properties"]["tags"].as_object().unwrap().len(), 49);
+}
+
 /// A VM of `properties` merged into a made-NIC body.
 fn vm_with(name: &str, properties: Value) -> Value {
     let mut body = vm_body(name, "unused", json!({}), USER_DATA);

@@ -9,7 +9,15 @@
 //!   value matches);
 //! - every answer is 200 `{"id": "<scope>/providers/Microsoft.Resources/tags/default",
 //!   "name": "default", "type": "Microsoft.Resources/tags", "properties": {"tags": {..}}}`;
-//! - a resource that is not there (or not visible yet) is 404 `ResourceNotFound`.
+//! - a resource that is not there (or not visible yet) is 404 `ResourceNotFound`;
+//! - ARM's tag limits (learn.microsoft.com/azure/azure-resource-manager/management/tag-resources,
+//!   "Limitations"; learn.microsoft.com/rest/api/resources/tags/update-at-scope: "a maximum
+//!   of 50 tags at the end of the operation") refuse the request with 400 and change nothing:
+//!   a name given to `PUT`, `Merge` or `Replace` with `<>%&\?/` or a control character,
+//!   `InvalidTagNameCharacters`; a name over 512 characters, `InvalidTagName`; a value over
+//!   256, `InvalidTagValueLength`; more than 50 tags once applied, `InvalidTags`. The codes
+//!   and messages are those ARM answers, as Azure PowerShell's Az.Migrate module repeats
+//!   them client-side (its `Set-AzMigrateServerReplication` tag checks).
 
 use std::time::Instant;
 
@@ -71,6 +79,9 @@ pub(crate) fn at_scope(
         } else {
             field(body, "operation").and_then(Value::as_str).ok_or_else(|| ArmError::required("operation"))?.to_owned()
         };
+        if !operation.eq_ignore_ascii_case("delete") {
+            check_names(&given)?;
+        }
         match operation.to_ascii_lowercase().as_str() {
             "replace" => current = given,
             "merge" => {
@@ -95,6 +106,16 @@ pub(crate) fn at_scope(
                     "operation",
                 ));
             }
+        }
+        if current.len() > MAX_TAGS {
+            return Err(ArmError::new(
+                StatusCode::BAD_REQUEST,
+                "InvalidTags",
+                format!(
+                    "Too many tags specified. Requested tag count - '{}'. Maximum number of tags allowed - '{MAX_TAGS}'.",
+                    current.len()
+                ),
+            ));
         }
         let new = (!current.is_empty()).then(|| Value::Object(current.clone()));
         match kind {
@@ -128,6 +149,51 @@ pub(crate) fn at_scope(
         })),
         &[],
     ))
+}
+
+/// Most tags on one resource.
+const MAX_TAGS: usize = 50;
+/// Longest tag name (characters; VMs, NICs, disks).
+const MAX_NAME: usize = 512;
+/// Longest tag value (characters).
+const MAX_VALUE: usize = 256;
+
+/// ARM's checks of the tag names and values a request gives.
+fn check_names(given: &Map<String, Value>) -> Result<(), ArmError> {
+    let bad: Vec<&str> = given
+        .keys()
+        .filter(|k| k.chars().any(|c| "<>%&\\?/".contains(c) || c.is_control()))
+        .map(String::as_str)
+        .collect();
+    if !bad.is_empty() {
+        return Err(ArmError::new(
+            StatusCode::BAD_REQUEST,
+            "InvalidTagNameCharacters",
+            format!(
+                "The tag names '{}' have reserved characters '<,>,%,&,\\,?,/' or control characters.",
+                bad.join(", ")
+            ),
+        ));
+    }
+    if let Some(long) = given.keys().find(|k| k.chars().count() > MAX_NAME) {
+        return Err(ArmError::new(
+            StatusCode::BAD_REQUEST,
+            "InvalidTagName",
+            format!(
+                "Tag key too large. Following tag name '{long}' exceeded the maximum length. Maximum allowed length for tag name - '{MAX_NAME}' characters."
+            ),
+        ));
+    }
+    if let Some(long) = given.values().filter_map(Value::as_str).find(|v| v.chars().count() > MAX_VALUE) {
+        return Err(ArmError::new(
+            StatusCode::BAD_REQUEST,
+            "InvalidTagValueLength",
+            format!(
+                "Tag value too large. Following tag value '{long}' exceeded the maximum length. Maximum allowed length for tag value - '{MAX_VALUE}' characters."
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn set_tags(model: &mut Map<String, Value>, tags: Option<Value>) {
