@@ -215,16 +215,23 @@ pub(crate) fn run_instances_params(spec: &AlicloudProviderSpec, req: &CreateMach
             p.set(format!("DataDisk.{n}.DeleteWithInstance"), d.delete_with_instance.unwrap_or(true));
         }
     }
-    let mut n = 0;
-    for (k, v) in &spec.tags {
-        n += 1;
+    for (i, (k, v)) in instance_tags(spec, &req.machine.uid).iter().enumerate() {
+        let n = i + 1;
         p.set(format!("Tag.{n}.Key"), k).set(format!("Tag.{n}.Value"), v);
     }
-    p.set(format!("Tag.{}.Key", n + 1), MACHINE_UID_TAG).set(format!("Tag.{}.Value", n + 1), &req.machine.uid);
     if !req.user_data.0.is_empty() {
         p.set("UserData", base64::engine::general_purpose::STANDARD.encode(&req.user_data.0));
     }
     p
+}
+
+/// The tags create puts on the instance: the class's, then the machine uid tag
+/// [`MACHINE_UID_TAG`] (last, after the class's in key order). UpdateMachine
+/// compares the instance with this same set.
+pub(crate) fn instance_tags(spec: &AlicloudProviderSpec, uid: &str) -> Vec<(String, String)> {
+    let mut tags: Vec<(String, String)> = spec.tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    tags.push((MACHINE_UID_TAG.to_string(), uid.to_string()));
+    tags
 }
 
 /// Every live instance tagged with the machine's uid that the kit judges the

@@ -1,11 +1,11 @@
 //! [`AlicloudDriver`]: the driver's state, its `Provider` and `Driver` impls;
 //! each RPC lives in its own module (`create`, `status`, `delete`, `list`,
-//! `share_image`, `volumes`); which instances they may act on, in `ownership`.
+//! `share_image`, `volumes`, `update`); which instances they may act on, in `ownership`.
 
 use machine_driver_api::{
     CallContext, Capabilities, CloudOptions, CreateMachine, CreatedMachine, DeletedMachine, Driver, DriverError,
     DriverInfo, ImageShares, ListMachines, MachineRef, MachineStatus, Provider, RecentCreates, RevokedImageShare,
-    SecretKeys, ShareImage, SharedImage,
+    SecretKeys, ShareImage, SharedImage, UpdateMachine, UpdatedMachine,
 };
 
 use crate::clients::ClientPool;
@@ -67,7 +67,7 @@ impl Driver for AlicloudDriver {
                 get_volume_ids: true,
                 share_image: true,
                 revoke_image_share: true,
-                update_machine: false,
+                update_machine: true,
             },
             max_user_data_bytes: MAX_USER_DATA_BYTES,
             secret_keys: SecretKeys::all_of(&[ACCESS_KEY_ID_KEYS, ACCESS_KEY_SECRET_KEYS]),
@@ -84,6 +84,10 @@ impl Driver for AlicloudDriver {
 
     async fn delete_machine(&self, ctx: &CallContext, req: MachineRef) -> Result<DeletedMachine, DriverError> {
         self.delete(ctx, req).await
+    }
+
+    async fn update_machine(&self, ctx: &CallContext, req: UpdateMachine) -> Result<UpdatedMachine, DriverError> {
+        self.update(ctx, req).await
     }
 
     async fn list_machines(&self, ctx: &CallContext, req: ListMachines) -> Result<Vec<(String, String)>, DriverError> {

@@ -19,6 +19,7 @@ mod spec;
 #[cfg(test)]
 mod spec_fields_tests;
 mod status;
+mod update;
 mod volumes;
 
 pub use config::AlicloudConfig;

@@ -16,8 +16,11 @@ pub(crate) const CLUSTER_TAG: &str = "kubernetes.io/cluster/";
 pub(crate) const ROLE_TAG: &str = "kubernetes.io/role/";
 /// The field named when the class lacks a marker.
 const TAGS_FIELD: &str = "providerSpec.tags";
-/// Most tags ECS takes on an instance (20), less the machine uid tag.
-const MAX_SPEC_TAGS: usize = 19;
+/// Most tags an ECS resource holds ("Tag limits"; RunInstances and TagResources
+/// take 20 `Tag.N`).
+pub(crate) const MAX_INSTANCE_TAGS: usize = 20;
+/// Most tags ECS takes on an instance, less the machine uid tag.
+const MAX_SPEC_TAGS: usize = MAX_INSTANCE_TAGS - 1;
 /// RunInstances `SpotStrategy` values.
 const SPOT_STRATEGIES: &[&str] = &["NoSpot", "SpotWithPriceLimit", "SpotAsPriceGo"];
 
@@ -174,6 +177,11 @@ impl AlicloudProviderSpec {
             return bad("zoneID", &format!("{:?} is not a zone of region {:?}", self.zone_id, self.region));
         }
         let markers = self.markers()?;
+        for (key, value) in &self.tags {
+            if let Some(problem) = tag_problem(key, value) {
+                return bad("tags", &format!("{key:?}: {problem}"));
+            }
+        }
         if self.tags.len() > MAX_SPEC_TAGS {
             return bad(
                 "tags",
@@ -260,6 +268,28 @@ impl AlicloudProviderSpec {
     }
 }
 
+/// What ECS refuses in a tag (RunInstances and TagResources `Tag.N.Key`: 1 to 128
+/// characters, not starting with `aliyun` or `acs:`, without `http://` or
+/// `https://`; `Tag.N.Value`: up to 128 characters, not starting with `acs:`,
+/// without `http://` or `https://`), checked before any call.
+fn tag_problem(key: &str, value: &str) -> Option<&'static str> {
+    let (k, v) = (key.to_ascii_lowercase(), value.to_ascii_lowercase());
+    let url = |s: &str| s.contains("http://") || s.contains("https://");
+    if key.is_empty() || key.chars().count() > 128 {
+        Some("a tag key has 1 to 128 characters")
+    } else if k.starts_with("aliyun") || k.starts_with("acs:") {
+        Some("a tag key must not start with aliyun or acs: (ECS reserves them)")
+    } else if value.chars().count() > 128 {
+        Some("a tag value has at most 128 characters")
+    } else if v.starts_with("acs:") {
+        Some("a tag value must not start with acs:")
+    } else if url(&k) || url(&v) {
+        Some("ECS refuses http:// and https:// in tags")
+    } else {
+        None
+    }
+}
+
 /// A class as the Gardener extension writes it, for the crate's tests.
 #[cfg(test)]
 pub(crate) mod tests_support {
@@ -316,6 +346,16 @@ mod tests {
         assert_eq!(field(&|v| v["imageID"] = "".into()).as_deref(), Some("providerSpec.imageID"));
         assert_eq!(field(&|v| v["zoneID"] = "cn-beijing-a".into()).as_deref(), Some("providerSpec.zoneID"));
         assert_eq!(field(&|v| v["tags"] = serde_json::json!({"a": "b"})).as_deref(), Some("providerSpec.tags"));
+        for (k, v) in [("acs:x", "1"), ("aliyun-x", "1"), ("ok", "acs:x"), ("ok", "see https://x"), ("", "1")] {
+            assert_eq!(field(&|s| s["tags"][k] = v.into()).as_deref(), Some("providerSpec.tags"), "{k:?}={v:?}");
+        }
+        assert_eq!(field(&|s| s["tags"]["k".repeat(129)] = "1".into()).as_deref(), Some("providerSpec.tags"));
+        let fine = {
+            let mut v = example();
+            v["tags"]["team.example.com/owner"] = "".into();
+            v
+        };
+        assert!(parse(&fine).is_ok(), "an empty value is a tag ECS takes");
         assert_eq!(field(&|v| v["dataDisks"][0]["size"] = 0.into()).as_deref(), Some("providerSpec.dataDisks[0].size"));
         assert_eq!(field(&|v| v["systemDisk"]["size"] = "big".into()).as_deref(), Some("providerSpec.systemDisk.size"));
     }

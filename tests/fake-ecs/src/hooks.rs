@@ -26,6 +26,8 @@ pub(crate) const ECS_ACTIONS: &[(&str, OpClass)] = &[
     ("DescribeImageSharePermission", OpClass::Read),
     ("ModifyImageSharePermission", OpClass::Write),
     ("DeleteInstance", OpClass::Delete),
+    ("TagResources", OpClass::Write),
+    ("UntagResources", OpClass::Write),
 ];
 
 /// STS actions (version 2015-04-01) and their classes.

@@ -64,6 +64,12 @@ pub(crate) struct Instance {
     pub(crate) spot_strategy: String,
     /// Why ECS locked the instance, if it did (`financial`, `security`, `Recycling`).
     pub(crate) operation_locks: Option<OperationLocks>,
+    /// `ecs.g7.large`: only a new instance changes it here (UpdateMachine).
+    pub(crate) instance_type: String,
+    /// The image it was launched from.
+    pub(crate) image_id: String,
+    /// `eu-central-1a`.
+    pub(crate) zone_id: String,
 }
 
 /// `OperationLocks` of DescribeInstances: `{"LockReason": [{"LockReason", "LockMsg"}]}`
@@ -87,6 +93,9 @@ pub(crate) struct LockReason {
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(rename_all = "PascalCase", default)]
 pub(crate) struct VpcAttributes {
+    /// The vSwitch of the primary ENI.
+    #[serde(rename = "VSwitchId")]
+    pub(crate) v_switch_id: String,
     /// `PrivateIpAddress.IpAddress[]`.
     pub(crate) private_ip_address: IpAddresses,
 }
@@ -131,6 +140,16 @@ impl Instance {
         self.operation_locks.as_ref().is_some_and(|locks| {
             locks.lock_reason.iter().any(|lock| lock.lock_reason.eq_ignore_ascii_case("recycling"))
         })
+    }
+
+    /// Every tag, by key.
+    pub(crate) fn tag_map(&self) -> std::collections::BTreeMap<String, String> {
+        self.tags.iter().flat_map(|t| &t.tag).map(|t| (t.tag_key.clone(), t.tag_value.clone())).collect()
+    }
+
+    /// The vSwitch of its primary ENI (empty when ECS did not show it).
+    pub(crate) fn v_switch_id(&self) -> &str {
+        self.vpc_attributes.as_ref().map_or("", |v| v.v_switch_id.as_str())
     }
 
     /// The first private IP.

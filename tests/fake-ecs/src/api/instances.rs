@@ -8,6 +8,7 @@ use base64::Engine;
 use fake_cloud_support::Replay;
 use serde_json::{Value, json};
 
+use super::tags::tag_key_valid;
 use super::{Call, Ctx, check_region, page_window};
 use crate::error::{EcsError, ok};
 use crate::state::{DataDisk, Instance, Phase, SpotTerms, State};
@@ -57,15 +58,6 @@ fn valid_instance_name(name: &str) -> bool {
         && name.chars().next().is_some_and(char::is_alphabetic)
         && !name.starts_with("http://")
         && !name.starts_with("https://")
-}
-
-fn tag_key_valid(key: &str) -> bool {
-    let lower = key.to_ascii_lowercase();
-    key.chars().count() <= 128
-        && !lower.starts_with("aliyun")
-        && !lower.starts_with("acs:")
-        && !lower.contains("http://")
-        && !lower.contains("https://")
 }
 
 /// Everything RunInstances validated, ready to create `amount` instances.

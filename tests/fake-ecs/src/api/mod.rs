@@ -8,6 +8,7 @@
 mod images;
 mod instances;
 mod sts;
+mod tags;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -154,6 +155,8 @@ async fn handle(ctx: Ctx, request: Request<Body>) -> Response {
         "RunInstances" => instances::run(&ctx, &call),
         "DescribeInstances" => instances::describe(&ctx, &call),
         "DeleteInstance" => instances::delete(&ctx, &call),
+        "TagResources" => tags::tag(&ctx, &call),
+        "UntagResources" => tags::untag(&ctx, &call),
         "DescribeImages" => images::describe(&ctx, &call),
         "ModifyImageSharePermission" => images::modify_share(&ctx, &call),
         "DescribeImageSharePermission" => images::describe_share(&ctx, &call),
