@@ -86,6 +86,12 @@ pub struct ProviderConformance {
     /// without Spot VMs (OpenStack).
     #[serde(default)]
     pub spot: Option<SpotInputs>,
+    /// Inputs of the hot-update scenarios (UpdateMachine: `source`,
+    /// `tagsPatch`, `replacement`), written by each provider that advertises
+    /// CAPABILITY_UPDATE_MACHINE. No scenario reads them yet (issue 32); they
+    /// are parsed so that the file stays strict about unknown keys.
+    #[serde(default)]
+    pub update: Option<Value>,
 }
 
 /// Inputs of `spot/*` (README, "The provider's conformance file").
