@@ -87,8 +87,8 @@ echo "==> Go providers took $((SECONDS - started)) s"
 # from Go modules into a cache outside the clone (once; build.sh skips when the
 # cached binaries match), deploy/'s rendered RBAC applied and enforced. With
 # CI=true the test fails, never skips, when the binaries are missing.
-echo "==> control plane (controlplane/): etcd + kube-apiserver from Go modules, deploy/'s RBAC enforced"
+echo "==> control plane (controlplane/): etcd + kube-apiserver + MCM from Go modules; deploy/'s RBAC enforced; MCM, machine-controller, sidecar and fake per provider"
 started=$SECONDS
 controlplane/build.sh
-(cd controlplane && CI=true GOFLAGS=-mod=mod go test -count=1 -v ./...)
+(cd controlplane && CI=true GOFLAGS=-mod=mod MACHINE_DRIVER_BIN_DIR="$bin_dir" go test -count=1 -v -timeout 20m ./...)
 echo "==> control plane took $((SECONDS - started)) s"

@@ -42,6 +42,12 @@ type Options struct {
 	ReadyTimeout time.Duration
 	// ExtraAPIServerArgs are appended to kube-apiserver's flags.
 	ExtraAPIServerArgs []string
+	// Etcd, when set, is the client URL of a running etcd (another Cluster's EtcdURL) that
+	// this API server stores into instead of starting an etcd of its own; give it an
+	// EtcdPrefix of its own so that the two clusters share no key.
+	Etcd string
+	// EtcdPrefix is kube-apiserver's --etcd-prefix (its default, /registry, when empty).
+	EtcdPrefix string
 }
 
 // Cluster is a running etcd and kube-apiserver.
@@ -52,6 +58,8 @@ type Cluster struct {
 	Admin *rest.Config
 	// Dir is the temporary directory of data, certificates and logs (removed by Stop).
 	Dir string
+	// EtcdURL is the client URL of the etcd this API server stores into.
+	EtcdURL string
 
 	caPEM    []byte
 	procs    []*process // started order; stopped in reverse
@@ -112,8 +120,24 @@ func BinariesPresent(dir string) bool {
 }
 
 // Start starts etcd and kube-apiserver and returns once /readyz answers ok. On error
-// everything started is stopped again.
-func Start(ctx context.Context, o Options) (c *Cluster, err error) {
+// everything started is stopped again. A process that exits before it is ready (e.g. a port
+// of freePorts taken by another process in between, when clusters start side by side) is
+// retried twice, on new ports.
+func Start(ctx context.Context, o Options) (*Cluster, error) {
+	var err error
+	for range 3 {
+		var c *Cluster
+		if c, err = start(ctx, o); err == nil || !errors.Is(err, errExitedEarly) || ctx.Err() != nil {
+			return c, err
+		}
+	}
+	return nil, err
+}
+
+// errExitedEarly marks a process that exited before it answered ready.
+var errExitedEarly = errors.New("exited before it was ready")
+
+func start(ctx context.Context, o Options) (c *Cluster, err error) {
 	if o.BinDir == "" {
 		if o.BinDir, err = DefaultBinDir(); err != nil {
 			return nil, err
@@ -129,13 +153,15 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	c = &Cluster{Dir: dir}
+	// started, not c: a `return nil, err` has set c to nil before this runs.
+	started := &Cluster{Dir: dir}
+	c = started
 	defer func() {
 		if err != nil {
-			if logs := c.LogTail(40); logs != "" {
+			if logs := started.LogTail(40); logs != "" {
 				err = fmt.Errorf("%w\n%s", err, logs)
 			}
-			_ = c.Stop()
+			_ = started.Stop()
 			c = nil
 		}
 	}()
@@ -158,26 +184,30 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	etcdClient := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
-	etcdPeer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
-	etcd, err := startProcess(dir, "etcd", filepath.Join(o.BinDir, "etcd"),
-		"--name=controlplane",
-		"--data-dir="+filepath.Join(dir, "etcd"),
-		"--listen-client-urls="+etcdClient,
-		"--advertise-client-urls="+etcdClient,
-		"--listen-peer-urls="+etcdPeer,
-		"--initial-advertise-peer-urls="+etcdPeer,
-		"--initial-cluster=controlplane="+etcdPeer,
-		"--unsafe-no-fsync",
-		"--log-level=warn",
-	)
-	if err != nil {
-		return nil, err
+	etcdClient := o.Etcd
+	if etcdClient == "" {
+		etcdClient = fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+		etcdPeer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+		etcd, err := startProcess(dir, "etcd", nil, filepath.Join(o.BinDir, "etcd"),
+			"--name=controlplane",
+			"--data-dir="+filepath.Join(dir, "etcd"),
+			"--listen-client-urls="+etcdClient,
+			"--advertise-client-urls="+etcdClient,
+			"--listen-peer-urls="+etcdPeer,
+			"--initial-advertise-peer-urls="+etcdPeer,
+			"--initial-cluster=controlplane="+etcdPeer,
+			"--unsafe-no-fsync",
+			"--log-level=warn",
+		)
+		if err != nil {
+			return nil, err
+		}
+		c.procs = append(c.procs, etcd)
+		if err := waitHTTP(ctx, etcd, http.DefaultClient, etcdClient+"/health", o.ReadyTimeout); err != nil {
+			return nil, fmt.Errorf("etcd: %w", err)
+		}
 	}
-	c.procs = append(c.procs, etcd)
-	if err := waitHTTP(ctx, etcd, http.DefaultClient, etcdClient+"/health", o.ReadyTimeout); err != nil {
-		return nil, fmt.Errorf("etcd: %w", err)
-	}
+	c.EtcdURL = etcdClient
 
 	c.URL = fmt.Sprintf("https://127.0.0.1:%d", ports[2])
 	args := []string{
@@ -202,7 +232,10 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 		"--profiling=false",
 		"--v=1",
 	}
-	apiserver, err := startProcess(dir, "kube-apiserver", filepath.Join(o.BinDir, "kube-apiserver"), append(args, o.ExtraAPIServerArgs...)...)
+	if o.EtcdPrefix != "" {
+		args = append(args, "--etcd-prefix="+o.EtcdPrefix)
+	}
+	apiserver, err := startProcess(dir, "kube-apiserver", nil, filepath.Join(o.BinDir, "kube-apiserver"), append(args, o.ExtraAPIServerArgs...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -232,7 +265,8 @@ func (c *Cluster) AdminClient() (*kubernetes.Clientset, error) {
 // CAData is the PEM of the CA that signed the API server's serving certificate.
 func (c *Cluster) CAData() []byte { return append([]byte(nil), c.caPEM...) }
 
-// Stop ends the API server, then etcd (SIGTERM, SIGKILL after 10 s), and removes Dir.
+// Stop ends the API server, then etcd when it started one (SIGTERM, SIGKILL after 10 s), and
+// removes Dir. Stop a cluster that shares another's etcd (Options.Etcd) before that one.
 // It is idempotent.
 func (c *Cluster) Stop() error {
 	c.stopOnce.Do(func() {
@@ -250,7 +284,7 @@ func (c *Cluster) Stop() error {
 	return c.stopErr
 }
 
-// Pids are the process ids of the running processes (etcd, kube-apiserver).
+// Pids are the process ids of the running processes (etcd unless shared, kube-apiserver).
 func (c *Cluster) Pids() []int {
 	var pids []int
 	for _, p := range c.procs {
@@ -326,7 +360,7 @@ func waitHTTP(ctx context.Context, p *process, client *http.Client, url string, 
 		}
 		select {
 		case <-p.done:
-			return fmt.Errorf("exited before %s answered: %v", url, p.waitErr)
+			return fmt.Errorf("%w: %s did not answer: %v", errExitedEarly, url, p.waitErr)
 		case <-ctx.Done():
 			return fmt.Errorf("%s not ready after %s: %s", url, timeout, last)
 		case <-time.After(200 * time.Millisecond):
