@@ -5,7 +5,8 @@ use std::sync::Arc;
 use machine_driver_api::{
     CallContext, Capabilities, CloudOptions, CreateMachine, CreatedMachine, DeletedMachine, Driver, DriverError,
     DriverInfo, ImageShares, InitializedMachine, KeyedCache, ListMachines, Machine, MachineRef, MachineStatus,
-    Provider, RecentCreates, Result, RevokedImageShare, SecretData, SecretKeys, ShareImage, SharedImage,
+    Provider, RecentCreates, Result, RevokedImageShare, SecretData, SecretKeys, ShareImage, SharedImage, UpdateMachine,
+    UpdatedMachine,
 };
 
 use crate::clients::{AwsClients, ClientCache};
@@ -109,7 +110,7 @@ impl Driver for AwsDriver {
                 get_volume_ids: true,
                 share_image: true,
                 revoke_image_share: true,
-                update_machine: false,
+                update_machine: true,
             },
             max_user_data_bytes: 16 * 1024,
             secret_keys: SecretKeys::none()
@@ -148,6 +149,10 @@ impl Driver for AwsDriver {
 
     async fn revoke_image_share(&self, ctx: &CallContext, req: ShareImage) -> Result<RevokedImageShare> {
         self.revoke(ctx, req).await
+    }
+
+    async fn update_machine(&self, ctx: &CallContext, req: UpdateMachine) -> Result<UpdatedMachine> {
+        self.update(ctx, req).await
     }
 
     async fn list_image_shares(&self, ctx: &CallContext, req: ShareImage) -> Result<ImageShares> {

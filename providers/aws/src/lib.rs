@@ -25,6 +25,7 @@ mod spot;
 mod status;
 mod steps;
 mod tags;
+mod update;
 mod volumes;
 
 pub use config::AwsConfig;

@@ -179,6 +179,78 @@ pub(crate) struct Volume {
     pub(crate) kms_key_id: Option<String>,
     pub(crate) snapshot_id: Option<String>,
     pub(crate) tags: Tags,
+    /// The most recent ModifyVolume of it (`None`: never modified).
+    pub(crate) modification: Option<VolumeModification>,
+}
+
+/// What an EBS volume performs like: the attributes ModifyVolume changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct VolumePerformance {
+    pub(crate) size_gib: i64,
+    pub(crate) volume_type: String,
+    pub(crate) iops: Option<i64>,
+    pub(crate) throughput: Option<i64>,
+}
+
+/// One ModifyVolume request and its progress (EC2 API reference,
+/// VolumeModification, <https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_VolumeModification.html>;
+/// EBS User Guide, "Monitor the progress of Amazon EBS volume modifications",
+/// <https://docs.aws.amazon.com/ebs/latest/userguide/monitoring-volume-modifications.html>):
+/// `modifying`, then `optimizing` (the new size and performance take effect:
+/// DescribeVolumes shows the target from here on), then `completed`. Each of
+/// the first two states lasts the fake's `boot_ms`.
+#[derive(Debug, Clone)]
+pub(crate) struct VolumeModification {
+    pub(crate) started: Instant,
+    pub(crate) started_wall: SystemTime,
+    /// How long each of `modifying` and `optimizing` lasts.
+    pub(crate) phase: Duration,
+    pub(crate) original: VolumePerformance,
+    pub(crate) target: VolumePerformance,
+}
+
+impl VolumeModification {
+    /// `modifying`, `optimizing` or `completed` at `now`.
+    pub(crate) fn state(&self, now: Instant) -> &'static str {
+        if now < self.started + self.phase {
+            "modifying"
+        } else if now < self.started + self.phase * 2 {
+            "optimizing"
+        } else {
+            "completed"
+        }
+    }
+
+    /// The progress in percent EC2 reports (0 while modifying).
+    pub(crate) fn progress(&self, now: Instant) -> u64 {
+        match self.state(now) {
+            "modifying" => 0,
+            "optimizing" => 50,
+            _ => 100,
+        }
+    }
+}
+
+impl Volume {
+    /// The volume's own attributes: what it was launched with, or the target
+    /// of its last modification (ModifyVolume sets them).
+    pub(crate) fn own_performance(&self) -> VolumePerformance {
+        VolumePerformance {
+            size_gib: self.size_gib,
+            volume_type: self.volume_type.clone(),
+            iops: self.iops,
+            throughput: self.throughput,
+        }
+    }
+
+    /// What DescribeVolumes shows at `now`: the original attributes while a
+    /// modification is `modifying`, its target once it is optimizing.
+    pub(crate) fn performance(&self, now: Instant) -> VolumePerformance {
+        match &self.modification {
+            Some(m) if m.state(now) == "modifying" => m.original.clone(),
+            _ => self.own_performance(),
+        }
+    }
 }
 
 /// One instance and everything launched with it.

@@ -130,12 +130,16 @@ pub(crate) fn operation_class(operation: &str) -> Option<OpClass> {
         | "DescribeNetworkInterfaces"
         | "DescribeImages"
         | "DescribeImageAttribute"
-        | "DescribeSnapshotAttribute" => OpClass::Read,
+        | "DescribeSnapshotAttribute"
+        | "DescribeVolumes"
+        | "DescribeVolumesModifications" => OpClass::Read,
         "ModifyNetworkInterfaceAttribute"
         | "AssignIpv6Addresses"
         | "ModifyImageAttribute"
         | "ModifySnapshotAttribute"
-        | "CreateTags" => OpClass::Write,
+        | "CreateTags"
+        | "DeleteTags"
+        | "ModifyVolume" => OpClass::Write,
         "TerminateInstances" => OpClass::Delete,
         _ => return None,
     })
@@ -167,10 +171,12 @@ fn instance_inventory(instance: &Instance, now: Instant) -> InventoryInstance {
         .volumes
         .iter()
         .map(|v| {
+            let shown = v.performance(now);
             json!({
-                "id": v.id, "device_name": v.device_name, "size_gib": v.size_gib, "volume_type": v.volume_type,
-                "delete_on_termination": v.delete_on_termination, "encrypted": v.encrypted, "iops": v.iops,
-                "throughput": v.throughput, "kms_key_id": v.kms_key_id, "snapshot_id": v.snapshot_id, "tags": v.tags,
+                "id": v.id, "device_name": v.device_name, "size_gib": shown.size_gib, "volume_type": shown.volume_type,
+                "delete_on_termination": v.delete_on_termination, "encrypted": v.encrypted, "iops": shown.iops,
+                "throughput": shown.throughput, "kms_key_id": v.kms_key_id, "snapshot_id": v.snapshot_id,
+                "tags": v.tags, "modification_state": v.modification.as_ref().map(|m| m.state(now)),
             })
         })
         .collect();

@@ -5,6 +5,7 @@ mod instances;
 mod interfaces;
 pub(crate) mod run;
 mod tags;
+mod volumes;
 
 use std::time::Instant;
 
@@ -47,6 +48,10 @@ pub(crate) fn dispatch(world: &mut World, ctx: &Ctx<'_>, action: &str, params: &
         "DescribeSnapshotAttribute" => images::describe_snapshot_attribute(world, ctx, params),
         "ModifySnapshotAttribute" => images::modify_snapshot_attribute(world, ctx, params),
         "CreateTags" => tags::create_tags(world, ctx, params),
+        "DeleteTags" => tags::delete_tags(world, ctx, params),
+        "DescribeVolumes" => volumes::describe_volumes(world, ctx, params),
+        "ModifyVolume" => volumes::modify_volume(world, ctx, params),
+        "DescribeVolumesModifications" => volumes::describe_volumes_modifications(world, ctx, params),
         _ => Err(Ec2Error::invalid_action(action)),
     }
 }

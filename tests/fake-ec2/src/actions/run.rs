@@ -317,6 +317,7 @@ pub(crate) fn root_volume(image: &Image, tags: Tags) -> Volume {
         kms_key_id: None,
         snapshot_id: Some(image.snapshot_id.clone()),
         tags,
+        modification: None,
     }
 }
 

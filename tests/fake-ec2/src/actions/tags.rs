@@ -1,4 +1,8 @@
-//! CreateTags on instances, interfaces, volumes, images and snapshots.
+//! CreateTags and DeleteTags on instances, interfaces, volumes, images and
+//! snapshots (EC2 API reference, CreateTags,
+//! <https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CreateTags.html>, and DeleteTags,
+//! <https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DeleteTags.html>): several
+//! `ResourceId.N` in one call, all or none changed.
 
 use crate::actions::run::read_tags;
 use crate::actions::{Ctx, returns_true};
@@ -73,6 +77,46 @@ pub(crate) fn create_tags(world: &mut World, ctx: &Ctx<'_>, params: &Params) -> 
     }
     for id in &resources {
         tags_of(world, ctx, id)?.extend(tags.clone());
+    }
+    Ok(returns_true())
+}
+
+/// DeleteTags: `ResourceId.N` and `Tag.N.Key` with an optional `Tag.N.Value`.
+/// A key alone deletes the tag whatever its value; a key with a value
+/// deletes it only when the value matches (an empty value matches only an
+/// empty value); no `Tag.N` at all deletes every user tag of the resources.
+/// Keys starting with `aws:` are refused (`InvalidParameterValue`), and so is
+/// a resource that does not exist (its family's NotFound, nothing deleted).
+pub(crate) fn delete_tags(world: &mut World, ctx: &Ctx<'_>, params: &Params) -> Result<Xml, Ec2Error> {
+    let resources = params.list("ResourceId");
+    if resources.is_empty() {
+        return Err(Ec2Error::missing_parameter("ResourceId"));
+    }
+    let mut wanted: Vec<(String, Option<String>)> = Vec::new();
+    for tag in params.members("Tag") {
+        let key = tag.get("Key").ok_or_else(|| Ec2Error::missing_parameter("Tag.Key"))?;
+        if key.to_ascii_lowercase().starts_with("aws:") {
+            return Err(Ec2Error::client(
+                "InvalidParameterValue",
+                "Tag keys starting with 'aws:' are reserved for internal use",
+            ));
+        }
+        wanted.push((key.to_owned(), tag.get("Value").map(str::to_owned)));
+    }
+    for id in &resources {
+        tags_of(world, ctx, id)?;
+    }
+    for id in &resources {
+        let tags = tags_of(world, ctx, id)?;
+        if wanted.is_empty() {
+            tags.retain(|k, _| k.to_ascii_lowercase().starts_with("aws:"));
+            continue;
+        }
+        for (key, value) in &wanted {
+            if value.as_ref().is_none_or(|v| tags.get(key) == Some(v)) {
+                tags.remove(key);
+            }
+        }
     }
     Ok(returns_true())
 }
