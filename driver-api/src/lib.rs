@@ -19,6 +19,7 @@ mod recent_list;
 mod secret;
 mod secret_keys;
 mod spec;
+pub mod spec_mutations;
 pub mod spec_walk;
 mod update;
 

@@ -31,3 +31,9 @@ mod volumes;
 pub use config::AwsConfig;
 pub use credentials::{ACCESS_KEY_ID_KEYS, ROLE_ARN_KEYS, SECRET_ACCESS_KEY_KEYS, TOKEN_FILE_KEYS};
 pub use driver::AwsDriver;
+
+/// Checks a machine class's providerSpec as every RPC does (INVALID_ARGUMENT
+/// naming the field), without a cloud call: for tools and the spec mutation test.
+pub fn check_provider_spec(raw: &[u8]) -> Result<(), machine_driver_api::DriverError> {
+    spec_validation::parse_and_validate(raw).map(|_| ())
+}

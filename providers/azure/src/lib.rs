@@ -33,3 +33,9 @@ pub use config::AzureConfig;
 pub use driver::AzureDriver;
 pub use lookup::{GRAPH_REQUERY, LIST_REUSE};
 pub use vm::MAX_USER_DATA_BYTES;
+
+/// Checks a machine class's providerSpec as every RPC does (INVALID_ARGUMENT
+/// naming the field), without a cloud call: for tools and the spec mutation test.
+pub fn check_provider_spec(raw: &[u8]) -> Result<(), machine_driver_api::DriverError> {
+    spec::AzureProviderSpec::parse_with_markers(raw).map(|_| ())
+}

@@ -25,3 +25,9 @@ mod volumes;
 
 pub use config::GcpConfig;
 pub use driver::{GcpDriver, MAX_USER_DATA_BYTES};
+
+/// Checks a machine class's providerSpec as every RPC does (INVALID_ARGUMENT
+/// naming the field), without a cloud call: for tools and the spec mutation test.
+pub fn check_provider_spec(raw: &[u8]) -> Result<(), machine_driver_api::DriverError> {
+    spec::GcpProviderSpec::parse(raw).map(|_| ())
+}

@@ -4,4 +4,5 @@
 pub use fake_cloud_support::{
     AdminClient as FakeAdmin, AttachedKind, CallCounts as Calls, Fault, FaultKind, FaultSpec, Inventory,
     InventoryInstance as Instance, OpClass, Phase, PlantAttached, PlantRequest, Planted, PlantedAttached,
+    ReclaimAnswer,
 };

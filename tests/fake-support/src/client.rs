@@ -32,6 +32,46 @@ pub struct Fault<'a> {
     pub phase: &'a str,
 }
 
+/// What the fake answered to `POST /_admin/instances/{id}/reclaim`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReclaimAnswer {
+    /// 200: the cloud took the Spot VM back; how the cloud now shows it.
+    Reclaimed(String),
+    /// 404: no live instance has the id; the fake's reason.
+    NotFound(String),
+    /// 409: the VM is not a Spot VM (the cloud never reclaims it); the fake's reason.
+    NotSpot(String),
+    /// 501: the fake has no Spot VMs; the fake's reason.
+    Unsupported(String),
+}
+
+impl ReclaimAnswer {
+    /// The answer of an HTTP `status` with its JSON `body`; any status the
+    /// admin API does not document is an error.
+    fn of(status: reqwest::StatusCode, body: &Value) -> Result<Self, String> {
+        let text = |key: &str| body.get(key).and_then(Value::as_str).unwrap_or("no reason given").to_owned();
+        match status.as_u16() {
+            200 => Ok(Self::Reclaimed(body.get("shown").and_then(Value::as_str).unwrap_or_default().to_owned())),
+            404 => Ok(Self::NotFound(text("error"))),
+            409 => Ok(Self::NotSpot(text("error"))),
+            501 => Ok(Self::Unsupported(text("error"))),
+            _ => Err(format!("fake admin POST /instances/{{id}}/reclaim: HTTP {status}: {body}")),
+        }
+    }
+}
+
+impl std::fmt::Display for ReclaimAnswer {
+    /// The HTTP status and the fake's text, as the admin API answered them.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Reclaimed(shown) => write!(f, "HTTP 200 OK: reclaimed, shown as {shown:?}"),
+            Self::NotFound(why) => write!(f, "HTTP 404 Not Found: {why}"),
+            Self::NotSpot(why) => write!(f, "HTTP 409 Conflict: {why}"),
+            Self::Unsupported(why) => write!(f, "HTTP 501 Not Implemented: {why}"),
+        }
+    }
+}
+
 impl AdminClient {
     /// A client for the admin API at `base` (e.g. `http://127.0.0.1:8080/_admin`).
     pub fn new(base: &str) -> Result<Self, String> {
@@ -132,39 +172,46 @@ impl AdminClient {
         Ok(self.inventory().await?.instances)
     }
 
-    /// `POST /instances/{id}/terminate`: ends the live instance `id` out of
-    /// band, as a spot reclaim or an aborted launch does.
-    /// The id is sent as one path segment, percent-encoded (Azure ids hold `/`).
-    pub async fn terminate(&self, id: &str) -> Result<(), String> {
+    /// `<admin base>/instances/<id>/<action>`, the id one percent-encoded
+    /// path segment (Azure ids hold `/`).
+    fn instance_url(&self, id: &str, action: &str) -> Result<reqwest::Url, String> {
         let mut url = reqwest::Url::parse(&self.base).map_err(|e| format!("fake admin URL {}: {e}", self.base))?;
         url.path_segments_mut().map_err(|()| format!("fake admin URL {} cannot take a path", self.base))?.extend([
             "instances",
             id,
-            "terminate",
+            action,
         ]);
+        Ok(url)
+    }
+
+    /// `POST /instances/{id}/terminate`: ends the live instance `id` out of
+    /// band, as a spot reclaim or an aborted launch does.
+    pub async fn terminate(&self, id: &str) -> Result<(), String> {
+        let url = self.instance_url(id, "terminate")?;
         self.send(self.http.post(url).json(&json!({})), "/instances/{id}/terminate").await.map(|_| ())
     }
 
     /// `POST /instances/{id}/reclaim`: the cloud takes the Spot VM `id` back
-    /// (see [`crate::CloudHooks::reclaim`]). Answers how the cloud now shows
-    /// it; the error names the HTTP status and the fake's reason (`409` for a
-    /// VM that is not Spot, `501` for a fake without Spot VMs).
-    pub async fn reclaim(&self, id: &str) -> Result<String, String> {
-        let mut url = reqwest::Url::parse(&self.base).map_err(|e| format!("fake admin URL {}: {e}", self.base))?;
-        url.path_segments_mut().map_err(|()| format!("fake admin URL {} cannot take a path", self.base))?.extend([
-            "instances",
-            id,
-            "reclaim",
-        ]);
+    /// (see [`crate::CloudHooks::reclaim`]), with every documented answer told
+    /// apart; any other answer, or none, is an error.
+    pub async fn reclaim_answer(&self, id: &str) -> Result<ReclaimAnswer, String> {
+        let url = self.instance_url(id, "reclaim")?;
         let resp = self.http.post(url).json(&json!({})).send().await;
         let resp = resp.map_err(|e| format!("fake admin POST /instances/{{id}}/reclaim: {e}"))?;
         let status = resp.status();
         let body: Value = resp.json().await.unwrap_or(Value::Null);
-        if !status.is_success() {
-            let why = body.get("error").and_then(Value::as_str).unwrap_or("no reason given");
-            return Err(format!("fake admin POST /instances/{{id}}/reclaim: HTTP {status}: {why}"));
+        ReclaimAnswer::of(status, &body)
+    }
+
+    /// [`Self::reclaim_answer`] for callers that expect the reclaim: answers
+    /// how the cloud now shows the VM; the error names the HTTP status and the
+    /// fake's reason (`409` for a VM that is not Spot, `501` for a fake
+    /// without Spot VMs).
+    pub async fn reclaim(&self, id: &str) -> Result<String, String> {
+        match self.reclaim_answer(id).await? {
+            ReclaimAnswer::Reclaimed(shown) => Ok(shown),
+            refused => Err(format!("fake admin POST /instances/{{id}}/reclaim: {refused}")),
         }
-        Ok(body.get("shown").and_then(Value::as_str).unwrap_or_default().to_owned())
     }
 
     /// `POST /instances`: plants a running VM out of band with exactly the
@@ -201,5 +248,47 @@ impl InventoryInstance {
     /// The user data the VM boots with, base64, when the fake reports it.
     pub fn user_data(&self) -> Option<&str> {
         self.extra.get("user_data").and_then(Value::as_str)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use reqwest::StatusCode;
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn the_instance_id_is_one_percent_encoded_segment() {
+        let azure = "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/conf-a b";
+        let client = AdminClient::new("http://127.0.0.1:8080/_admin/").unwrap();
+        let url = client.instance_url(azure, "reclaim").unwrap();
+        assert_eq!(
+            url.as_str(),
+            "http://127.0.0.1:8080/_admin/instances/%2Fsubscriptions%2Fs%2FresourceGroups%2Frg%2Fproviders%2F\
+             Microsoft.Compute%2FvirtualMachines%2Fconf-a%20b/reclaim"
+        );
+        assert_eq!(url.path_segments().unwrap().count(), 4);
+        assert!(AdminClient::new("not a url").unwrap().instance_url("i-1", "terminate").is_err());
+    }
+
+    #[test]
+    fn every_documented_reclaim_answer_is_told_apart() {
+        let shown = json!({"reclaimed": "i-1", "shown": "Server.SpotInstanceTermination"});
+        assert_eq!(
+            ReclaimAnswer::of(StatusCode::OK, &shown),
+            Ok(ReclaimAnswer::Reclaimed("Server.SpotInstanceTermination".into()))
+        );
+        let why = json!({"error": "instance i-1 is not a Spot VM"});
+        let refused = ReclaimAnswer::of(StatusCode::CONFLICT, &why).unwrap();
+        assert_eq!(refused, ReclaimAnswer::NotSpot("instance i-1 is not a Spot VM".into()));
+        assert_eq!(refused.to_string(), "HTTP 409 Conflict: instance i-1 is not a Spot VM");
+        assert!(matches!(ReclaimAnswer::of(StatusCode::NOT_FOUND, &why), Ok(ReclaimAnswer::NotFound(_))));
+        assert_eq!(
+            ReclaimAnswer::of(StatusCode::NOT_IMPLEMENTED, &Value::Null),
+            Ok(ReclaimAnswer::Unsupported("no reason given".into()))
+        );
+        let err = ReclaimAnswer::of(StatusCode::INTERNAL_SERVER_ERROR, &json!({"error": "boom"})).unwrap_err();
+        assert!(err.contains("500") && err.contains("boom"), "{err}");
     }
 }

@@ -22,7 +22,7 @@ mod router;
 mod settings;
 
 pub use admin::{Admin, CallGuard, Rejection, RejectionCause};
-pub use client::{AdminClient, Fault};
+pub use client::{AdminClient, Fault, ReclaimAnswer};
 pub use clock::utc_timestamp;
 pub use counters::CallCounts;
 pub use faults::{FaultKind, FaultSpec, FaultTable, Phase};

@@ -15,6 +15,7 @@ mod migration;
 mod ownership;
 mod registry;
 mod share_image;
+mod spot;
 mod status;
 mod volume_ids;
 
@@ -125,6 +126,8 @@ pub fn all() -> Vec<Scenario> {
         scenario("fake/placement-on-create-resource-exhausted", "place", &[], true, faults::placement),
         scenario("fake/eventual-consistency", "evc", &[], true, faults::eventual_consistency),
         scenario("status/failed-vm-reported", "failvm", &[], true, cloud_state::failed_vm_reported),
+        scenario("spot/reclaimed-is-reported", "spotrec", &[], true, spot::reclaimed_is_reported),
+        scenario("spot/on-demand-not-reclaimed", "spotod", &[], true, spot::on_demand_not_reclaimed),
         scenario("fake/not-visible-after-restart", "nvrst", &[], true, faults::not_visible_after_restart),
         scenario("fake/lost-create-response-retried", "lost", &[], true, faults::lost_response),
         scenario("fake/create-fails-after-effect-repeatedly", "lostall", &[], true, faults::lost_every_response),
