@@ -3,7 +3,8 @@
 # providers/; a provider without one, or an overlay without a provider, fails):
 # kustomize render, kubernetes-validate --strict against the oldest and newest
 # Kubernetes the project supports, and check-manifests.py (Pod Security
-# "restricted", read-only roots, pinned images, the native sidecar).
+# "restricted", read-only roots, pinned images, the native sidecar); and the
+# target cluster's manifests (deploy/target): render and kubernetes-validate.
 # kubernetes-validate comes from PyPI into a venv under ${TMPDIR:-/tmp}.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,3 +35,8 @@ for p in $providers; do
     echo "ok $p: valid for Kubernetes ${versions[*]} (--strict)"
     "$venv/bin/python" deploy/check-manifests.py "$p" "$out/$p.yaml"
 done
+deploy/render.sh deploy/target >"$out/target.yaml"
+for v in "${versions[@]}"; do
+    "$venv/bin/kubernetes-validate" --strict --quiet -k "$v" "$out/target.yaml"
+done
+echo "ok target: valid for Kubernetes ${versions[*]} (--strict)"

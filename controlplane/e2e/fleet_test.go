@@ -20,8 +20,6 @@ import (
 	"github.com/gardener/machine-controller-manager/pkg/apis/machine/v1alpha1"
 	machineclient "github.com/gardener/machine-controller-manager/pkg/client/clientset/versioned"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -46,9 +44,10 @@ const (
 	// The overlay's namespace and service account (deploy/overlays/<cloud>, deploy/base).
 	namespace = "machine-controller-manager"
 	account   = "machine-controller-manager"
-	// The identity Gardener gives MCM in the shoot: the service account machine-controller-manager
-	// of kube-system (gardener/gardener pkg/component/nodemanagement/machinecontrollermanager,
-	// computeShootResourcesData and newShootAccessSecret).
+	// The identity Gardener gives MCM in the shoot, as deploy/target renders it: the service
+	// account machine-controller-manager of kube-system (gardener/gardener
+	// pkg/component/nodemanagement/machinecontrollermanager, computeShootResourcesData and
+	// newShootAccessSecret) and the name of its ClusterRole, Role and bindings.
 	targetNamespace = "kube-system"
 	targetAccount   = "machine-controller-manager"
 	targetRBACName  = "gardener.cloud:target:machine-controller-manager"
@@ -205,6 +204,8 @@ type fleet struct {
 	n                                   int    // its replicas
 	controlKubeconfig, targetKubeconfig string
 	kubelet                             *kubelet
+	// The Deployment deploy/overlays/<cloud> renders: the processes' args and environment.
+	deployment *unstructured.Unstructured
 }
 
 // TestFleetOnTheRealControlPlane runs the scenarios of issue 29 for every provider.
@@ -390,70 +391,31 @@ func (f *fleet) installControl(ctx context.Context) {
 	}
 }
 
-// targetRBAC is what gardenlet grants MCM in the shoot (gardener/gardener
-// pkg/component/nodemanagement/machinecontrollermanager/machine_controller_manager.go,
-// computeShootResourcesData): the ClusterRole and its binding, and the Role in kube-system for
-// the bootstrap token secrets, all to kube-system/machine-controller-manager. deploy/ has no
-// target-cluster manifests (deploy/base/rbac.yaml: "granted there, to the identity of the
-// target kubeconfig"), so these are Gardener's, written here.
-func targetRBAC() []runtime.Object {
-	all := []string{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}
-	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: targetAccount, Namespace: targetNamespace}}
-	return []runtime.Object{
-		&rbacv1.ClusterRole{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
-			ObjectMeta: metav1.ObjectMeta{Name: targetRBACName},
-			Rules: []rbacv1.PolicyRule{
-				{APIGroups: []string{""}, Resources: []string{"nodes", "nodes/status", "endpoints", "replicationcontrollers", "pods", "persistentvolumes", "persistentvolumeclaims"}, Verbs: all},
-				{APIGroups: []string{""}, Resources: []string{"pods/eviction"}, Verbs: []string{"create"}},
-				{APIGroups: []string{"apps"}, Resources: []string{"replicasets", "statefulsets", "daemonsets", "deployments"}, Verbs: all},
-				{APIGroups: []string{"batch"}, Resources: []string{"jobs", "cronjobs"}, Verbs: all},
-				{APIGroups: []string{"policy"}, Resources: []string{"poddisruptionbudgets"}, Verbs: []string{"list", "watch"}},
-				{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"volumeattachments"}, Verbs: []string{"delete", "get", "list", "watch"}},
-			},
-		},
-		&rbacv1.ClusterRoleBinding{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
-			ObjectMeta: metav1.ObjectMeta{Name: targetRBACName},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: targetRBACName},
-			Subjects:   subject,
-		},
-		&rbacv1.Role{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
-			ObjectMeta: metav1.ObjectMeta{Name: targetRBACName, Namespace: targetNamespace},
-			Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create", "delete", "get", "list"}}},
-		},
-		&rbacv1.RoleBinding{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
-			ObjectMeta: metav1.ObjectMeta{Name: targetRBACName, Namespace: targetNamespace},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: targetRBACName},
-			Subjects:   subject,
-		},
+// renderedTarget is deploy/target rendered with kustomize: the target cluster's service
+// account kube-system/machine-controller-manager and what gardenlet grants it in the shoot
+// (deploy/target/rbac.yaml).
+func (f *fleet) renderedTarget() []*unstructured.Unstructured {
+	rendered, err := cluster.Kustomize(filepath.Join("..", "..", "deploy", "target"))
+	if err != nil {
+		f.t.Fatal(err)
 	}
+	objs, err := cluster.DecodeManifests(rendered)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return objs
 }
 
-func toUnstructured(t *testing.T, objs []runtime.Object) []*unstructured.Unstructured {
-	var out []*unstructured.Unstructured
-	for _, o := range objs {
-		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		u := &unstructured.Unstructured{Object: m}
-		unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
-		out = append(out, u)
-	}
-	return out
-}
-
-// installTarget: the service account Gardener's shoot access secret names, its RBAC, its token.
+// installTarget: everything deploy/target renders (the service account Gardener's shoot access
+// secret names, its ClusterRole, Role and bindings), applied as is, and the controllers' target
+// kubeconfig: a token of that service account.
 func (f *fleet) installTarget(ctx context.Context) {
 	t := f.t
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: targetAccount, Namespace: targetNamespace}}
-	if _, err := f.nodes.CoreV1().ServiceAccounts(targetNamespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	// The API server creates kube-system itself, soon after it is ready: not waited for.
+	if err := f.target.EnsureNamespace(ctx, targetNamespace); err != nil {
 		t.Fatal(err)
 	}
-	if err := cluster.Apply(ctx, f.target.Admin, toUnstructured(t, targetRBAC())); err != nil {
+	if err := cluster.Apply(ctx, f.target.Admin, f.renderedTarget()); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := f.target.ServiceAccountConfig(ctx, targetNamespace, targetAccount)
@@ -566,21 +528,94 @@ func (f *fleet) startFake(binary string) {
 	waitFor(f.t, "fake cloud", 30*time.Second, f.fake, func() bool { return httpOK(f.fakeURL + "/_admin/calls") })
 }
 
-// startSidecar starts the provider's sidecar with the environment of deploy/base/deployment.yaml's
-// machine-driver container (socket, mode, metrics, JSON logs, shutdown grace), the socket in
-// f.dir, and --cloud-endpoint on the fake (as the conformance suite's --spawn with --spawn-fake).
+// container is the container (or init container) name of the Deployment deploy/overlays/<cloud>
+// renders: its args and its environment (the literal values; valueFrom ones are left out).
+func (f *fleet) container(name string) (args []string, env map[string]string) {
+	t := f.t
+	t.Helper()
+	if f.deployment == nil {
+		f.deployment = findObject(t, f.renderedDeploy(), "Deployment", account, "deploy/overlays/"+f.cloud)
+	}
+	for _, field := range []string{"initContainers", "containers"} {
+		list, _, err := unstructured.NestedSlice(f.deployment.Object, "spec", "template", "spec", field)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range list {
+			m, _ := c.(map[string]any)
+			if m["name"] != name {
+				continue
+			}
+			args, _, _ = unstructured.NestedStringSlice(m, "args")
+			env = map[string]string{}
+			vars, _, _ := unstructured.NestedSlice(m, "env")
+			for _, v := range vars {
+				e, _ := v.(map[string]any)
+				if value, ok := e["value"].(string); ok {
+					env[e["name"].(string)] = value
+				}
+			}
+			return args, env
+		}
+	}
+	t.Fatalf("deploy/overlays/%s renders no container %s in Deployment %s", f.cloud, name, account)
+	return nil, nil
+}
+
+// processArgs is the rendered container's args, $(NAMESPACE) expanded (the Downward API's
+// metadata.namespace), with the flags of overrides given their value here (kubeconfig files
+// instead of inClusterConfig and the mounted Secret, a free port, the test's socket); a flag of
+// overrides the container lacks is an error, so a renamed flag is noticed.
+func (f *fleet) processArgs(name string, overrides map[string]string) []string {
+	t := f.t
+	t.Helper()
+	args, _ := f.container(name)
+	seen := map[string]bool{}
+	out := make([]string, 0, len(args))
+	for _, a := range args {
+		a = strings.ReplaceAll(a, "$(NAMESPACE)", namespace)
+		flagName, _, _ := strings.Cut(a, "=")
+		if v, ok := overrides[flagName]; ok {
+			a = flagName + "=" + v
+			seen[flagName] = true
+		}
+		out = append(out, a)
+	}
+	for flagName := range overrides {
+		if !seen[flagName] {
+			t.Fatalf("deploy/overlays/%s: container %s has no %s", f.cloud, name, flagName)
+		}
+	}
+	return out
+}
+
+// startSidecar starts the provider's sidecar with the environment of the rendered Deployment's
+// machine-driver container (socket mode, JSON logs, shutdown grace: as rendered; the endpoint a
+// socket in f.dir; metrics on a free loopback port) and --cloud-endpoint on the fake (as the
+// conformance suite's --spawn with --spawn-fake).
 func (f *fleet) startSidecar(binary string, wait bool) {
 	if f.socket == "" {
 		f.socket = filepath.Join(f.dir, "driver.sock")
 	}
 	metrics := fmt.Sprintf("127.0.0.1:%d", freePort(f.t))
-	env := []string{
-		"MACHINE_DRIVER_ENDPOINT=unix://" + f.socket,
-		"MACHINE_DRIVER_SOCKET_MODE=0660",
-		"MACHINE_DRIVER_METRICS_LISTEN=" + metrics,
-		"MACHINE_DRIVER_LOG_FORMAT=json",
-		"MACHINE_DRIVER_SHUTDOWN_GRACE=20s",
+	_, rendered := f.container("machine-driver")
+	overrides := map[string]string{
+		"MACHINE_DRIVER_ENDPOINT":       "unix://" + f.socket,
+		"MACHINE_DRIVER_METRICS_LISTEN": metrics,
 	}
+	var env []string
+	for k, v := range rendered {
+		if o, ok := overrides[k]; ok {
+			v = o
+		}
+		env = append(env, k+"="+v)
+	}
+	for k := range overrides {
+		if _, ok := rendered[k]; !ok {
+			f.t.Fatalf("deploy/overlays/%s: container machine-driver has no %s", f.cloud, k)
+		}
+	}
+	sort.Strings(env)
 	f.sidecar = f.start("machine-driver", env, binary, "--cloud-endpoint", f.fakeURL)
 	if !wait {
 		return
@@ -589,46 +624,36 @@ func (f *fleet) startSidecar(binary string, wait bool) {
 	waitFor(f.t, "sidecar", 60*time.Second, f.sidecar, func() bool { return httpOK("http://" + metrics + "/healthz") })
 }
 
-// startMachineController starts adapter/cmd/machine-controller with the arguments of
-// deploy/base/deployment.yaml's machine-controller container (kubeconfig files instead of
-// inClusterConfig and the mounted secret; its own port; the orphan period short).
+// startMachineController starts adapter/cmd/machine-controller with the args of the rendered
+// Deployment's machine-controller container (kubeconfig files instead of inClusterConfig and the
+// mounted secret; the test's socket; its own port; the orphan period short).
 func (f *fleet) startMachineController(wait bool) {
 	port := freePort(f.t)
-	f.mc = f.start("machine-controller", nil, machineControllerBin,
-		"--control-kubeconfig="+f.controlKubeconfig,
-		"--target-kubeconfig="+f.targetKubeconfig,
-		"--namespace="+namespace,
-		"--machine-driver-socket="+f.socket,
-		"--machine-creation-timeout=20m",
-		"--machine-drain-timeout=2h",
-		"--machine-health-timeout=10m",
-		"--machine-safety-orphan-vms-period="+orphanPeriod.String(),
-		"--leader-elect=true",
-		fmt.Sprintf("--port=%d", port),
-		"--v=2",
-	)
+	f.mc = f.start("machine-controller", nil, machineControllerBin, f.processArgs("machine-controller", map[string]string{
+		"--control-kubeconfig":               f.controlKubeconfig,
+		"--target-kubeconfig":                f.targetKubeconfig,
+		"--machine-driver-socket":            f.socket,
+		"--machine-safety-orphan-vms-period": orphanPeriod.String(),
+		"--port":                             strconv.Itoa(port),
+	})...)
 	if !wait {
 		return
 	}
 	waitFor(f.t, "machine-controller", 60*time.Second, f.mc, func() bool { return httpOK(fmt.Sprintf("http://127.0.0.1:%d/healthz", port)) })
 }
 
-// startMCM starts MCM's machine-controller-manager with the arguments of
-// deploy/base/deployment.yaml's machine-controller-manager container (which are Gardener's,
-// gardener pkg/component/nodemanagement/machinecontrollermanager, but leader election).
+// startMCM starts MCM's machine-controller-manager with the args of the rendered Deployment's
+// machine-controller-manager container (Gardener's, gardener
+// pkg/component/nodemanagement/machinecontrollermanager, plus leader election; kubeconfig files,
+// its own port).
 func (f *fleet) startMCM(wait bool) {
 	port := freePort(f.t)
 	f.mcm = f.start("machine-controller-manager", nil, filepath.Join(f.binDir, "machine-controller-manager"),
-		"--control-kubeconfig="+f.controlKubeconfig,
-		"--target-kubeconfig="+f.targetKubeconfig,
-		"--namespace="+namespace,
-		"--safety-up=2",
-		"--safety-down=1",
-		"--machine-safety-overshooting-period=1m",
-		"--leader-elect=true",
-		fmt.Sprintf("--port=%d", port),
-		"--v=2",
-	)
+		f.processArgs("machine-controller-manager", map[string]string{
+			"--control-kubeconfig": f.controlKubeconfig,
+			"--target-kubeconfig":  f.targetKubeconfig,
+			"--port":               strconv.Itoa(port),
+		})...)
 	if !wait {
 		return
 	}

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/gardener/machine-controller-manager/pkg/apis/machine/v1alpha1"
@@ -43,7 +44,7 @@ func (f *fleet) scenarios(n int) {
 	})
 	f.step("4 orphan collected, foreign VM kept", f.orphans)
 	f.step("6 no Forbidden in any log", f.noForbidden)
-	f.step("6 machines update removed from deploy/'s Role: Forbidden", f.removedVerb)
+	f.step("6 machines update removed from deploy/'s Role, secrets delete from deploy/target's: Forbidden", f.removedVerb)
 }
 
 // settle is the time n machines get to reach a state.
@@ -396,23 +397,22 @@ func (f *fleet) noForbidden() {
 	}
 }
 
-// removedVerb applies deploy/'s rendered Role without `update` on machines (the rule split so
-// that only that verb of that resource goes), scales to 1 and expects the machine-controller's
-// finalizer update to be Forbidden in its log, with no VM made; then the Role as rendered is
-// applied again and the machine comes up, and the fleet is scaled to 0 and left empty.
+// removedVerb mutates deploy/'s rendered manifests, one verb at a time, and expects the
+// Forbidden each causes:
+//   - control cluster: deploy/overlays/<cloud>'s Role without `update` on machines (the rule
+//     split so that only that verb of that resource goes); scaled to 1, the machine-controller's
+//     finalizer update is Forbidden in its log and no VM is made;
+//   - target cluster: deploy/target's kube-system Role without `delete` on secrets, applied
+//     while the control Role is restored; the machine comes up, and deleting its bootstrap token
+//     once it joined is Forbidden (MCM logs it as a warning, machine_util.go) and the token stays.
+//
+// Then both are applied as rendered, the token the controller could not delete is deleted (MCM
+// deletes a token only when its machine joins), and the fleet is scaled to 0 and left empty.
 func (f *fleet) removedVerb() {
 	t := f.t
 	ctx, cancel := f.ctx()
 	defer cancel()
-	var role *unstructured.Unstructured
-	for _, o := range f.renderedDeploy() {
-		if o.GetKind() == "Role" && o.GetName() == account {
-			role = o
-		}
-	}
-	if role == nil {
-		t.Fatal("deploy/ renders no Role " + account)
-	}
+	role := findObject(t, f.renderedDeploy(), "Role", account, "deploy/overlays/"+f.cloud)
 	original := role.DeepCopy()
 	if err := withoutVerb(role, "machine.sapcloud.io", "machines", "update"); err != nil {
 		t.Fatal(err)
@@ -420,42 +420,102 @@ func (f *fleet) removedVerb() {
 	if err := cluster.Apply(ctx, f.control.Admin, []*unstructured.Unstructured{role}); err != nil {
 		t.Fatal(err)
 	}
-	mark := map[string]int{}
-	for _, p := range f.all {
-		mark[p.Name()] = len(p.Log())
-	}
-	want := `cannot update resource "machines" in API group "machine.sapcloud.io"`
-	user := `User "system:serviceaccount:` + namespace + `:` + account + `"`
+	mark := f.logMarks()
 	f.scale(1)
-	deadline := time.Now().Add(60 * time.Second)
-	var seen string
-	for seen == "" {
-		for _, p := range []*cluster.Process{f.mc, f.mcm} {
-			for _, line := range strings.Split(p.Log()[mark[p.Name()]:], "\n") {
-				if strings.Contains(line, want) && strings.Contains(line, user) {
-					seen = p.Name() + ": " + line
-					break
-				}
-			}
-		}
-		if seen == "" && time.Now().After(deadline) {
-			t.Fatalf("no %q for %s logged within 60 s of removing the verb\n%s", want, user, f.state())
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-	t.Logf("%s: the Forbidden the removed verb causes: %s", f.cloud, seen)
+	f.expectForbidden(mark, `cannot update resource "machines" in API group "machine.sapcloud.io"`,
+		`User "system:serviceaccount:`+namespace+`:`+account+`"`)
 	if inv, err := f.inventory(); err != nil || len(inv.live()) > 0 {
 		t.Errorf("a VM was made although the machine's finalizer could not be set: %v %v", err, inv.live())
 	}
+
+	// The target cluster's Role without delete on secrets, before the machine can come up.
+	targetCtx, targetCancel := f.ctx()
+	defer targetCancel()
+	targetRole := findObject(t, f.renderedTarget(), "Role", targetRBACName, "deploy/target")
+	targetOriginal := targetRole.DeepCopy()
+	if err := withoutVerb(targetRole, "", "secrets", "delete"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.Apply(targetCtx, f.target.Admin, []*unstructured.Unstructured{targetRole}); err != nil {
+		t.Fatal(err)
+	}
+	mark = f.logMarks()
 	// A context of its own: the wait above may have used up the first one.
 	restoreCtx, restoreCancel := f.ctx()
 	defer restoreCancel()
 	if err := cluster.Apply(restoreCtx, f.control.Admin, []*unstructured.Unstructured{original}); err != nil {
 		t.Fatal(err)
 	}
-	f.converged("1 machine with the Role restored", 1, f.class, f.settle(1))
+	f.converged("1 machine with the control Role restored", 1, f.class, f.settle(1))
+	f.expectForbidden(mark, `cannot delete resource "secrets" in API group "" in the namespace "`+targetNamespace+`"`,
+		`User "system:serviceaccount:`+targetNamespace+`:`+targetAccount+`"`)
+
+	endCtx, endCancel := f.ctx()
+	defer endCancel()
+	tokens, err := f.nodes.CoreV1().Secrets(targetNamespace).List(endCtx, metav1.ListOptions{FieldSelector: "type=" + string(corev1.SecretTypeBootstrapToken)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tokens.Items) != 1 {
+		t.Errorf("%d bootstrap tokens in the target's %s, want the 1 the controller could not delete", len(tokens.Items), targetNamespace)
+	}
+	if err := cluster.Apply(endCtx, f.target.Admin, []*unstructured.Unstructured{targetOriginal}); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range tokens.Items {
+		if err := f.nodes.CoreV1().Secrets(targetNamespace).Delete(endCtx, s.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	f.scale(0)
 	f.empty("scaled to 0 at the end", f.settle(1))
+}
+
+// findObject is the object of kind and name among what dir rendered.
+func findObject(t *testing.T, objs []*unstructured.Unstructured, kind, name, dir string) *unstructured.Unstructured {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() == kind && o.GetName() == name {
+			return o
+		}
+	}
+	t.Fatalf("%s renders no %s %s", dir, kind, name)
+	return nil
+}
+
+// logMarks is the length of each process's log so far, for expectForbidden.
+func (f *fleet) logMarks() map[string]int {
+	mark := map[string]int{}
+	for _, p := range f.all {
+		mark[p.Name()] = len(p.Log())
+	}
+	return mark
+}
+
+// expectForbidden waits up to 60 s for a line of the machine-controller's or MCM's log, after
+// mark, that says want for user.
+func (f *fleet) expectForbidden(mark map[string]int, want, user string) {
+	t := f.t
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		for _, p := range []*cluster.Process{f.mc, f.mcm} {
+			log := p.Log()
+			if from := mark[p.Name()]; from <= len(log) {
+				log = log[from:]
+			}
+			for _, line := range strings.Split(log, "\n") {
+				if strings.Contains(line, want) && strings.Contains(line, user) {
+					t.Logf("%s: the Forbidden the removed verb causes: %s: %s", f.cloud, p.Name(), line)
+					return
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q for %s logged within 60 s of removing the verb\n%s", want, user, f.state())
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 }
 
 // withoutVerb removes verb from resource of group in role's rules, splitting the rule that
