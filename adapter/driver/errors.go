@@ -3,6 +3,7 @@ package driver
 import (
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/gardener/machine-controller-manager/pkg/util/provider/machinecodes/codes"
 	"github.com/gardener/machine-controller-manager/pkg/util/provider/machinecodes/status"
@@ -53,6 +54,29 @@ func ErrorReason(err error) string {
 		}
 	}
 	return ""
+}
+
+// RetryDelay is the delay of the sidecar's RetryInfo detail carried by err,
+// an error a Driver method returned (the error table of
+// proto/machinedriver/v1/driver.proto puts one on UNAVAILABLE when a delay is
+// known); false when it has none or a delay that is not positive.
+func RetryDelay(err error) (time.Duration, bool) {
+	var s *status.Status
+	if !errors.As(err, &s) || s.Cause() == nil {
+		return 0, false
+	}
+	g, ok := grpcstatus.FromError(s.Cause())
+	if !ok {
+		return 0, false
+	}
+	for _, d := range g.Details() {
+		if info, ok := d.(*errdetails.RetryInfo); ok {
+			if delay := info.GetRetryDelay().AsDuration(); delay > 0 {
+				return delay, true
+			}
+		}
+	}
+	return 0, false
 }
 
 // SpotReclaimed tells whether err (from GetMachineStatus) is the sidecar's

@@ -3,12 +3,14 @@ package driver
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/gardener/machine-controller-manager/pkg/util/provider/machinecodes/codes"
 	"github.com/gardener/machine-controller-manager/pkg/util/provider/machinecodes/status"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	grpccodes "google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // Every gRPC code the sidecar answers reaches MCM as the same code, parsed by
@@ -92,6 +94,28 @@ func TestTheSidecarsReasonIsKeptBesideMCMsError(t *testing.T) {
 	} {
 		if _, ok := SpotReclaimed(other); ok {
 			t.Errorf("%s: taken as a reclaim", name)
+		}
+	}
+}
+
+// The sidecar's RetryInfo reaches the adapter's own callers beside MCM's error.
+func TestTheSidecarsRetryDelayIsKept(t *testing.T) {
+	st, err := grpcstatus.New(grpccodes.Unavailable, "throttled").WithDetails(
+		&errdetails.ErrorInfo{Reason: "THROTTLED", Domain: ErrorDomain},
+		&errdetails.RetryInfo{RetryDelay: durationpb.New(7 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, ok := RetryDelay(toMCM(st.Err())); !ok || d != 7*time.Second {
+		t.Fatalf("RetryDelay = %v, %v; want 7s", d, ok)
+	}
+	for _, e := range []error{
+		toMCM(grpcstatus.Error(grpccodes.Unavailable, "no details")),
+		status.Error(codes.Unavailable, "MCM's own"),
+		errors.New("not a status"),
+	} {
+		if d, ok := RetryDelay(e); ok {
+			t.Errorf("%v: RetryDelay = %v", e, d)
 		}
 	}
 }

@@ -3,9 +3,6 @@ package reclaim
 import (
 	"context"
 	"fmt"
-	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,22 +13,20 @@ import (
 	machinefake "github.com/gardener/machine-controller-manager/pkg/client/clientset/versioned/fake"
 	machineinformers "github.com/gardener/machine-controller-manager/pkg/client/informers/externalversions"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc"
 	grpccodes "google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	kubeinformers "k8s.io/client-go/informers"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/machine-driver/adapter/driver"
 	pb "github.com/machine-driver/adapter/gen/machinedriver/v1"
+	"github.com/machine-driver/adapter/internal/sidecartest"
 )
 
 // fakeSidecar is a machine driver sidecar on a Unix socket: its
@@ -88,45 +83,15 @@ func (s *fakeSidecar) GetMachineStatus(_ context.Context, req *pb.GetMachineStat
 	return nil, st.Err()
 }
 
-// watchSignal makes fake's watches of resource close started once one is open
-// (a fake clientset delivers nothing written before its watch began).
-func watchSignal(fake *k8stesting.Fake, tracker k8stesting.ObjectTracker, resource string) <-chan struct{} {
-	started := make(chan struct{})
-	var once sync.Once
-	fake.PrependWatchReactor(resource, func(a k8stesting.Action) (bool, watch.Interface, error) {
-		w, err := tracker.Watch(a.GetResource(), a.GetNamespace())
-		if err != nil {
-			return false, nil, err
-		}
-		once.Do(func() { close(started) })
-		return true, w, nil
-	})
-	return started
-}
-
 // The watcher on running informers, through the adapter's real gRPC client:
 // five Running machines whose nodes go down (four NotReady, one deleted);
 // the sidecar says two VMs were reclaimed (one NotReady, the deleted one).
 // Exactly those two machines turn Failed, each machine is asked about once,
 // at most Workers (2) calls are open at a time.
 func TestThroughTheGRPCClientTheReclaimedMachinesFail(t *testing.T) {
-	dir, err := os.MkdirTemp("", "rw")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	socket := filepath.Join(dir, "driver.sock")
-	l, err := net.Listen("unix", socket)
-	if err != nil {
-		t.Fatal(err)
-	}
 	id := func(i int) string { return fmt.Sprintf("aws:///eu-west-1a/i-%d", i) }
 	sidecar := &fakeSidecar{reclaimed: map[string]bool{id(0): true, id(4): true}, asked: map[string]int{}, secrets: map[string]bool{}}
-	srv := grpc.NewServer()
-	pb.RegisterIdentityServiceServer(srv, sidecar)
-	pb.RegisterMachineDriverServiceServer(srv, sidecar)
-	go func() { _ = srv.Serve(l) }()
-	t.Cleanup(srv.Stop)
+	_, socket := sidecartest.Serve(t, sidecar, sidecar)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	d, err := driver.Dial(ctx, socket, 10*time.Second)
@@ -152,7 +117,7 @@ func TestThroughTheGRPCClientTheReclaimedMachinesFail(t *testing.T) {
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "credentials", Namespace: ns}, Data: map[string][]byte{"accessKeyID": []byte("AKIA")}},
 	)
 	target := k8sfake.NewSimpleClientset(nodes...)
-	nodesWatched := watchSignal(&target.Fake, target.Tracker(), "nodes")
+	nodesWatched := sidecartest.WatchStarted(&target.Fake, target.Tracker(), "nodes")
 	mFactory := machineinformers.NewSharedInformerFactoryWithOptions(machines, 0, machineinformers.WithNamespace(ns))
 	nFactory := kubeinformers.NewSharedInformerFactory(target, 0)
 	recorder := record.NewFakeRecorder(10)

@@ -67,6 +67,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/machine-driver/adapter/driver"
+	"github.com/machine-driver/adapter/ownctl"
 )
 
 // Reclaims counts the machines the watcher set to Failed.
@@ -206,29 +207,9 @@ func New(cfg Config) (*Watcher, error) {
 // Run checks machines until ctx ends, once the informers (started by the
 // caller) have synced.
 func (w *Watcher) Run(ctx context.Context) {
-	defer w.queue.ShutDown()
-	if !cache.WaitForCacheSync(ctx.Done(), w.synced...) {
-		return
-	}
-	klog.Infof("spot reclaim watcher: checking machines whose node is down (at most once per %s per machine, %d at a time)", w.cfg.Period, w.cfg.Workers)
-	for range w.cfg.Workers {
-		go w.work(ctx)
-	}
-	<-ctx.Done()
-}
-
-func (w *Watcher) work(ctx context.Context) {
-	for {
-		name, quit := w.queue.Get()
-		if quit {
-			return
-		}
-		after := w.check(ctx, name)
-		w.queue.Done(name)
-		if after > 0 {
-			w.queue.AddAfter(name, after)
-		}
-	}
+	ownctl.Run(ctx, w.queue, w.synced, w.cfg.Workers, func() {
+		klog.Infof("spot reclaim watcher: checking machines whose node is down (at most once per %s per machine, %d at a time)", w.cfg.Period, w.cfg.Workers)
+	}, w.check)
 }
 
 func (w *Watcher) machineChanged(obj any) {
@@ -315,30 +296,17 @@ func (w *Watcher) check(ctx context.Context, name string) time.Duration {
 }
 
 // request is the GetMachineStatus request MCM would send for m: its class and
-// the merge of the class's secretRef and credentialsSecretRef (absent secrets
-// skipped, as ValidateMachineClass and getSecret do, machine_util.go:79-189).
+// the merge of the class's secretRef and credentialsSecretRef (ownctl.ClassSecret).
 func (w *Watcher) request(ctx context.Context, m *v1alpha1.Machine) (*mcmdriver.GetMachineStatusRequest, error) {
 	class, err := w.cfg.Machines.MachineClasses(w.cfg.Namespace).Get(ctx, m.Spec.Class.Name, metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("machine class %q: %w", m.Spec.Class.Name, err)
 	}
-	data := map[string][]byte{}
-	for _, ref := range []*corev1.SecretReference{class.SecretRef, class.CredentialsSecretRef} {
-		if ref == nil {
-			continue
-		}
-		secret, err := w.cfg.Secrets.Secrets(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("secret %s/%s of machine class %q: %w", ref.Namespace, ref.Name, class.Name, err)
-		}
-		for k, v := range secret.Data {
-			data[k] = v
-		}
+	secret, err := ownctl.ClassSecret(ctx, w.cfg.Secrets, class)
+	if err != nil {
+		return nil, err
 	}
-	return &mcmdriver.GetMachineStatusRequest{Machine: m, MachineClass: class, Secret: &corev1.Secret{Data: data}}, nil
+	return &mcmdriver.GetMachineStatusRequest{Machine: m, MachineClass: class, Secret: secret}, nil
 }
 
 // errChanged: the machine is no longer the one the driver was asked about, or no longer eligible.

@@ -37,6 +37,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
+	"github.com/machine-driver/adapter/hotupdate"
 	"github.com/machine-driver/adapter/reclaim"
 )
 
@@ -54,9 +55,10 @@ type controller struct {
 	stopOnce sync.Once
 }
 
-// startController builds the clients and starts the controllers and the spot
-// reclaim watcher (under leader election when --leader-elect, MCM's default,
-// is on); it returns at once.
+// startController builds the clients and starts the controllers, the spot
+// reclaim watcher and (with --hot-update) the class-update reconciler, the
+// latter two on shared informers (ownInformers); all under leader election
+// when --leader-elect, MCM's default, is on. It returns at once.
 func startController(s *options.MCServer, d mcmdriver.Driver, f flags) (*controller, error) {
 	var (
 		targetkubeconfig *rest.Config
@@ -104,11 +106,25 @@ func startController(s *options.MCServer, d mcmdriver.Driver, f flags) (*control
 
 	c := &controller{stop: make(chan struct{}), failed: make(chan error, 2), leDone: make(chan struct{})}
 	run := func(context.Context) {
-		if f.reclaimWatch {
-			if err := startReclaimWatcher(s, controlkubeconfig, targetkubeconfig, d, recorder, f.reclaimPeriod, c.stop); err != nil {
-				c.failed <- fmt.Errorf("spot reclaim watcher: %w", err)
+		if f.reclaimWatch || f.hotUpdate {
+			own, err := newOwnInformers(s, controlkubeconfig)
+			if err != nil {
+				c.failed <- err
 				return
 			}
+			if f.reclaimWatch {
+				if err := startReclaimWatcher(s, own, targetkubeconfig, d, recorder, f.reclaimPeriod, c.stop); err != nil {
+					c.failed <- fmt.Errorf("spot reclaim watcher: %w", err)
+					return
+				}
+			}
+			if f.hotUpdate {
+				if err := startHotUpdate(s, own, d, recorder, f.hotUpdateWorkers, c.stop); err != nil {
+					c.failed <- fmt.Errorf("hot update: %w", err)
+					return
+				}
+			}
+			own.start(c.stop)
 		}
 		var targetCoreClientBuilder coreclientbuilder.ClientBuilder
 		if targetkubeconfig != nil {
@@ -168,38 +184,76 @@ func startController(s *options.MCServer, d mcmdriver.Driver, f flags) (*control
 	return c, nil
 }
 
-// startReclaimWatcher starts the spot reclaim watcher (package reclaim) with
-// informers of its own: MCM's are local to app.StartControllers. It watches
-// the Machines of --namespace and the target cluster's Nodes (caching only
-// their names, deletion and Ready condition), reads classes and secrets only
-// when it calls the driver, and stops with the controllers. Without a target
-// cluster there are no Nodes to watch: it does not run.
-func startReclaimWatcher(s *options.MCServer, control, target *rest.Config, d mcmdriver.Driver, recorder record.EventRecorder,
+// ownInformers are the control cluster clients and the Machine informers of
+// --namespace that the spot reclaim watcher and the hot-update reconciler
+// share (MCM's informers are local to app.StartControllers): one cache of the
+// namespace's Machines for both. Each adds its index and handlers before
+// start; the informers start once both are built, and stop with the
+// controllers.
+type ownInformers struct {
+	machineClient *machineclientset.Clientset
+	controlCore   *kubernetes.Clientset
+	machines      machineinformers.SharedInformerFactory
+	started       []func(stop <-chan struct{}) // further factories to start
+}
+
+func newOwnInformers(s *options.MCServer, control *rest.Config) (*ownInformers, error) {
+	const agent = "machine-controller-adapter"
+	machineClient, err := machineclientset.NewForConfig(rest.AddUserAgent(control, agent))
+	if err != nil {
+		return nil, fmt.Errorf("control cluster machine client: %w", err)
+	}
+	controlCore, err := kubernetes.NewForConfig(rest.AddUserAgent(control, agent))
+	if err != nil {
+		return nil, fmt.Errorf("control cluster client: %w", err)
+	}
+	return &ownInformers{
+		machineClient: machineClient,
+		controlCore:   controlCore,
+		machines:      machineinformers.NewFilteredSharedInformerFactory(machineClient, s.MinResyncPeriod.Duration, s.Namespace, nil),
+	}, nil
+}
+
+// start starts the informers that were asked for.
+func (o *ownInformers) start(stop <-chan struct{}) {
+	o.machines.Start(stop)
+	for _, start := range o.started {
+		start(stop)
+	}
+}
+
+// untilStopped is a context that ends when stop is closed.
+func untilStopped(stop <-chan struct{}) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-stop
+		cancel()
+	}()
+	return ctx
+}
+
+// startReclaimWatcher builds the spot reclaim watcher (package reclaim) on
+// own's Machine informer and a Node informer of its own on the target
+// cluster (caching only the Nodes' names, deletion and Ready condition); it
+// reads classes and secrets only when it calls the driver, and runs once
+// own's informers start. Without a target cluster there are no Nodes to
+// watch: it does not run.
+func startReclaimWatcher(s *options.MCServer, own *ownInformers, target *rest.Config, d mcmdriver.Driver, recorder record.EventRecorder,
 	period time.Duration, stop <-chan struct{}) error {
 	if target == nil {
 		klog.Info("spot reclaim watcher off: no target cluster")
 		return nil
 	}
-	const agent = "machine-controller-spot-reclaim"
-	machineClient, err := machineclientset.NewForConfig(rest.AddUserAgent(control, agent))
+	targetCore, err := kubernetes.NewForConfig(rest.AddUserAgent(target, "machine-controller-spot-reclaim"))
 	if err != nil {
 		return err
 	}
-	controlCore, err := kubernetes.NewForConfig(rest.AddUserAgent(control, agent))
-	if err != nil {
-		return err
-	}
-	targetCore, err := kubernetes.NewForConfig(rest.AddUserAgent(target, agent))
-	if err != nil {
-		return err
-	}
-	machineFactory := machineinformers.NewFilteredSharedInformerFactory(machineClient, s.MinResyncPeriod.Duration, s.Namespace, nil)
 	nodeFactory := kubeinformers.NewSharedInformerFactory(targetCore, s.MinResyncPeriod.Duration)
 	w, err := reclaim.New(reclaim.Config{
 		Namespace:       s.Namespace,
-		Machines:        machineClient.MachineV1alpha1(),
-		Secrets:         controlCore.CoreV1(),
-		MachineInformer: machineFactory.Machine().V1alpha1().Machines(),
+		Machines:        own.machineClient.MachineV1alpha1(),
+		Secrets:         own.controlCore.CoreV1(),
+		MachineInformer: own.machines.Machine().V1alpha1().Machines(),
 		NodeInformer:    nodeFactory.Core().V1().Nodes(),
 		Driver:          d,
 		Recorder:        recorder,
@@ -208,14 +262,38 @@ func startReclaimWatcher(s *options.MCServer, control, target *rest.Config, d mc
 	if err != nil {
 		return err
 	}
-	machineFactory.Start(stop)
-	nodeFactory.Start(stop)
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		<-stop
-		cancel()
-	}()
-	go w.Run(ctx)
+	own.started = append(own.started, nodeFactory.Start)
+	go w.Run(untilStopped(stop))
+	return nil
+}
+
+// startHotUpdate builds the class-update reconciler (package hotupdate) on
+// own's MachineClass and Machine informers; it runs once they start. A
+// driver without CAPABILITY_UPDATE_MACHINE leaves it off (logged).
+func startHotUpdate(s *options.MCServer, own *ownInformers, d mcmdriver.Driver, recorder record.EventRecorder,
+	workers int, stop <-chan struct{}) error {
+	updater, ok := d.(hotupdate.Driver)
+	if !ok {
+		return errors.New("the driver cannot send UpdateMachine")
+	}
+	r, err := hotupdate.New(hotupdate.Config{
+		Namespace:       s.Namespace,
+		Machines:        own.machineClient.MachineV1alpha1(),
+		Secrets:         own.controlCore.CoreV1(),
+		MachineInformer: own.machines.Machine().V1alpha1().Machines(),
+		ClassInformer:   own.machines.Machine().V1alpha1().MachineClasses(),
+		Driver:          updater,
+		Recorder:        recorder,
+		Workers:         workers,
+	})
+	if errors.Is(err, hotupdate.ErrUnsupported) {
+		klog.Warningf("hot update off: %v", err)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	go r.Run(untilStopped(stop))
 	return nil
 }
 

@@ -22,7 +22,12 @@
 // default): a Running or Unknown machine whose Node is down is asked about
 // (GetMachineStatus, at most once per --spot-reclaim-check-period), and set to
 // Failed, so that MCM replaces it at once, when the cloud reclaimed its Spot
-// VM; machine_controller_spot_reclaims_total counts those.
+// VM; machine_controller_spot_reclaims_total counts those. With --hot-update
+// (off by default) the class-update reconciler runs there too (package
+// hotupdate): a MachineClass whose providerSpec is edited in place has its
+// Running machines changed in place through the driver's UpdateMachine, at
+// most --hot-update-concurrency (5) at a time, with the result recorded on
+// each Machine; machine_controller_hot_updates_total counts the outcomes.
 //
 // On SIGTERM (or SIGINT) the process stops taking work, sends SIGTERM to the
 // supervised driver, waits for the driver calls in flight (answered, or
@@ -67,6 +72,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/machine-driver/adapter/driver"
+	"github.com/machine-driver/adapter/hotupdate"
 	"github.com/machine-driver/adapter/metricsmerge"
 	"github.com/machine-driver/adapter/reclaim"
 	"github.com/machine-driver/adapter/supervise"
@@ -94,6 +100,8 @@ type flags struct {
 	wait, grace, shutdown     time.Duration
 	reclaimWatch              bool
 	reclaimPeriod             time.Duration
+	hotUpdate                 bool
+	hotUpdateWorkers          int
 }
 
 func run() int {
@@ -116,6 +124,10 @@ func run() int {
 		"ask the driver about a Running or Unknown machine whose node is down, and set it to Failed (replaced at once) when the cloud reclaimed its Spot VM (package reclaim); needs a target cluster")
 	pflag.DurationVar(&f.reclaimPeriod, "spot-reclaim-check-period", reclaim.DefaultPeriod,
 		"shortest time between two such driver calls for one machine (while its node stays down: period, 2x, 4x, up to 8x)")
+	pflag.BoolVar(&f.hotUpdate, "hot-update", false,
+		"when a MachineClass's providerSpec is edited in place, change its Running machines in place through the driver's UpdateMachine (package hotupdate; needs CAPABILITY_UPDATE_MACHINE); fields that need a replacement are reported, not forced")
+	pflag.IntVar(&f.hotUpdateWorkers, "hot-update-concurrency", hotupdate.DefaultWorkers,
+		"most UpdateMachine calls open at a time (must be positive)")
 
 	flag.InitFlags()
 	logs.InitLogs()
@@ -130,6 +142,10 @@ func run() int {
 		klog.Errorf("--spot-reclaim-check-period (%s) must be positive", f.reclaimPeriod)
 		return exitUsage
 	}
+	if f.hotUpdateWorkers <= 0 {
+		klog.Errorf("--hot-update-concurrency (%d) must be positive", f.hotUpdateWorkers)
+		return exitUsage
+	}
 	if err := s.Validate(); err != nil {
 		klog.Errorf("%v", err)
 		return exitController
@@ -137,7 +153,7 @@ func run() int {
 
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer cancel()
-	prometheus.MustRegister(callsInFlight, reclaim.Reclaims)
+	prometheus.MustRegister(callsInFlight, reclaim.Reclaims, hotupdate.Updates)
 
 	var sup *supervise.Supervisor
 	var stopSup func() error // nil without a supervised driver

@@ -196,6 +196,7 @@ func TestExitStatusSaysWhichProcessFailed(t *testing.T) {
 		{"flag that does not parse", "", []string{"--no-such-flag"}, exitUsage, "unknown flag"},
 		{"shutdown timeout shorter than the driver's grace", "", []string{"--machine-driver-binary=" + self, "--shutdown-timeout=2s"}, exitUsage, "must exceed"},
 		{"spot reclaim check period not positive", "", []string{"--spot-reclaim-check-period=0s"}, exitUsage, "--spot-reclaim-check-period"},
+		{"hot update concurrency not positive", "", []string{"--hot-update-concurrency=0"}, exitUsage, "--hot-update-concurrency"},
 		{"driver binary missing", "", []string{"--machine-driver-binary=/nonexistent/machine-driver"}, exitDriver, "no such file"},
 		{"driver never ready", "exit", []string{"--machine-driver-binary=" + self, "--machine-driver-wait=1500ms"}, exitDriver, "did not become ready"},
 		{"controller cannot start", "ready", []string{"--machine-driver-binary=" + self, "--target-kubeconfig=/nonexistent/kubeconfig", "--control-kubeconfig=/nonexistent/kubeconfig"}, exitController, "kubeconfig"},

@@ -2,12 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -16,19 +13,15 @@ import (
 	"time"
 
 	"github.com/gardener/machine-controller-manager/pkg/apis/machine/v1alpha1"
-	machineclient "github.com/gardener/machine-controller-manager/pkg/client/clientset/versioned"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc"
 	grpccodes "google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/machine-driver/adapter/driver"
-	"github.com/machine-driver/adapter/fakeapiserver"
 	pb "github.com/machine-driver/adapter/gen/machinedriver/v1"
+	"github.com/machine-driver/adapter/internal/sidecartest"
 )
 
 // reclaimingSidecar answers every GetMachineStatus as the sidecar does for a
@@ -64,43 +57,10 @@ func TestTheMachineControllerFailsAMachineWhoseSpotVMWasReclaimed(t *testing.T) 
 func reclaimScenario(t *testing.T, watch bool) {
 	ctx := context.Background()
 	const ns = "shoot--demo--spot"
-	dir, err := os.MkdirTemp("", "mcr")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	socket := filepath.Join(dir, "driver.sock")
-	l, err := net.Listen("unix", socket)
-	if err != nil {
-		t.Fatal(err)
-	}
 	sidecar := &reclaimingSidecar{}
-	srv := grpc.NewServer()
-	pb.RegisterIdentityServiceServer(srv, identity{})
-	pb.RegisterMachineDriverServiceServer(srv, sidecar)
-	go func() { _ = srv.Serve(l) }()
-	t.Cleanup(srv.Stop)
+	dir, socket := sidecartest.Serve(t, identity{}, sidecar)
 
-	control := fakeapiserver.New("control-token", fakeapiserver.ControlCluster())
-	target := fakeapiserver.New("target-token", fakeapiserver.TargetCluster())
-	for name, s := range map[string]*fakeapiserver.Server{"control": control, "target": target} {
-		if err := s.Start("127.0.0.1:0"); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
-		kubeconfig := fmt.Sprintf("apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: c\n  cluster:\n    server: %s\n    certificate-authority-data: %s\n"+
-			"contexts:\n- name: c\n  context:\n    cluster: c\n    user: u\nusers:\n- name: u\n  user:\n    token: %s\n",
-			s.URL(), base64.StdEncoding.EncodeToString(s.CACert), s.Token)
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(kubeconfig), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	config := func(s *fakeapiserver.Server) *rest.Config {
-		return &rest.Config{Host: s.URL(), BearerToken: s.Token, TLSClientConfig: rest.TLSClientConfig{CAData: s.CACert}}
-	}
-	kc := kubernetes.NewForConfigOrDie(config(control))
-	tc := kubernetes.NewForConfigOrDie(config(target))
-	mc := machineclient.NewForConfigOrDie(config(control))
+	kc, tc, mc := startClusters(t, dir)
 
 	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,10 @@ import (
 	"github.com/gardener/machine-controller-manager/pkg/util/provider/machinecodes/codes"
 	"github.com/gardener/machine-controller-manager/pkg/util/provider/machinecodes/status"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/machine-driver/adapter/driver"
+	pb "github.com/machine-driver/adapter/gen/machinedriver/v1"
+	"github.com/machine-driver/adapter/hotupdate"
 )
 
 // callsInFlight is the number of driver calls MCM's controllers have open.
@@ -29,7 +33,10 @@ type tracked struct {
 	idle   chan struct{} // closed once closed and no call is in flight
 }
 
-var _ mcmdriver.Driver = (*tracked)(nil)
+var (
+	_ mcmdriver.Driver = (*tracked)(nil)
+	_ hotupdate.Driver = (*tracked)(nil)
+)
 
 func newTracked(d mcmdriver.Driver) *tracked {
 	return &tracked{d: d, idle: make(chan struct{})}
@@ -114,4 +121,20 @@ func (t *tracked) ListMachines(ctx context.Context, req *mcmdriver.ListMachinesR
 
 func (t *tracked) GetVolumeIDs(ctx context.Context, req *mcmdriver.GetVolumeIDsRequest) (*mcmdriver.GetVolumeIDsResponse, error) {
 	return call(t, "GetVolumeIDs", t.d.GetVolumeIDs, ctx, req)
+}
+
+// UpdateMachine is the hot-update reconciler's call (not MCM's), tracked as
+// MCM's are; Unimplemented when the wrapped driver has no UpdateMachine.
+func (t *tracked) UpdateMachine(ctx context.Context, req *driver.UpdateMachineRequest) (*driver.UpdateMachineResponse, error) {
+	u, ok := t.d.(hotupdate.Driver)
+	if !ok {
+		return nil, status.Error(codes.Unimplemented, "the machine driver cannot send UpdateMachine")
+	}
+	return call(t, "UpdateMachine", u.UpdateMachine, ctx, req)
+}
+
+// Has tells whether the wrapped driver advertised capability c.
+func (t *tracked) Has(c pb.Capability) bool {
+	h, ok := t.d.(interface{ Has(pb.Capability) bool })
+	return ok && h.Has(c)
 }

@@ -1,0 +1,40 @@
+package ownctl
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// Run waits for synced (the informers, started by the caller), calls
+// started, and runs workers goroutines that take machine names off queue and
+// call sync with each: at most workers syncs run at a time, never two for
+// one name; a positive answer queues the name again after that delay. It
+// returns when ctx ends (at once when the informers never synced), and then
+// shuts queue down.
+func Run(ctx context.Context, queue workqueue.TypedDelayingInterface[string], synced []cache.InformerSynced,
+	workers int, started func(), sync func(context.Context, string) time.Duration) {
+	defer queue.ShutDown()
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return
+	}
+	started()
+	for range workers {
+		go func() {
+			for {
+				name, quit := queue.Get()
+				if quit {
+					return
+				}
+				after := sync(ctx, name)
+				queue.Done(name)
+				if after > 0 {
+					queue.AddAfter(name, after)
+				}
+			}
+		}()
+	}
+	<-ctx.Done()
+}
