@@ -86,12 +86,125 @@ pub struct ProviderConformance {
     /// without Spot VMs (OpenStack).
     #[serde(default)]
     pub spot: Option<SpotInputs>,
-    /// Inputs of the hot-update scenarios (UpdateMachine: `source`,
-    /// `tagsPatch`, `replacement`), written by each provider that advertises
-    /// CAPABILITY_UPDATE_MACHINE. No scenario reads them yet (issue 32); they
-    /// are parsed so that the file stays strict about unknown keys.
+    /// Inputs of the hot-update scenarios (`update/*`, UpdateMachine): how a
+    /// class edit changes tags, and an edit only a replacement can make.
+    /// Written by each provider that advertises CAPABILITY_UPDATE_MACHINE.
     #[serde(default)]
-    pub update: Option<Value>,
+    pub update: Option<UpdateInputs>,
+}
+
+/// Inputs of `update/*` (README, "The provider's conformance file").
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UpdateInputs {
+    /// The API reference the in-place changes follow, for the reader.
+    pub source: String,
+    /// JSON merge patch on the class that adds, changes and (with `null`)
+    /// removes tags (labels, metadata); every object in it whose members are
+    /// all strings or `null` is a tag map of the class (`{"tags": {...}}`,
+    /// OpenStack `{"spec": {"tags": {...}}}`).
+    pub tags_patch: Value,
+    /// A tag key `tagsPatch` removes that the example class lacks: the
+    /// scenarios add it to the class they create the machine with, so that
+    /// the update has a tag to remove (AWS `cost-center`).
+    #[serde(default)]
+    pub removable: Option<String>,
+    /// A class edit only a new VM can have.
+    pub replacement: ReplacementInput,
+}
+
+/// A replacement-only class edit and the field the driver must name.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReplacementInput {
+    /// JSON merge patch on the class (`{"machineType": "m5.xlarge"}`).
+    pub patch: Value,
+    /// The field the FAILED_PRECONDITION answer names (`providerSpec.machineType`).
+    pub field: String,
+}
+
+/// One tag map of the class as `tagsPatch` edits it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TagEdit {
+    /// Object keys from the spec's root to the map (`["spec", "tags"]`).
+    pub path: Vec<String>,
+    /// Tags added or changed, with their new values.
+    pub set: BTreeMap<String, String>,
+    /// Tag keys removed (`null` in the patch).
+    pub removed: Vec<String>,
+}
+
+impl TagEdit {
+    /// The class field the map is (`providerSpec.spec.tags`), as UpdateMachine's answer names it.
+    pub fn field(&self) -> String {
+        format!("providerSpec.{}", self.path.join("."))
+    }
+
+    /// Every way `tags` (a resource's tags once the edit is applied) differs
+    /// from what the edit asks for, one phrase each (values of tags set by the
+    /// edit; removed keys must be absent). Empty: the resource has it all.
+    pub fn missing(&self, tags: &BTreeMap<String, String>) -> Vec<String> {
+        let mut out = Vec::new();
+        for (key, value) in &self.set {
+            match tags.get(key) {
+                Some(v) if v == value => {}
+                Some(v) => out.push(format!("tag {key}={value:?} (it is {v:?})")),
+                None => out.push(format!("tag {key}={value:?} (absent)")),
+            }
+        }
+        out.extend(self.removed.iter().filter(|k| tags.contains_key(*k)).map(|k| format!("tag {k} removed")));
+        out
+    }
+}
+
+impl UpdateInputs {
+    /// The tag maps `tagsPatch` edits; an error when it has none (nothing
+    /// the scenarios could check on the VM).
+    pub fn tag_edits(&self) -> Result<Vec<TagEdit>, String> {
+        fn walk(value: &Value, path: &mut Vec<String>, out: &mut Vec<TagEdit>) {
+            let Value::Object(members) = value else { return };
+            let is_map = !members.is_empty() && members.values().all(|v| v.is_string() || v.is_null());
+            if is_map {
+                let set = members.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned()))).collect();
+                let removed = members.iter().filter(|(_, v)| v.is_null()).map(|(k, _)| k.clone()).collect();
+                out.push(TagEdit { path: path.clone(), set, removed });
+                return;
+            }
+            for (key, member) in members {
+                path.push(key.clone());
+                walk(member, path, out);
+                path.pop();
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.tags_patch, &mut Vec::new(), &mut out);
+        if out.is_empty() {
+            return Err(format!(
+                "update.tagsPatch {} holds no tag map (an object whose members are all strings or null)",
+                self.tags_patch
+            ));
+        }
+        Ok(out)
+    }
+
+    /// The merge patch that gives the example class the `removable` tag
+    /// (value `conformance`), at the path of the tag map `tagsPatch` removes
+    /// it from; `None` without `removable`. An error when `tagsPatch` does
+    /// not remove that key.
+    pub fn removable_patch(&self) -> Result<Option<Value>, String> {
+        let Some(key) = &self.removable else { return Ok(None) };
+        let edits = self.tag_edits()?;
+        let Some(edit) = edits.iter().find(|e| e.removed.contains(key)) else {
+            return Err(format!(
+                "update.removable {key:?}: update.tagsPatch does not remove it (no null member {key:?})"
+            ));
+        };
+        let mut patch = Value::Object([(key.clone(), Value::String("conformance".into()))].into_iter().collect());
+        for segment in edit.path.iter().rev() {
+            patch = Value::Object([(segment.clone(), patch)].into_iter().collect());
+        }
+        Ok(Some(patch))
+    }
 }
 
 /// Inputs of `spot/*` (README, "The provider's conformance file").
@@ -608,6 +721,56 @@ mod tests {
             serde_json::from_value::<MigrationInputs>(serde_json::json!({"goMade": {}, "rollback": {"vm": {"x": 1}}}))
                 .is_err()
         );
+    }
+
+    #[test]
+    fn update_inputs_find_the_tag_maps_and_the_removable_tag() {
+        let u: UpdateInputs = serde_json::from_value(serde_json::json!({
+            "source": "x",
+            "tagsPatch": {"spec": {"tags": {"team": "b", "old": null}, "flavorName": "f"}},
+            "removable": "old",
+            "replacement": {"patch": {"spec": {"flavorName": "g"}}, "field": "providerSpec.spec.flavorName"}
+        }))
+        .unwrap();
+        let edits = u.tag_edits().unwrap();
+        assert_eq!(edits.len(), 1, "{edits:?}");
+        assert_eq!(edits[0].field(), "providerSpec.spec.tags");
+        assert_eq!(edits[0].set, [("team".to_owned(), "b".to_owned())].into());
+        assert_eq!(edits[0].removed, ["old"]);
+        assert_eq!(u.removable_patch().unwrap(), Some(serde_json::json!({"spec": {"tags": {"old": "conformance"}}})));
+        let have: BTreeMap<String, String> =
+            [("team".to_owned(), "a".to_owned()), ("old".to_owned(), "1".to_owned())].into();
+        assert_eq!(edits[0].missing(&have), ["tag team=\"b\" (it is \"a\")", "tag old removed"]);
+        assert!(edits[0].missing(&[("team".to_owned(), "b".to_owned())].into()).is_empty());
+        assert!(edits[0].missing(&BTreeMap::new())[0].contains("absent"));
+
+        let not_removed = UpdateInputs { removable: Some("team".into()), ..u.clone() };
+        assert!(not_removed.removable_patch().unwrap_err().contains("does not remove"));
+        let no_map = UpdateInputs { tags_patch: serde_json::json!({"spec": {"count": 1}}), ..u.clone() };
+        assert!(no_map.tag_edits().unwrap_err().contains("no tag map"));
+        assert_eq!(UpdateInputs { removable: None, ..u }.removable_patch().unwrap(), None);
+        let unknown =
+            serde_json::json!({"source": "", "tagsPatch": {}, "replacement": {"patch": {}, "field": "f"}, "x": 1});
+        assert!(serde_json::from_value::<UpdateInputs>(unknown).is_err());
+    }
+
+    #[test]
+    fn every_provider_conformance_file_parses() {
+        let providers = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../providers");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(&providers).unwrap() {
+            let file = entry.unwrap().path().join("examples/conformance.json");
+            if !file.is_file() {
+                continue;
+            }
+            let parsed = read_provider_conformance(&file).unwrap_or_else(|e| panic!("{e}"));
+            if let Some(update) = parsed.update {
+                update.tag_edits().unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+                update.removable_patch().unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+            }
+            seen += 1;
+        }
+        assert!(seen > 0, "no providers/*/examples/conformance.json found");
     }
 
     #[test]

@@ -152,7 +152,7 @@ fn kind_of(d: &Instance) -> Option<AttachedKind> {
 }
 
 /// Whether `value` (a VM's inventory details) names `id` anywhere.
-fn refers_to(value: &Value, id: &str) -> bool {
+pub(crate) fn refers_to(value: &Value, id: &str) -> bool {
     match value {
         Value::String(s) => s.eq_ignore_ascii_case(id),
         Value::Array(items) => items.iter().any(|v| refers_to(v, id)),

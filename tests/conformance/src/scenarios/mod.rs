@@ -17,6 +17,7 @@ mod registry;
 mod share_image;
 mod spot;
 mod status;
+mod update;
 mod volume_ids;
 
 use machine_driver_proto::v1::Capability;
@@ -40,7 +41,9 @@ const fn scenario(
 
 /// Every scenario, in run order. Names are fixed: CI filters and dashboards rely on them.
 pub fn all() -> Vec<Scenario> {
-    use Capability::{GetVolumeIds, InitializeMachine, ListMachines, RegistryConfig, RevokeImageShare, ShareImage};
+    use Capability::{
+        GetVolumeIds, InitializeMachine, ListMachines, RegistryConfig, RevokeImageShare, ShareImage, UpdateMachine,
+    };
     vec![
         scenario("identity/probe", "ident", &[], false, identity::probe),
         scenario("identity/health-serving", "health", &[], false, identity::health),
@@ -128,6 +131,11 @@ pub fn all() -> Vec<Scenario> {
         scenario("status/failed-vm-reported", "failvm", &[], true, cloud_state::failed_vm_reported),
         scenario("spot/reclaimed-is-reported", "spotrec", &[], true, spot::reclaimed_is_reported),
         scenario("spot/on-demand-not-reclaimed", "spotod", &[], true, spot::on_demand_not_reclaimed),
+        scenario("update/tags-applied", "updtag", &[UpdateMachine], true, update::tags_applied),
+        scenario("update/validate-only-changes-nothing", "upddry", &[UpdateMachine], true, update::validate_only),
+        scenario("update/replacement-refused", "updrepl", &[UpdateMachine], true, update::replacement_refused),
+        scenario("update/lost-answer-retried", "updlost", &[UpdateMachine], true, update::lost_answer_retried),
+        scenario("update/foreign-vm-untouched", "updown", &[UpdateMachine], true, update::foreign_vm_untouched),
         scenario("fake/not-visible-after-restart", "nvrst", &[], true, faults::not_visible_after_restart),
         scenario("fake/lost-create-response-retried", "lost", &[], true, faults::lost_response),
         scenario("fake/create-fails-after-effect-repeatedly", "lostall", &[], true, faults::lost_every_response),

@@ -163,7 +163,7 @@ impl Garden {
     /// Fails unless the planted VM is still live with the state and tags it
     /// had when planted; with `settle`, checks again after [`SETTLE`] (a
     /// delete the driver sent has ended the VM by then).
-    async fn expect_untouched(&self, plant: &Plant, after: &str, settle: bool) -> StepResult {
+    pub(crate) async fn expect_untouched(&self, plant: &Plant, after: &str, settle: bool) -> StepResult {
         let rounds = if settle { 2 } else { 1 };
         for round in 0..rounds {
             if round > 0 {
