@@ -1,10 +1,19 @@
 //! [`KeyedCache`]: the one bounded map of shared, long-lived per-key things
-//! (SDK clients per credentials, rate limiters per account, coalescers per zone).
+//! (SDK clients per credentials, rate limiters per account, coalescers per
+//! zone, point lookups such as an image's root device), with single-flight
+//! fetching ([`KeyedCache::get_or_fetch`]).
 
 use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio::sync::OnceCell;
+
+use crate::DriverError;
+
+/// One fetch of a key in flight, its answer shared by every caller waiting on it.
+type Flight<V> = Arc<OnceCell<Result<Arc<V>, DriverError>>>;
 
 /// A bounded map from keys to shared values, built on first use.
 ///
@@ -16,6 +25,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 pub struct KeyedCache<K, V> {
     capacity: usize,
     inner: Mutex<Entries<K, V>>,
+    /// Fetches in flight ([`KeyedCache::get_or_fetch`]), removed when they end.
+    flights: Mutex<HashMap<K, Flight<V>>>,
 }
 
 #[derive(Debug)]
@@ -27,7 +38,46 @@ struct Entries<K, V> {
 impl<K: Hash + Eq + Clone, V> KeyedCache<K, V> {
     /// An empty cache holding at most `capacity` entries (at least one).
     pub fn new(capacity: usize) -> Self {
-        Self { capacity: capacity.max(1), inner: Mutex::new(Entries { map: HashMap::new(), clock: 0 }) }
+        Self {
+            capacity: capacity.max(1),
+            inner: Mutex::new(Entries { map: HashMap::new(), clock: 0 }),
+            flights: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The value of `key`, fetched by `fetch` when absent, one fetch at a time
+    /// per key (single flight): callers that ask while a fetch of their key is
+    /// in flight wait for it and share its answer, error included, so that
+    /// 100 concurrent creates of one image make one lookup. A fetched value is
+    /// cached; an error is not (the next caller fetches again). When the
+    /// caller whose fetch is in flight goes away, a waiting caller fetches.
+    pub async fn get_or_fetch<F, Fut>(&self, key: &K, fetch: F) -> Result<Arc<V>, DriverError>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<V, DriverError>>,
+    {
+        if let Some(v) = self.get(key) {
+            return Ok(v);
+        }
+        let flight = {
+            let mut flights = self.flights.lock().unwrap_or_else(PoisonError::into_inner);
+            Arc::clone(flights.entry(key.clone()).or_default())
+        };
+        let answer = flight
+            .get_or_init(|| async {
+                // A flight that ended just before this one began cached it.
+                match self.get(key) {
+                    Some(v) => Ok(v),
+                    None => fetch().await.map(|v| self.insert_if_absent(key.clone(), Arc::new(v))),
+                }
+            })
+            .await
+            .clone();
+        let mut flights = self.flights.lock().unwrap_or_else(PoisonError::into_inner);
+        if flights.get(key).is_some_and(|f| Arc::ptr_eq(f, &flight)) {
+            flights.remove(key);
+        }
+        answer
     }
 
     /// The value of `key`, if cached.
@@ -101,7 +151,61 @@ impl<K: Hash + Eq + Clone, V> KeyedCache<K, V> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
     use super::*;
+
+    /// `n` concurrent `get_or_fetch` of `key`, each with a fetch that counts
+    /// itself in `calls`, waits 20 ms and answers `answer`.
+    async fn fetch_at_once(
+        cache: &Arc<KeyedCache<String, String>>,
+        key: &str,
+        n: usize,
+        calls: &Arc<AtomicUsize>,
+        answer: Result<&'static str, DriverError>,
+    ) -> Vec<Result<Arc<String>, DriverError>> {
+        let mut set = tokio::task::JoinSet::new();
+        for _ in 0..n {
+            let (cache, calls, answer, key) = (Arc::clone(cache), Arc::clone(calls), answer.clone(), key.to_string());
+            set.spawn(async move {
+                cache
+                    .get_or_fetch(&key, || async move {
+                        calls.fetch_add(1, Ordering::SeqCst);
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        answer.map(str::to_string)
+                    })
+                    .await
+            });
+        }
+        set.join_all().await
+    }
+
+    #[tokio::test]
+    async fn concurrent_fetches_of_one_key_make_one_call_and_share_its_answer() {
+        let cache = Arc::new(KeyedCache::new(4));
+        let calls = Arc::new(AtomicUsize::new(0));
+        let answers = fetch_at_once(&cache, "ami-1", 100, &calls, Ok("/dev/xvda")).await;
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "one fetch for 100 concurrent callers");
+        assert!(answers.iter().all(|a| a.as_deref().is_ok_and(|v| v == "/dev/xvda")));
+        assert_eq!(fetch_at_once(&cache, "ami-1", 1, &calls, Ok("other")).await[0].as_deref().unwrap(), "/dev/xvda");
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "then cached");
+        assert!(cache.flights.lock().unwrap().is_empty(), "no flight left behind");
+    }
+
+    #[tokio::test]
+    async fn an_error_is_shared_by_the_waiters_and_not_cached() {
+        let cache = Arc::new(KeyedCache::new(4));
+        let calls = Arc::new(AtomicUsize::new(0));
+        let refused = DriverError::invalid_argument("providerSpec.ami", "image not found");
+        let answers = fetch_at_once(&cache, "ami-2", 10, &calls, Err(refused)).await;
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        assert!(answers.iter().all(|a| a.as_ref().is_err_and(|e| e.field() == Some("providerSpec.ami"))));
+        assert!(cache.get("ami-2").is_none(), "an error is not cached");
+        let again = fetch_at_once(&cache, "ami-2", 1, &calls, Ok("/dev/sda1")).await;
+        assert_eq!(again[0].as_deref().unwrap(), "/dev/sda1");
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+    }
 
     #[test]
     fn values_are_shared_and_built_once() {

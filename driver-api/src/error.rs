@@ -67,14 +67,14 @@ pub const SPOT_RECLAIMED: &str = "SPOT_RECLAIMED";
 ///
 /// The `message` is deterministic and free of secrets and request ids: it ends
 /// up in the Machine's status. Request ids and other volatile detail belong in logs.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct DriverError {
     kind: ErrorKind,
     reason: String,
     message: String,
     field: Option<String>,
     retry_after: Option<Duration>,
-    source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    source: Option<std::sync::Arc<dyn std::error::Error + Send + Sync + 'static>>,
 }
 
 impl DriverError {
@@ -136,7 +136,7 @@ impl DriverError {
 
     /// Keeps the underlying error (for logs; never part of the message).
     pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
-        self.source = Some(Box::new(source));
+        self.source = Some(std::sync::Arc::new(source));
         self
     }
 

@@ -161,28 +161,30 @@ impl AwsDriver {
     }
 
     /// The AMI's root device name (DescribeImages, cached per region and AMI,
-    /// at most [`crate::driver::MAX_ROOT_DEVICES`] entries).
+    /// at most [`crate::driver::MAX_ROOT_DEVICES`] entries; one lookup at a
+    /// time per AMI, shared by the creates waiting on it).
     async fn root_device_name(&self, ctx: &CallContext, c: &AwsClients, spec: &AwsProviderSpec) -> Result<String> {
         let key = (c.region.clone(), spec.ami.clone());
-        if let Some(name) = self.root_devices.get(&key) {
-            return Ok(name.as_ref().clone());
-        }
-        let out =
-            aws_call::ec2(ctx, c, "DescribeImages", || c.ec2.describe_images().image_ids(&spec.ami).send()).await?;
-        let name = out
-            .images()
-            .iter()
-            .find(|i| i.image_id() == Some(spec.ami.as_str()))
-            .and_then(|i| i.root_device_name())
-            .filter(|n| !n.is_empty())
-            .ok_or_else(|| {
-                DriverError::invalid_argument(
-                    "providerSpec.ami",
-                    "image not found or not launchable with these credentials",
-                )
-            })?
-            .to_string();
-        self.root_devices.insert(key, std::sync::Arc::new(name.clone()));
-        Ok(name)
+        let name = self
+            .root_devices
+            .get_or_fetch(&key, || async {
+                let out =
+                    aws_call::ec2(ctx, c, "DescribeImages", || c.ec2.describe_images().image_ids(&spec.ami).send())
+                        .await?;
+                out.images()
+                    .iter()
+                    .find(|i| i.image_id() == Some(spec.ami.as_str()))
+                    .and_then(|i| i.root_device_name())
+                    .filter(|n| !n.is_empty())
+                    .map(str::to_string)
+                    .ok_or_else(|| {
+                        DriverError::invalid_argument(
+                            "providerSpec.ami",
+                            "image not found or not launchable with these credentials",
+                        )
+                    })
+            })
+            .await?;
+        Ok(name.as_ref().clone())
     }
 }
