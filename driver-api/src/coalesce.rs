@@ -22,7 +22,7 @@
 //! from the queue instead of being fetched, so keys of abandoned calls never
 //! take batch room (or a cloud call) from live ones.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::hash::Hash;
 use std::pin::Pin;
@@ -163,12 +163,11 @@ where
             // opening RPC's span, its parent) closes before the linger below.
             let answer = async move {
                 let this = this_batch;
-                let mut keys: Vec<K> = Vec::with_capacity(batch.len());
-                for (k, _) in &batch {
-                    if !keys.contains(k) {
-                        keys.push(k.clone());
-                    }
-                }
+                // Each key once, in queue order (a set: batches reach 10,000 keys).
+                let keys: Vec<K> = {
+                    let mut seen = HashSet::with_capacity(batch.len());
+                    batch.iter().filter(|(k, _)| seen.insert(k)).map(|(k, _)| k.clone()).collect()
+                };
                 let result = (this.fetch)(keys, CallContext::with_timeout("batched read", BATCH_DEADLINE)).await;
                 match result {
                     Ok(map) => {
@@ -177,13 +176,9 @@ where
                         }
                     }
                     Err(e) => {
+                        // Every waiter gets the whole error (field and source included).
                         for (_, tx) in batch {
-                            let copy = DriverError::new(e.kind(), e.reason(), e.message());
-                            let copy = match e.retry_after() {
-                                Some(d) => copy.with_retry_after(d),
-                                None => copy,
-                            };
-                            let _ = tx.send(Err(copy));
+                            let _ = tx.send(Err(e.clone()));
                         }
                     }
                 }
@@ -275,7 +270,8 @@ mod tests {
             let fail_now = f.fetch_sub(1, Ordering::SeqCst) == 1;
             Box::pin(async move {
                 if fail_now {
-                    Err(DriverError::unavailable("Throttled", "throttled", Duration::from_secs(1)))
+                    Err(DriverError::invalid_argument("providerSpec.zone", "no such zone")
+                        .with_retry_after(Duration::from_secs(1)))
                 } else {
                     Ok(keys.into_iter().map(|k| (k, k)).collect())
                 }
@@ -284,6 +280,7 @@ mod tests {
         let c = Coalescer::new("test read", fetch, 10, 1);
         let err = c.get(1).await.unwrap_err();
         assert_eq!(err.retry_after(), Some(Duration::from_secs(1)));
+        assert_eq!(err.field(), Some("providerSpec.zone"), "the waiter gets the whole error");
         assert_eq!(c.get(2).await.unwrap(), Some(2));
     }
 
