@@ -63,6 +63,11 @@ pub fn cloud_failure_message(what: &str, reason: &str, http_status: Option<u16>,
 /// reason): GetMachineStatus of a machine whose Spot VM the cloud reclaimed.
 pub const SPOT_RECLAIMED: &str = "SPOT_RECLAIMED";
 
+/// The reason of [`DriverError::owner_credentials_required`]: sharing,
+/// revoking or listing the shares of an image needs the image owner's
+/// credentials and the request has none.
+pub const OWNER_CREDENTIALS_REQUIRED: &str = "OWNER_CREDENTIALS_REQUIRED";
+
 /// A classified driver failure.
 ///
 /// The `message` is deterministic and free of secrets and request ids: it ends
@@ -95,6 +100,12 @@ impl DriverError {
     /// NOT_FOUND for `what`.
     pub fn not_found(what: impl fmt::Display) -> Self {
         Self::new(ErrorKind::NotFound, "NOT_FOUND", format!("{what} not found"))
+    }
+
+    /// FAILED_PRECONDITION [`OWNER_CREDENTIALS_REQUIRED`]: `message` says
+    /// which image operation needs the owner's credentials.
+    pub fn owner_credentials_required(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::FailedPrecondition, OWNER_CREDENTIALS_REQUIRED, message)
     }
 
     /// NOT_FOUND, reason [`SPOT_RECLAIMED`]: the cloud reclaimed the Spot

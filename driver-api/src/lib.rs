@@ -31,7 +31,10 @@ pub use driver::{
     Capabilities, CreateMachine, CreatedMachine, DeletedMachine, Driver, DriverInfo, ImageShares, InitializedMachine,
     ListMachines, MachineRef, MachineStatus, RevokedImageShare, SecretBytes, ShareImage, SharedImage,
 };
-pub use error::{DriverError, ErrorKind, MAX_CLOUD_MESSAGE, Result, SPOT_RECLAIMED, cloud_failure_message};
+pub use error::{
+    DriverError, ErrorKind, MAX_CLOUD_MESSAGE, OWNER_CREDENTIALS_REQUIRED, Result, SPOT_RECLAIMED,
+    cloud_failure_message,
+};
 pub use idempotency::idempotency_token;
 pub use machine::{Address, AddressType, Machine, MachineClass, NodeTemplate, NodeTemplateSpec, Taint};
 pub use name_prefix::{common_prefix, common_prefix_len};

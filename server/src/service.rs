@@ -249,11 +249,10 @@ impl<D: Driver> MachineDriverService for DriverService<D> {
             let req =
                 self.share_request(req.image, req.region, req.owner_secret, req.consumer_secret, req.consumer_account)?;
             if req.owner_secret.is_none() {
-                return Err(DriverError::new(
-                    ErrorKind::FailedPrecondition,
-                    "OWNER_CREDENTIALS_REQUIRED",
-                    format!("revoking a share of image {} needs the image owner's credentials", req.image),
-                ));
+                return Err(DriverError::owner_credentials_required(format!(
+                    "revoking a share of image {} needs the image owner's credentials",
+                    req.image
+                )));
             }
             self.driver.revoke_image_share(&ctx, req).await
         };
@@ -280,11 +279,9 @@ impl<D: Driver> MachineDriverService for DriverService<D> {
             let owner_secret = match req.owner_secret {
                 Some(s) if !s.data.is_empty() => convert::secret(Some(s), "owner_secret", &self.info.secret_keys)?,
                 _ => {
-                    return Err(DriverError::new(
-                        ErrorKind::FailedPrecondition,
-                        "OWNER_CREDENTIALS_REQUIRED",
-                        format!("listing the shares of image {image} needs the image owner's credentials"),
-                    ));
+                    return Err(DriverError::owner_credentials_required(format!(
+                        "listing the shares of image {image} needs the image owner's credentials"
+                    )));
                 }
             };
             let request = api::ShareImage {

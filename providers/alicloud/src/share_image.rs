@@ -16,7 +16,7 @@
 //! a given consumer account (digits); each goes to ECS as its own parameter.
 
 use machine_driver_api::{
-    CallContext, DriverError, ErrorKind, ImageShares, PageTokens, RevokedImageShare, ShareImage, SharedImage,
+    CallContext, DriverError, ImageShares, PageTokens, RevokedImageShare, ShareImage, SharedImage,
 };
 
 use crate::clients::ClientPool;
@@ -47,13 +47,9 @@ pub(crate) async fn share_image(
     }
 
     let Some(owner_secret) = &req.owner_secret else {
-        return Err(DriverError::new(
-            ErrorKind::FailedPrecondition,
-            "OWNER_CREDENTIALS_REQUIRED",
-            format!(
-                "image {image} is not visible to the consumer account and no owner credentials were given: configure the image owner's access key to share it"
-            ),
-        ));
+        return Err(DriverError::owner_credentials_required(format!(
+            "image {image} is not visible to the consumer account and no owner credentials were given: configure the image owner's access key to share it"
+        )));
     };
     // The owner key is checked before any call made for it.
     let owner = AccessKey::from_secret(owner_secret, "ownerSecret")?;
@@ -79,11 +75,7 @@ pub(crate) async fn revoke_image_share(
 ) -> Result<RevokedImageShare, DriverError> {
     let (image, region) = image_and_region(&req)?;
     let owner_secret = req.owner_secret.as_ref().ok_or_else(|| {
-        DriverError::new(
-            ErrorKind::FailedPrecondition,
-            "OWNER_CREDENTIALS_REQUIRED",
-            "revoking a share needs the image owner's access key",
-        )
+        DriverError::owner_credentials_required("revoking a share needs the image owner's access key")
     })?;
     let owner = AccessKey::from_secret(owner_secret, "ownerSecret")?;
     let account = match consumer_account(&req)? {
@@ -153,13 +145,10 @@ pub(crate) async fn list_image_shares(
     req: ShareImage,
 ) -> Result<ImageShares, DriverError> {
     let (image, region) = image_and_region(&req)?;
-    let owner_secret = req.owner_secret.as_ref().ok_or_else(|| {
-        DriverError::new(
-            ErrorKind::FailedPrecondition,
-            "OWNER_CREDENTIALS_REQUIRED",
-            "listing shares needs the image owner's access key",
-        )
-    })?;
+    let owner_secret = req
+        .owner_secret
+        .as_ref()
+        .ok_or_else(|| DriverError::owner_credentials_required("listing shares needs the image owner's access key"))?;
     let owner = AccessKey::from_secret(owner_secret, "ownerSecret")?;
     shares_of(&pool.api(&owner, &region, ctx)?, &region, &image).await
 }

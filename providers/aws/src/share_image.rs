@@ -14,9 +14,7 @@ use aws_sdk_ec2::types::{
     CreateVolumePermission, CreateVolumePermissionModifications, Image, LaunchPermission,
     LaunchPermissionModifications, SnapshotAttributeName,
 };
-use machine_driver_api::{
-    CallContext, DriverError, ErrorKind, ImageShares, Result, RevokedImageShare, ShareImage, SharedImage,
-};
+use machine_driver_api::{CallContext, DriverError, ImageShares, Result, RevokedImageShare, ShareImage, SharedImage};
 
 use crate::clients::AwsClients;
 use crate::driver::AwsDriver;
@@ -32,14 +30,10 @@ impl AwsDriver {
             return Ok(SharedImage { image_id: req.image, granted_now: false, consumer_account });
         }
         let Some(owner_secret) = req.owner_secret.as_ref() else {
-            return Err(DriverError::new(
-                ErrorKind::FailedPrecondition,
-                "OWNER_CREDENTIALS_REQUIRED",
-                format!(
-                    "image {} is not launchable by the consumer account and no owner credentials were given",
-                    req.image
-                ),
-            ));
+            return Err(DriverError::owner_credentials_required(format!(
+                "image {} is not launchable by the consumer account and no owner credentials were given",
+                req.image
+            )));
         };
         let owner = self.clients(ctx, owner_secret, &region).await?;
         let image = describe_image(ctx, &owner, &req.image)
@@ -65,11 +59,7 @@ impl AwsDriver {
     pub(crate) async fn revoke(&self, ctx: &CallContext, req: ShareImage) -> Result<RevokedImageShare> {
         let (region, given_account) = checked(&req)?;
         let owner_secret = req.owner_secret.as_ref().ok_or_else(|| {
-            DriverError::new(
-                ErrorKind::FailedPrecondition,
-                "OWNER_CREDENTIALS_REQUIRED",
-                "revoking a share needs the image owner's credentials",
-            )
+            DriverError::owner_credentials_required("revoking a share needs the image owner's credentials")
         })?;
         let owner = self.clients(ctx, owner_secret, &region).await?;
         let consumer_account = match given_account {
@@ -104,11 +94,7 @@ impl AwsDriver {
     pub(crate) async fn list_shares(&self, ctx: &CallContext, req: ShareImage) -> Result<ImageShares> {
         let (region, _) = checked(&req)?;
         let owner_secret = req.owner_secret.as_ref().ok_or_else(|| {
-            DriverError::new(
-                ErrorKind::FailedPrecondition,
-                "OWNER_CREDENTIALS_REQUIRED",
-                "listing shares needs the image owner's credentials",
-            )
+            DriverError::owner_credentials_required("listing shares needs the image owner's credentials")
         })?;
         let owner = self.clients(ctx, owner_secret, &region).await?;
         let attribute = launch_permissions(ctx, &owner, &req.image).await?;

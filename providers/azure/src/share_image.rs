@@ -18,7 +18,7 @@
 use std::time::Duration;
 
 use machine_driver_api::{
-    CallContext, CallFailure, DriverError, ErrorKind, ImageShares, RevokedImageShare, ShareImage, SharedImage,
+    CallContext, CallFailure, DriverError, ImageShares, RevokedImageShare, ShareImage, SharedImage,
 };
 
 use crate::clients::ClientPool;
@@ -141,14 +141,10 @@ pub(crate) async fn share_image(
     }
 
     let Some(owner_secret) = &req.owner_secret else {
-        return Err(DriverError::new(
-            ErrorKind::FailedPrecondition,
-            "OWNER_CREDENTIALS_REQUIRED",
-            format!(
-                "image {} is not shared with subscription {consumer_sub} and no owner credentials were given",
-                req.image.trim()
-            ),
-        ));
+        return Err(DriverError::owner_credentials_required(format!(
+            "image {} is not shared with subscription {consumer_sub} and no owner credentials were given",
+            req.image.trim()
+        )));
     };
     let owner = AzureCredentials::from_secret(owner_secret, "ownerSecret")?;
     let owner_api = pool.api(&owner, None, ctx)?;
@@ -171,11 +167,7 @@ pub(crate) async fn revoke_image_share(
         None => AzureCredentials::from_secret(&req.consumer_secret, "consumerSecret")?.subscription_id,
     };
     let owner_secret = req.owner_secret.as_ref().ok_or_else(|| {
-        DriverError::new(
-            ErrorKind::FailedPrecondition,
-            "OWNER_CREDENTIALS_REQUIRED",
-            "revoking a share needs the gallery owner's credentials",
-        )
+        DriverError::owner_credentials_required("revoking a share needs the gallery owner's credentials")
     })?;
     let owner = AzureCredentials::from_secret(owner_secret, "ownerSecret")?;
     let owner_api = pool.api(&owner, None, ctx)?;
@@ -197,11 +189,7 @@ pub(crate) async fn list_image_shares(
 ) -> Result<ImageShares, DriverError> {
     let image = GalleryImageVersion::parse(&req.image)?;
     let owner_secret = req.owner_secret.as_ref().ok_or_else(|| {
-        DriverError::new(
-            ErrorKind::FailedPrecondition,
-            "OWNER_CREDENTIALS_REQUIRED",
-            "listing shares needs the gallery owner's credentials",
-        )
+        DriverError::owner_credentials_required("listing shares needs the gallery owner's credentials")
     })?;
     let owner = AzureCredentials::from_secret(owner_secret, "ownerSecret")?;
     gallery_shares(&pool.api(&owner, None, ctx)?, &image).await

@@ -14,7 +14,7 @@
 //! ListImageShares lists the members.
 
 use machine_driver_api::{
-    CallContext, CallFailure, DriverError, ErrorKind, ImageShares, RevokedImageShare, ShareImage, SharedImage,
+    CallContext, CallFailure, DriverError, ImageShares, RevokedImageShare, ShareImage, SharedImage,
 };
 use serde_json::json;
 
@@ -48,10 +48,7 @@ pub(crate) async fn share_image(
     }
 
     let owner_secret = req.owner_secret.as_ref().ok_or_else(|| {
-        DriverError::new(
-            ErrorKind::FailedPrecondition,
-            "OWNER_CREDENTIALS_REQUIRED",
-            format!("image {image} is not visible to the consumer project and no owner credentials were given: configure the image owner's credentials to share it"),
+        DriverError::owner_credentials_required(format!("image {image} is not visible to the consumer project and no owner credentials were given: configure the image owner's credentials to share it"),
         )
     })?;
     let owner = OsCredentials::from_secret(owner_secret, "ownerSecret")?;
@@ -210,11 +207,7 @@ fn owner_api<'a>(
     what: &str,
 ) -> Result<Api<'a>, DriverError> {
     let owner_secret = req.owner_secret.as_ref().ok_or_else(|| {
-        DriverError::new(
-            ErrorKind::FailedPrecondition,
-            "OWNER_CREDENTIALS_REQUIRED",
-            format!("{what} needs the image owner's credentials"),
-        )
+        DriverError::owner_credentials_required(format!("{what} needs the image owner's credentials"))
     })?;
     let owner = OsCredentials::from_secret(owner_secret, "ownerSecret")?;
     pool.api(&owner, region, ctx)
