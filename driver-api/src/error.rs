@@ -63,6 +63,10 @@ pub fn cloud_failure_message(what: &str, reason: &str, http_status: Option<u16>,
 /// reason): GetMachineStatus of a machine whose Spot VM the cloud reclaimed.
 pub const SPOT_RECLAIMED: &str = "SPOT_RECLAIMED";
 
+/// The retry delay a provider suggests (RetryInfo) for throttling, 5xx and
+/// transport failures, and resources not ready yet, when the cloud names none.
+pub const RETRY_SOON: Duration = Duration::from_secs(5);
+
 /// The reason of [`DriverError::owner_credentials_required`]: sharing,
 /// revoking or listing the shares of an image needs the image owner's
 /// credentials and the request has none.

@@ -32,7 +32,7 @@ pub use driver::{
     ListMachines, MachineRef, MachineStatus, RevokedImageShare, SecretBytes, ShareImage, SharedImage,
 };
 pub use error::{
-    DriverError, ErrorKind, MAX_CLOUD_MESSAGE, OWNER_CREDENTIALS_REQUIRED, Result, SPOT_RECLAIMED,
+    DriverError, ErrorKind, MAX_CLOUD_MESSAGE, OWNER_CREDENTIALS_REQUIRED, RETRY_SOON, Result, SPOT_RECLAIMED,
     cloud_failure_message,
 };
 pub use idempotency::idempotency_token;

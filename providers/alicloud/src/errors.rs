@@ -5,12 +5,10 @@
 //! action and carry ECS's message, never the `RequestId` (logged at debug)
 //! or credentials, so they stay deterministic.
 
-use std::time::Duration;
-
 use machine_driver_api::{CloudCall, CloudFailure, DriverError, ErrorKind, cloud_failure_message};
 
-/// Retry delay suggested for throttling, 5xx, transport failures and instances not ready.
-pub(crate) const RETRY_SOON: Duration = Duration::from_secs(5);
+/// The kit's retry delay for failures the cloud names none for.
+pub(crate) use machine_driver_api::RETRY_SOON;
 
 /// Codes that mean "cannot place it here" (no stock, not sold in the zone, the
 /// zone does not offer the type or disk category) or an exhausted quota: the

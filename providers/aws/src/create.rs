@@ -150,7 +150,7 @@ impl AwsDriver {
             0 => Err(DriverError::unavailable(
                 "NOT_VISIBLE_YET",
                 "an instance was launched for this machine with other parameters but is not visible yet",
-                crate::errors::RETRY_AFTER,
+                crate::errors::RETRY_SOON,
             )),
             n => Err(DriverError::new(
                 ErrorKind::Duplicate,

@@ -19,7 +19,7 @@
 use machine_driver_api::{CallContext, DeletedMachine, DriverError, MachineRef, Ownership, Result};
 
 use crate::driver::AwsDriver;
-use crate::errors::{AwsFailure, RETRY_AFTER};
+use crate::errors::{AwsFailure, RETRY_SOON};
 use crate::ownership::Tagged;
 use crate::{aws_call, lookup, tags};
 
@@ -47,7 +47,7 @@ impl AwsDriver {
                     return Err(DriverError::unavailable(
                         "NOT_VISIBLE_YET",
                         "the instance was launched a moment ago and is not visible in EC2 yet",
-                        RETRY_AFTER,
+                        RETRY_SOON,
                     ));
                 }
                 None => vec![],

@@ -3,14 +3,12 @@
 //! The reason is the AWS error code; the message is deterministic (operation,
 //! code, AWS's message), and the request id goes to the log only.
 
-use std::time::Duration;
-
 use aws_sdk_ec2::config::http::HttpResponse;
 use aws_sdk_ec2::error::{ProvideErrorMetadata, SdkError};
 use machine_driver_api::{CloudCall, CloudFailure, DriverError, ErrorKind};
 
-/// Delay the caller should wait after throttling or a transient AWS failure.
-pub(crate) const RETRY_AFTER: Duration = Duration::from_secs(5);
+/// The kit's retry delay for failures the cloud names none for.
+pub(crate) use machine_driver_api::RETRY_SOON;
 
 /// Longest part of AWS's own message kept in ours.
 const MAX_AWS_MESSAGE: usize = 300;
@@ -200,7 +198,7 @@ pub(crate) fn service_error(
         return DriverError::invalid_argument(field, format!("{limit}; {message}"));
     }
     let err = DriverError::new(kind, code, message);
-    if kind == ErrorKind::Unavailable { err.with_retry_after(RETRY_AFTER) } else { err }
+    if kind == ErrorKind::Unavailable { err.with_retry_after(RETRY_SOON) } else { err }
 }
 
 /// A failed AWS request, classified once: AWS's error code (or, without an
@@ -306,7 +304,7 @@ impl CloudFailure for AwsFailure {
                 service_error(service, operation, code, *http_status, message.as_deref())
             }
             Problem::Transport { reason, what } => {
-                DriverError::unavailable(*reason, format!("{service} {operation}: {what}"), RETRY_AFTER)
+                DriverError::unavailable(*reason, format!("{service} {operation}: {what}"), RETRY_SOON)
             }
             Problem::Internal { what } => DriverError::internal(format!("{service} {operation}: {what}")),
         };
@@ -440,7 +438,7 @@ mod tests {
         let e = service_error("ec2", "RunInstances", "RequestLimitExceeded", 503, Some("Request limit exceeded."));
         assert_eq!(e.kind(), ErrorKind::Unavailable);
         assert_eq!(e.reason(), "RequestLimitExceeded");
-        assert_eq!(e.retry_after(), Some(RETRY_AFTER));
+        assert_eq!(e.retry_after(), Some(RETRY_SOON));
         assert_eq!(e.message(), "ec2 RunInstances failed: RequestLimitExceeded: Request limit exceeded.");
         let cap = service_error("ec2", "RunInstances", "InsufficientInstanceCapacity", 500, None);
         assert_eq!(cap.retry_after(), None);

@@ -29,7 +29,7 @@ use machine_driver_api::{
 
 use crate::clients::AwsClients;
 use crate::driver::AwsDriver;
-use crate::errors::{AwsFailure, RETRY_AFTER};
+use crate::errors::{AwsFailure, RETRY_SOON};
 use crate::lookup::{self, Lookup};
 use crate::ownership::Tagged;
 use crate::steps::InterfaceWork;
@@ -89,7 +89,7 @@ impl AwsDriver {
                 return Err(DriverError::unavailable(
                     "NOT_VISIBLE_YET",
                     "the instance is not visible in EC2 yet",
-                    RETRY_AFTER,
+                    RETRY_SOON,
                 ));
             }
         };
@@ -112,7 +112,7 @@ async fn apply(ctx: &CallContext, c: &AwsClients, work: &[InterfaceWork]) -> Res
             DriverError::unavailable(
                 "NOT_VISIBLE_YET",
                 "the instance's interfaces are not visible in EC2 yet",
-                RETRY_AFTER,
+                RETRY_SOON,
             )
         } else {
             f.into()

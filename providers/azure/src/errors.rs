@@ -14,8 +14,8 @@ use machine_driver_api::{CloudCall, CloudFailure, DriverError, ErrorKind, cloud_
 
 use crate::transport::ResponseMeta;
 
-/// Retry delay suggested for throttling, 5xx and transport failures without a `Retry-After`.
-pub(crate) const RETRY_SOON: Duration = Duration::from_secs(5);
+/// The kit's retry delay for failures the cloud names none for.
+pub(crate) use machine_driver_api::RETRY_SOON;
 
 /// How long Azure keeps a NIC reserved for the VM whose creation failed or
 /// which was deleted (`NicReservedForAnotherVm`).

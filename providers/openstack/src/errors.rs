@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use machine_driver_api::{CloudCall, CloudFailure, DriverError, ErrorKind, cloud_failure_message};
 
-/// Retry delay for throttling, 5xx, transport failures and resources not ready.
-pub(crate) const RETRY_SOON: Duration = Duration::from_secs(5);
+/// The kit's retry delay for failures the cloud names none for.
+pub(crate) use machine_driver_api::RETRY_SOON;
 /// Longest retry delay taken from a `Retry-After` header.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
