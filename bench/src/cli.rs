@@ -49,6 +49,11 @@ pub(crate) struct Args {
     #[arg(long)]
     pub(crate) callgrind_dir: Option<std::path::PathBuf>,
 
+    /// Only the UpdateMachine phase (the cloud calls of one hot update), on a
+    /// driver with its embedded fake; no other phase, no target checked.
+    #[arg(long)]
+    pub(crate) update_only: bool,
+
     /// Creates in flight while building the fleet.
     #[arg(long, default_value_t = 32)]
     pub(crate) create_concurrency: usize,

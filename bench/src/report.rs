@@ -10,6 +10,7 @@ use crate::phases::footprint::{BinarySize, Startups};
 use crate::phases::lifecycle::Lifecycle;
 use crate::phases::overhead::Overhead;
 use crate::phases::throughput::Throughput;
+use crate::phases::update::Update;
 use crate::targets::Target;
 
 /// The machine the run was made on.
@@ -88,6 +89,8 @@ pub(crate) struct Report {
     pub(crate) cloud_latency_ms: u64,
     /// Phase 2.
     pub(crate) lifecycle: Option<Lifecycle>,
+    /// Phase 2b: UpdateMachine.
+    pub(crate) update: Option<Update>,
     /// Phase 3.
     pub(crate) fleet: Option<Fleet>,
     /// Phase 3's round on the driver without its embedded fake (the fake as its own process).
@@ -120,6 +123,7 @@ impl Report {
             overhead_with_latency: None,
             cloud_latency_ms: 0,
             lifecycle: None,
+            update: None,
             fleet: None,
             fleet_external: None,
             instructions: None,
@@ -148,11 +152,13 @@ impl Report {
             m.cpus, m.cpu_model, m.memory_mib, self.driver
         )?;
 
-        writeln!(s, "### Targets\n\n| target | figure | verdict |\n|---|---|---|")?;
-        for t in &self.targets {
-            writeln!(s, "| {} | {} | {} |", t.target, t.figure, t.verdict.word())?;
+        if !self.targets.is_empty() {
+            writeln!(s, "### Targets\n\n| target | figure | verdict |\n|---|---|---|")?;
+            for t in &self.targets {
+                writeln!(s, "| {} | {} | {} |", t.target, t.figure, t.verdict.word())?;
+            }
+            writeln!(s)?;
         }
-        writeln!(s)?;
 
         if let Some(o) = &self.overhead {
             writeln!(
@@ -193,6 +199,10 @@ impl Report {
                 writeln!(s, "\nInitializeMachine skipped: the driver does not advertise INITIALIZE_MACHINE.")?;
             }
             writeln!(s)?;
+        }
+
+        if let Some(u) = &self.update {
+            write_update(s, u)?;
         }
 
         if let Some(f) = &self.fleet {
@@ -247,6 +257,9 @@ impl Report {
         }
 
         let f = &self.footprint;
+        if f.startups.is_none() && f.binary.is_none() && f.socket_ready_with_fake_ms.is_empty() {
+            return write_errors(s, &self.errors);
+        }
         writeln!(s, "### 5. Footprint\n\n| measure | value |\n|---|---|")?;
         if let Some(st) = &f.startups {
             writeln!(
@@ -317,15 +330,71 @@ impl Report {
             writeln!(s, "### 6. Instructions per GetMachineStatus poll\n\n{note}\n")?;
         }
 
-        if !self.errors.is_empty() {
-            writeln!(s, "### Errors\n")?;
-            for e in &self.errors {
-                writeln!(s, "- {e}")?;
-            }
-            writeln!(s)?;
-        }
-        Ok(())
+        write_errors(s, &self.errors)
     }
+}
+
+/// The list of phases that broke, if any.
+fn write_errors(s: &mut String, errors: &[String]) -> std::fmt::Result {
+    if !errors.is_empty() {
+        writeln!(s, "### Errors\n")?;
+        for e in errors {
+            writeln!(s, "- {e}")?;
+        }
+        writeln!(s)?;
+    }
+    Ok(())
+}
+
+/// The fields of an answer in short: those not UNCHANGED named, the UNCHANGED ones counted.
+fn fields_summary(changes: &[crate::phases::update::Change]) -> String {
+    let mut parts: Vec<String> =
+        changes.iter().filter(|f| f.outcome != "UNCHANGED").map(|f| format!("`{}` {}", f.field, f.outcome)).collect();
+    let unchanged = changes.iter().filter(|f| f.outcome == "UNCHANGED").count();
+    if unchanged > 0 {
+        let named = if parts.is_empty() { "" } else { "other " };
+        parts.push(format!("{unchanged} {named}UNCHANGED"));
+    }
+    if parts.is_empty() { "none".into() } else { parts.join(", ") }
+}
+
+/// The UpdateMachine table: one row per call, then the fields of each answer.
+fn write_update(s: &mut String, u: &Update) -> std::fmt::Result {
+    writeln!(s, "### 2b. Cloud calls of one UpdateMachine\n")?;
+    if !u.advertised {
+        return writeln!(s, "Not measured: the driver does not advertise CAPABILITY_UPDATE_MACHINE.\n");
+    }
+    if let Some(note) = &u.note {
+        return writeln!(s, "Not measured: {note}.\n");
+    }
+    let removable =
+        u.removable.as_deref().map(|k| format!(" (the class created with tag `{k}` added)")).unwrap_or_default();
+    writeln!(s, "Edit: `update.tagsPatch` `{}`{removable}.\n", u.tags_patch)?;
+    writeln!(
+        s,
+        "| call | outcome | attempts | calls | reads | writes | by operation | fields |\n|---|---|---|---|---|---|---|---|"
+    )?;
+    for c in &u.calls {
+        writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            c.step,
+            c.outcome,
+            c.attempts,
+            c.calls.total,
+            c.reads,
+            c.writes,
+            c.calls.breakdown(),
+            fields_summary(&c.changes)
+        )?;
+    }
+    writeln!(s)?;
+    for c in &u.calls {
+        for f in c.changes.iter().filter(|f| !f.detail.is_empty()) {
+            writeln!(s, "- {}: `{}` {}: {}", c.step, f.field, f.outcome, f.detail)?;
+        }
+    }
+    writeln!(s)
 }
 
 fn mib(kib: u64) -> f64 {
@@ -436,5 +505,26 @@ mod tests {
         let json = serde_json::to_value(&r).unwrap();
         assert_eq!(json["provider"], "gcp");
         assert_eq!(json["targets"][0]["verdict"], "NOT_MEASURED");
+    }
+
+    #[test]
+    fn update_table_summarises_the_fields() {
+        use crate::phases::update::Change;
+        let change = |field: &str, outcome: &str, detail: &str| Change {
+            field: field.into(),
+            outcome: outcome.into(),
+            detail: detail.into(),
+        };
+        let changes = [
+            change("providerSpec.tags", "APPLIED", "set a on the VM"),
+            change("providerSpec.machineType", "UNCHANGED", ""),
+            change("providerSpec.region", "UNCHANGED", ""),
+        ];
+        assert_eq!(fields_summary(&changes), "`providerSpec.tags` APPLIED, 2 other UNCHANGED");
+        assert_eq!(fields_summary(&changes[1..]), "2 UNCHANGED");
+        assert_eq!(fields_summary(&[]), "none");
+        let mut r = Report::empty("gcp");
+        r.update = Some(Update::skipped(false, None));
+        assert!(r.markdown().contains("does not advertise CAPABILITY_UPDATE_MACHINE"));
     }
 }

@@ -10,7 +10,7 @@ use crate::cli::{Args, Sizes};
 use crate::echo::EchoProcess;
 use crate::external::{ExternalFake, provider_of};
 use crate::instructions::{self, Callgrind};
-use crate::phases::{fleet, footprint, lifecycle, overhead, throughput};
+use crate::phases::{fleet, footprint, lifecycle, overhead, throughput, update};
 use crate::process::{CloudMode, DriverProcess};
 use crate::report::{MachineInfo, Report};
 use crate::targets;
@@ -28,6 +28,7 @@ struct Session {
     provider: String,
     plugin: String,
     initialize: bool,
+    update: bool,
 }
 
 /// A driver on its embedded fake.
@@ -59,6 +60,7 @@ async fn session_on(
         plugin: format!("{} {}", info.name, info.vendor_version),
         provider: info.provider,
         initialize: caps.has(Capability::InitializeMachine),
+        update: caps.has(Capability::UpdateMachine),
         driver,
     })
 }
@@ -72,6 +74,12 @@ pub(crate) async fn run(args: &Args) -> Report {
     report.quick = args.quick;
     report.machine = MachineInfo::local();
 
+    if args.update_only {
+        if let Err(e) = update_only(args, &mut report).await {
+            report.errors.push(e);
+        }
+        return report;
+    }
     if let Err(e) = unlimited_phases(args, &sizes, &mut report).await {
         report.errors.push(e);
     }
@@ -115,6 +123,7 @@ async fn unlimited_phases(args: &Args, sizes: &Sizes, report: &mut Report) -> Re
         Ok(l) => report.lifecycle = Some(l),
         Err(e) => report.errors.push(format!("lifecycle: {e}")),
     }
+    update_phase(&s, report).await;
     let timeout = Duration::from_secs(args.startup_timeout_secs);
     match echo_sidecar(&s, timeout).await {
         Ok((echo_process, echo)) => {
@@ -152,6 +161,27 @@ async fn unlimited_phases(args: &Args, sizes: &Sizes, report: &mut Report) -> Re
         }
         Err(e) => report.errors.push(format!("fleet: {e}")),
     }
+    let tail = s.driver.log_tail(20);
+    s.driver.stop(STOP_GRACE).await.map_err(|e| format!("stopping the driver: {e}\n{tail}"))
+}
+
+/// The UpdateMachine phase on `s`, its result or error recorded in `report`.
+async fn update_phase(s: &Session, report: &mut Report) {
+    match update::run(&s.sidecar, &s.admin, &s.provider, s.update, s.initialize).await {
+        Ok(u) => {
+            report.errors.extend(u.findings.iter().map(|f| format!("update: {f}")));
+            report.update = Some(u);
+        }
+        Err(e) => report.errors.push(format!("update: {e}")),
+    }
+}
+
+/// `--update-only`: the UpdateMachine phase alone, on a driver with its embedded fake (limiter off).
+async fn update_only(args: &Args, report: &mut Report) -> Result<(), String> {
+    let s = session(args, &["--cloud-rate-limit".into(), "0".into()]).await?;
+    report.provider = s.provider.clone();
+    report.plugin = s.plugin.clone();
+    update_phase(&s, report).await;
     let tail = s.driver.log_tail(20);
     s.driver.stop(STOP_GRACE).await.map_err(|e| format!("stopping the driver: {e}\n{tail}"))
 }

@@ -10,7 +10,7 @@ use machine_driver_conformance::settings::{read_provider_spec, read_secret};
 use machine_driver_conformance::status_details::{describe, error_reason};
 use machine_driver_proto::v1::{
     CreateMachineRequest, DeleteMachineRequest, GetMachineStatusRequest, GetMachineStatusResponse, GetVolumeIDsRequest,
-    InitializeMachineRequest, Machine, MachineClass, SecretData,
+    InitializeMachineRequest, Machine, MachineClass, SecretData, UpdateMachineRequest, UpdateMachineResponse,
 };
 use tonic::{Code, Request, Status};
 
@@ -169,11 +169,22 @@ impl Sidecar {
         Self { conn, inputs }
     }
 
+    /// The benchmark class of machine `m` (see [`Inputs::class_for`]).
+    pub(crate) fn class_for(&self, m: &Machine) -> MachineClass {
+        self.inputs.class_for(m)
+    }
+
     /// CreateMachine; on success sets `m.provider_id`.
     pub(crate) async fn create(&self, m: &mut Machine) -> Result<(), Status> {
+        let class = self.inputs.class_for(m);
+        self.create_with(m, class).await
+    }
+
+    /// CreateMachine with `class` instead of the machine's benchmark class; on success sets `m.provider_id`.
+    pub(crate) async fn create_with(&self, m: &mut Machine, class: MachineClass) -> Result<(), Status> {
         let r = CreateMachineRequest {
             machine: Some(m.clone()),
-            machine_class: Some(self.inputs.class_for(m)),
+            machine_class: Some(class),
             secret: Some(self.inputs.secret.clone()),
         };
         let resp = self.conn.driver.clone().create_machine(req(r)).await?.into_inner();
@@ -222,12 +233,35 @@ impl Sidecar {
 
     /// InitializeMachine.
     pub(crate) async fn initialize(&self, m: &Machine) -> Result<(), Status> {
+        self.initialize_with(m, self.inputs.class_for(m)).await
+    }
+
+    /// InitializeMachine with `class` instead of the machine's benchmark class.
+    pub(crate) async fn initialize_with(&self, m: &Machine, class: MachineClass) -> Result<(), Status> {
         let r = InitializeMachineRequest {
             machine: Some(m.clone()),
-            machine_class: Some(self.inputs.class_for(m)),
+            machine_class: Some(class),
             secret: Some(self.inputs.secret.clone()),
         };
         self.conn.driver.clone().initialize_machine(req(r)).await.map(|_| ())
+    }
+
+    /// UpdateMachine of `m` to `class`, from `previous` (the class it was created or last updated with).
+    pub(crate) async fn update(
+        &self,
+        m: &Machine,
+        class: MachineClass,
+        previous: MachineClass,
+        validate_only: bool,
+    ) -> Result<UpdateMachineResponse, Status> {
+        let r = UpdateMachineRequest {
+            machine: Some(m.clone()),
+            machine_class: Some(class),
+            secret: Some(self.inputs.secret.clone()),
+            validate_only,
+            previous_machine_class: Some(previous),
+        };
+        Ok(self.conn.driver.clone().update_machine(req(r)).await?.into_inner())
     }
 
     /// GetVolumeIDs of one CSI volume: an RPC that makes no cloud call, so its
@@ -241,9 +275,14 @@ impl Sidecar {
 
     /// DeleteMachine.
     pub(crate) async fn delete(&self, m: &Machine) -> Result<(), Status> {
+        self.delete_with(m, self.inputs.class_for(m)).await
+    }
+
+    /// DeleteMachine with `class` instead of the machine's benchmark class.
+    pub(crate) async fn delete_with(&self, m: &Machine, class: MachineClass) -> Result<(), Status> {
         let r = DeleteMachineRequest {
             machine: Some(m.clone()),
-            machine_class: Some(self.inputs.class_for(m)),
+            machine_class: Some(class),
             secret: Some(self.inputs.secret.clone()),
         };
         self.conn.driver.clone().delete_machine(req(r)).await.map(|_| ())
