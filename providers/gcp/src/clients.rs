@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use google_cloud_auth::credentials::Credentials;
-use google_cloud_compute_v1::client::{Images, Instances, ZoneOperations};
+use google_cloud_compute_v1::client::{Disks, Images, Instances, ZoneOperations};
 use google_cloud_gax::error::Error as GaxError;
 use google_cloud_gax::retry_policy::NeverRetry;
 use machine_driver_api::{CallContext, CallFailure, CloudCaller, DriverError, KeyedCache, RateLimiter};
@@ -73,6 +73,8 @@ pub(crate) struct ComputeClients {
     pub(crate) operations: ZoneOperations,
     /// images.*
     pub(crate) images: Images,
+    /// disks.* (UpdateMachine's disk labels, size and performance)
+    pub(crate) disks: Disks,
     /// The workload identity token file behind these clients' credentials.
     token_file: Option<PathBuf>,
     /// Set when a call was refused for its credentials: build new clients.
@@ -194,6 +196,7 @@ impl ClientPool {
             instances: client!(Instances),
             operations: client!(ZoneOperations),
             images: client!(Images),
+            disks: client!(Disks),
             token_file,
             stale: AtomicBool::new(false),
             generation: GENERATIONS.fetch_add(1, Ordering::Relaxed),

@@ -43,7 +43,7 @@ use crate::spec::GcpProviderSpec;
 use crate::timestamps;
 
 /// The instance, `None` when Compute does not show it (1 `instances.get`).
-async fn get_instance(api: &Api<'_>, target: &InstanceRef) -> Result<Option<Instance>, DriverError> {
+pub(crate) async fn get_instance(api: &Api<'_>, target: &InstanceRef) -> Result<Option<Instance>, DriverError> {
     let got = api
         .call("instances.get", || {
             api.clients
@@ -308,7 +308,7 @@ impl GcpDriver {
     /// `zoneOperations.wait`, or sharing the zone's `zoneOperations.list`
     /// polls with concurrent waits ([`crate::operations`]). `None` when it was
     /// not done by then (or Compute does not know it).
-    async fn wait_for(
+    pub(crate) async fn wait_for(
         &self,
         api: &Api<'_>,
         key: &GcpCredentials,

@@ -1,11 +1,11 @@
 //! [`GcpDriver`]: the driver's state, its `Provider` and `Driver` impls; each
 //! RPC lives in its own module (`create`, `status`, `delete`, `list`,
-//! `share_image`, `volumes`); which instances they may act on, in `ownership`.
+//! `update`, `share_image`, `volumes`); which instances they may act on, in `ownership`.
 
 use machine_driver_api::{
     CallContext, Capabilities, CloudOptions, ClusterMarkers, CreateMachine, CreatedMachine, DeletedMachine, Driver,
     DriverError, DriverInfo, ImageShares, ListMachines, MachineRef, MachineStatus, Provider, RecentCreates,
-    RevokedImageShare, SecretKeys, ShareImage, SharedImage,
+    RevokedImageShare, SecretKeys, ShareImage, SharedImage, UpdateMachine, UpdatedMachine,
 };
 
 use crate::clients::{ClientPool, ComputeEndpoint};
@@ -137,7 +137,7 @@ impl Driver for GcpDriver {
                 get_volume_ids: true,
                 share_image: true,
                 revoke_image_share: true,
-                update_machine: false,
+                update_machine: true,
             },
             max_user_data_bytes: MAX_USER_DATA_BYTES,
             secret_keys: SecretKeys::none()
@@ -160,6 +160,10 @@ impl Driver for GcpDriver {
 
     async fn list_machines(&self, ctx: &CallContext, req: ListMachines) -> Result<Vec<(String, String)>, DriverError> {
         self.list(ctx, req).await
+    }
+
+    async fn update_machine(&self, ctx: &CallContext, req: UpdateMachine) -> Result<UpdatedMachine, DriverError> {
+        self.update(ctx, req).await
     }
 
     fn get_volume_ids(&self, pv_specs: &[serde_json::Value]) -> Result<Vec<String>, DriverError> {

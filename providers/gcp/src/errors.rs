@@ -6,8 +6,6 @@
 //! HTTP status class. Messages name the Compute call and carry GCE's message,
 //! never request ids or credentials, so they stay deterministic.
 
-use std::time::Duration;
-
 use google_cloud_compute_v1::model::Operation;
 use google_cloud_gax::error::Error as GaxError;
 use google_cloud_gax::error::rpc::StatusDetails;
@@ -15,8 +13,8 @@ use std::sync::Arc;
 
 use machine_driver_api::{CloudCall, CloudFailure, DriverError, ErrorKind, cloud_failure_message};
 
-/// Retry delay suggested for throttling, 5xx and transport failures.
-pub(crate) const RETRY_SOON: Duration = Duration::from_secs(5);
+/// The kit's retry delay for failures the cloud names none for.
+pub(crate) use machine_driver_api::RETRY_SOON;
 
 /// GCE reasons (HTTP error `errors[].reason` and operation error `code`) that mean throttling.
 const THROTTLING_REASONS: &[&str] = &["rateLimitExceeded", "userRateLimitExceeded", "RATE_LIMIT_EXCEEDED"];
@@ -180,6 +178,22 @@ impl GceFailure {
     /// provider answers, so that MCM lets the autoscaler pick another zone.
     pub(crate) fn is_not_offered_in_zone(&self) -> bool {
         self.http_status == Some(400) && self.message.contains("does not exist in zone")
+    }
+
+    /// 403 or 404: the resource is not there, or not visible to the caller.
+    pub(crate) fn is_not_found_or_forbidden(&self) -> bool {
+        matches!(self.http_status, Some(403 | 404))
+    }
+
+    /// A write refused because the resource changed since it was read: a
+    /// stale fingerprint (`conditionNotMet`, 412, or 400 on some methods).
+    pub(crate) fn is_stale_fingerprint(&self) -> bool {
+        self.reason.as_deref() == Some("conditionNotMet") || (self.http_status == Some(412) && self.reason.is_none())
+    }
+
+    /// 400 that is not a stale fingerprint: Compute refused the value itself.
+    pub(crate) fn is_value_refused(&self) -> bool {
+        self.http_status == Some(400) && !self.is_stale_fingerprint()
     }
 
     /// True for HTTP 404.

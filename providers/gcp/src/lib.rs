@@ -21,6 +21,7 @@ mod spec;
 mod spec_coverage;
 mod status;
 mod timestamps;
+mod update;
 mod volumes;
 
 pub use config::GcpConfig;

@@ -419,7 +419,7 @@ impl OperationWaiter {
                 Err(e) => {
                     finished += chunk.len();
                     for name in &chunk {
-                        st.answer(name, || Answer::Failed(copy_error(&e)));
+                        st.answer(name, || Answer::Failed(e.clone()));
                     }
                 }
             }
@@ -486,15 +486,6 @@ fn listable(name: &str) -> bool {
     !name.is_empty() && name.len() <= 128 && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
-/// The same error for another waiter (a `DriverError` is not `Clone`; the source stays with the first).
-fn copy_error(e: &DriverError) -> DriverError {
-    let copy = DriverError::new(e.kind(), e.reason(), e.message());
-    match e.retry_after() {
-        Some(delay) => copy.with_retry_after(delay),
-        None => copy,
-    }
-}
-
 /// Whether an operation is DONE.
 pub(crate) fn is_done(op: &Operation) -> bool {
     matches!(op.status, Some(operation::Status::Done))
@@ -530,7 +521,7 @@ mod tests {
                 me.calls.lock().unwrap().push((filter, token.clone()));
                 let answer = match me.pages.lock().unwrap().get(&token) {
                     Some(Ok(page)) => Ok(page.clone()),
-                    Some(Err(e)) => Err(copy_error(e)),
+                    Some(Err(e)) => Err(e.clone()),
                     None => Ok(OperationList::new()),
                 };
                 Box::pin(async move { answer })

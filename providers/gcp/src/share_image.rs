@@ -9,13 +9,11 @@
 //! drop each other's bindings (a stale etag is re-read and retried).
 
 use google_cloud_compute_v1::model::{Binding, GlobalSetPolicyRequest, Policy};
-use machine_driver_api::{
-    CallContext, DriverError, ErrorKind, ImageShares, RevokedImageShare, ShareImage, SharedImage,
-};
+use machine_driver_api::{CallContext, DriverError, ImageShares, RevokedImageShare, ShareImage, SharedImage};
 
 use crate::clients::ClientPool;
 use crate::credentials::GcpCredentials;
-use crate::errors::RETRY_SOON;
+use crate::errors::{GceFailure, RETRY_SOON};
 use crate::naming::{is_gce_name, is_project_id};
 
 /// The role that lets a principal read an image and create disks from it.
@@ -117,16 +115,15 @@ pub(crate) async fn share_image(
         .await;
     match visible {
         Ok(_) => return Ok(done(false)),
-        Err(f) if f.cloud().is_some_and(|c| matches!(c.http_status, Some(403 | 404))) => {}
+        Err(f) if f.cloud().is_some_and(GceFailure::is_not_found_or_forbidden) => {}
         Err(f) => return Err(f.into_driver_error()),
     }
 
     let Some(owner_secret) = req.owner_secret.as_ref() else {
-        return Err(DriverError::new(
-            ErrorKind::FailedPrecondition,
-            "OWNER_CREDENTIALS_REQUIRED",
-            format!("image {} is not visible to the consumer and no image-owner credentials were given", image.path()),
-        ));
+        return Err(DriverError::owner_credentials_required(format!(
+            "image {} is not visible to the consumer and no image-owner credentials were given",
+            image.path()
+        )));
     };
     let owner = GcpCredentials::from_secret(owner_secret, "ownerSecret")?;
     let api = pool.api(&owner, ctx).await?;
@@ -151,11 +148,7 @@ pub(crate) async fn revoke_image_share(
         None => consumer_email(&GcpCredentials::from_secret(&req.consumer_secret, "consumerSecret")?)?,
     };
     let owner_secret = req.owner_secret.as_ref().ok_or_else(|| {
-        DriverError::new(
-            ErrorKind::FailedPrecondition,
-            "OWNER_CREDENTIALS_REQUIRED",
-            "revoking a share needs the image owner's credentials",
-        )
+        DriverError::owner_credentials_required("revoking a share needs the image owner's credentials")
     })?;
     let owner = GcpCredentials::from_secret(owner_secret, "ownerSecret")?;
     let api = pool.api(&owner, ctx).await?;
@@ -176,13 +169,10 @@ pub(crate) async fn list_image_shares(
     req: ShareImage,
 ) -> Result<ImageShares, DriverError> {
     let image = ImageRef::parse(&req.image)?;
-    let owner_secret = req.owner_secret.as_ref().ok_or_else(|| {
-        DriverError::new(
-            ErrorKind::FailedPrecondition,
-            "OWNER_CREDENTIALS_REQUIRED",
-            "listing shares needs the image owner's credentials",
-        )
-    })?;
+    let owner_secret = req
+        .owner_secret
+        .as_ref()
+        .ok_or_else(|| DriverError::owner_credentials_required("listing shares needs the image owner's credentials"))?;
     let owner = GcpCredentials::from_secret(owner_secret, "ownerSecret")?;
     let api = pool.api(&owner, ctx).await?;
     let policy = api

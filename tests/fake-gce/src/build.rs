@@ -11,6 +11,7 @@ use crate::access::{self, ImagePermission};
 use crate::caller::Caller;
 use crate::clock;
 use crate::error::GceError;
+use crate::model::disk::Disk;
 use crate::model::instance::{
     AccessConfig, AliasIpRange, AttachedDisk, AttachedDiskRequest, Instance, InstanceRequest, Ipv6AccessConfig,
     Metadata, MetadataItem, NetworkInterface, NetworkInterfaceRequest, Tags,
@@ -126,7 +127,7 @@ pub(crate) fn instance(
 }
 
 /// Label keys and values as GCE accepts them (lowercase, digits, `_`, `-`; ≤ 63 chars; ≤ 64 labels).
-fn check_labels(labels: &BTreeMap<String, String>) -> Result<(), GceError> {
+pub(crate) fn check_labels(labels: &BTreeMap<String, String>) -> Result<(), GceError> {
     let allowed = |s: &str| s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
     if labels.len() > 64 {
         return Err(GceError::invalid_field("resource.labels", "", "Too many labels. At most 64 are allowed."));
@@ -203,7 +204,7 @@ fn disks(
                 "Boot disk must be the first disk attached to the instance.",
             ));
         }
-        let (source, size) = match (disk.source.take(), disk.initialize_params.take()) {
+        let (source, size, created) = match (disk.source.take(), disk.initialize_params.take()) {
             (Some(_), Some(_)) => {
                 return Err(GceError::invalid_field(
                     &field,
@@ -214,7 +215,7 @@ fn disks(
             (None, None) => {
                 return Err(GceError::invalid_field(&field, "", "Source or initializeParams must be specified."));
             }
-            (Some(source), None) => (disk_url(&source, project, zone, &format!("{field}.source"))?, None),
+            (Some(source), None) => (disk_url(&source, project, zone, &format!("{field}.source"))?, None, None),
             (None, Some(params)) => {
                 let image_size = match params.source_image.as_deref() {
                     Some(image) => {
@@ -247,7 +248,29 @@ fn disks(
                     None => format!("{name}-{i}"),
                 };
                 let size = requested.or(image_size).unwrap_or(10);
-                (urls::full(&format!("projects/{project}/zones/{zone}/disks/{disk_name}")), Some(size.to_string()))
+                check_labels(&params.labels)?;
+                let self_link = urls::full(&format!("projects/{project}/zones/{zone}/disks/{disk_name}"));
+                let type_name =
+                    params.disk_type.as_deref().and_then(|t| t.rsplit('/').next()).unwrap_or("pd-standard").to_string();
+                let label_json = serde_json::to_vec(&params.labels).unwrap_or_default();
+                let created = Disk {
+                    kind: "compute#disk",
+                    id: new_id(),
+                    creation_timestamp: clock::rfc3339(SystemTime::now()),
+                    name: disk_name,
+                    size_gb: size.to_string(),
+                    zone: urls::full(&format!("projects/{project}/zones/{zone}")),
+                    status: "READY",
+                    self_link: self_link.clone(),
+                    source_image: params.source_image.as_deref().and_then(|i| resolved_image(i, target, state)),
+                    disk_type: urls::full(&format!("projects/{project}/zones/{zone}/diskTypes/{type_name}")),
+                    label_fingerprint: fingerprint(&label_json),
+                    labels: params.labels,
+                    users: vec![urls::full(&format!("projects/{project}/zones/{zone}/instances/{name}"))],
+                    provisioned_iops: params.provisioned_iops,
+                    provisioned_throughput: params.provisioned_throughput,
+                };
+                (self_link, Some(size.to_string()), Some(Box::new(created)))
             }
         };
         let mut other = std::mem::take(&mut disk.other);
@@ -267,6 +290,7 @@ fn disks(
             disk_size_gb: size,
             licenses: Vec::new(),
             other,
+            created,
         });
     }
     Ok(out)
@@ -318,6 +342,18 @@ fn image_size(value: &str, field: &str, target: &Target<'_>, state: &State) -> R
     let image = found.ok_or_else(|| GceError::not_found(&path))?;
     access::check(image, project, target.caller, ImagePermission::Use)?;
     Ok(image.image.disk_size_gb.parse().unwrap_or(10))
+}
+
+/// The full URL of the image a `sourceImage` reference boots (a family's
+/// image, as GCE resolves it), as the disk's `sourceImage` shows it.
+fn resolved_image(value: &str, target: &Target<'_>, state: &State) -> Option<String> {
+    let found = match urls::parse_image(value, target.project, "sourceImage").ok()? {
+        ImageRef::Name { project, name } => state.images.get(&(project, name)),
+        ImageRef::Family { project, family } => {
+            state.images.iter().find(|((p, _), rec)| *p == project && rec.image.family == family).map(|(_, rec)| rec)
+        }
+    };
+    found.map(|rec| rec.image.self_link.clone())
 }
 
 /// Network interfaces: full URLs, an internal IP each, and a NAT IP per access config.

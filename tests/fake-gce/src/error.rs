@@ -99,6 +99,17 @@ impl GceError {
         )
     }
 
+    /// 412 `conditionNotMet`: the fingerprint a `setLabels`/`setTags` sent
+    /// is not the resource's current one (or none was sent). GCE answers
+    /// `{"code": 412, "message": "Labels fingerprint either invalid or
+    /// resource labels have changed", "errors": [{"reason":
+    /// "conditionNotMet", "location": "If-Match"}]}` for labels
+    /// (googleapis/google-cloud-go issue 7802 shows the body) and "Supplied
+    /// fingerprint does not match current fingerprint." for tags.
+    pub(crate) fn fingerprint_mismatch(message: &str) -> Self {
+        Self::new(StatusCode::PRECONDITION_FAILED, "conditionNotMet", message)
+    }
+
     /// 429 `rateLimitExceeded`, GCE's throttling answer.
     pub(crate) fn rate_limited() -> Self {
         Self::new(StatusCode::TOO_MANY_REQUESTS, "rateLimitExceeded", "Rate Limit Exceeded")

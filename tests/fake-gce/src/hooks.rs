@@ -53,7 +53,12 @@ impl CloudHooks for GceHooks {
             "instances.delete" => Some(OpClass::Delete),
             // Starting a stopped instance changes an existing resource.
             "images.setIamPolicy" | "instances.start" => Some(OpClass::Write),
+            // In-place changes of an instance or a disk (UpdateMachine).
+            "instances.setLabels" | "instances.setTags" | "disks.setLabels" | "disks.resize" | "disks.update" => {
+                Some(OpClass::Write)
+            }
             "instances.get"
+            | "disks.get"
             | "instances.list"
             | "images.get"
             | "images.getIamPolicy"
@@ -75,7 +80,7 @@ impl CloudHooks for GceHooks {
             .instances
             .values()
             .filter_map(|record| record.render(now))
-            .map(|instance| inventory_entry(&instance, &instance.status, true))
+            .map(|instance| inventory_entry(&instance, &instance.status, &state.disks, true))
             .collect();
         instances.extend(state.deleted.iter().cloned());
         let images = state

@@ -1,6 +1,7 @@
 //! A stateful fake of the Compute Engine REST API (`/compute/v1/...`) for tests:
-//! instances (insert/get/list/start/delete, Spot VM preemption through the
-//! admin reclaim), zone operations (get/wait/list) and images
+//! instances (insert/get/list/start/delete/setLabels/setTags, Spot VM
+//! preemption through the admin reclaim), the disks the inserts make
+//! (get/setLabels/resize/update), zone operations (get/wait/list) and images
 //! (get/getIamPolicy/setIamPolicy), with GCE's real JSON shapes and error
 //! bodies, Google's STS token exchange and IAM Credentials `generateAccessToken`
 //! for workload identity (tokens that expire; Compute refuses unknown or

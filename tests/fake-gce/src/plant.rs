@@ -99,8 +99,9 @@ pub(crate) fn plant(store: &Store, request: &PlantRequest) -> Result<Planted, Pl
     // Nobody in particular: the public image is usable by allUsers.
     let caller = Caller::default();
     let target = Target { project: &project, zone: &zone, caller: &caller };
-    let instance =
+    let mut instance =
         build::instance(instance_request, &target, &mut state).map_err(|e| PlantError::Invalid(e.message))?;
+    state.store_disks_of(&mut instance);
     let attached = if request.attached.is_empty() {
         Vec::new()
     } else {

@@ -24,7 +24,7 @@ use crate::state::{InstanceRecord, State as CloudState};
 use crate::urls;
 
 /// The existing operation a `requestId` was already used for, if any.
-fn replay(
+pub(super) fn replay(
     state: &CloudState,
     project: &str,
     zone: &str,
@@ -40,7 +40,7 @@ fn replay(
 }
 
 /// Stores an operation (and its `requestId`) and returns it rendered.
-fn record_operation(state: &mut CloudState, record: OperationRecord, now: Instant) -> Operation {
+pub(super) fn record_operation(state: &mut CloudState, record: OperationRecord, now: Instant) -> Operation {
     let rendered = record.render(now);
     let key = (record.project.clone(), record.zone.clone(), record.name.clone());
     if let Some(id) = &record.request_id {
@@ -88,7 +88,7 @@ pub(crate) async fn insert(
     }
     let caller = Caller::from_headers(&headers, state.default_caller.as_deref());
     let target = Target { project: &project, zone: &zone, caller: &caller };
-    let instance = match build::instance(request, &target, &mut state) {
+    let mut instance = match build::instance(request, &target, &mut state) {
         Ok(instance) => instance,
         Err(error) => return error.into_response(),
     };
@@ -124,6 +124,7 @@ pub(crate) async fn insert(
         failure: failure.clone(),
         request_id: request_id.as_deref(),
     });
+    state.store_disks_of(&mut instance);
     state.instances.insert(key, InstanceRecord { resource: instance, lifecycle, visible_at: now + invisible });
     let op = record_operation(&mut state, record, now);
     drop(state);

@@ -3,6 +3,7 @@
 mod images;
 mod instances;
 mod operations;
+mod updates;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -38,6 +39,11 @@ pub(crate) fn routes(ctx: Ctx) -> Router {
         .route(&format!("{ZONE}/instances"), get(instances::list).post(instances::insert))
         .route(&format!("{ZONE}/instances/{{name}}"), get(instances::get).delete(instances::delete))
         .route(&format!("{ZONE}/instances/{{name}}/start"), post(instances::start))
+        .route(&format!("{ZONE}/instances/{{name}}/setLabels"), post(updates::set_instance_labels))
+        .route(&format!("{ZONE}/instances/{{name}}/setTags"), post(updates::set_instance_tags))
+        .route(&format!("{ZONE}/disks/{{name}}"), get(updates::get_disk).patch(updates::update_disk))
+        .route(&format!("{ZONE}/disks/{{name}}/setLabels"), post(updates::set_disk_labels))
+        .route(&format!("{ZONE}/disks/{{name}}/resize"), post(updates::resize_disk))
         .route(&format!("{ZONE}/operations"), get(operations::list))
         .route(&format!("{ZONE}/operations/{{operation}}"), get(operations::get))
         .route(&format!("{ZONE}/operations/{{operation}}/wait"), post(operations::wait))

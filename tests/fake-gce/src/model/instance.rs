@@ -90,6 +90,15 @@ pub(crate) struct InitializeParams {
     #[serde(default, deserialize_with = "int64_lenient")]
     pub(crate) disk_size_gb: Option<String>,
     pub(crate) disk_type: Option<String>,
+    /// Labels of the new disk (`disks.get` shows them, `disks.setLabels` changes them).
+    #[serde(default)]
+    pub(crate) labels: BTreeMap<String, String>,
+    /// Hyperdisk provisioned IOPS of the new disk.
+    #[serde(default, deserialize_with = "int64_lenient")]
+    pub(crate) provisioned_iops: Option<String>,
+    /// Hyperdisk provisioned throughput (MiB/s) of the new disk.
+    #[serde(default, deserialize_with = "int64_lenient")]
+    pub(crate) provisioned_throughput: Option<String>,
 }
 
 /// One entry of `networkInterfaces` in a request.
@@ -270,4 +279,8 @@ pub(crate) struct AttachedDisk {
     pub(crate) licenses: Vec<String>,
     #[serde(flatten)]
     pub(crate) other: Map<String, Value>,
+    /// The disk resource the insert makes for an `initializeParams` disk
+    /// (never on the wire: stored in the state's disks by the insert).
+    #[serde(skip)]
+    pub(crate) created: Option<Box<super::disk::Disk>>,
 }

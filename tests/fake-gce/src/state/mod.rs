@@ -13,6 +13,7 @@ use base64::Engine as _;
 use fake_cloud_support::{IdempotencyTokens, InventoryInstance};
 use sha2::{Digest, Sha256};
 
+use crate::model::disk::Disk;
 use crate::model::image::Image;
 use crate::model::instance::Instance;
 use crate::model::policy::Policy;
@@ -80,6 +81,9 @@ pub(crate) struct State {
     pub(crate) instances: BTreeMap<ZonalKey, InstanceRecord>,
     /// Instances that no longer exist, for the admin inventory.
     pub(crate) deleted: Vec<InventoryInstance>,
+    /// Persistent disks by `(project, zone, name)`: those the inserts made
+    /// (`initializeParams`); an instance's `autoDelete` disks go with it.
+    pub(crate) disks: BTreeMap<ZonalKey, Disk>,
     /// Zone operations by `(project, zone, name)`.
     pub(crate) operations: HashMap<ZonalKey, OperationRecord>,
     /// `(project, zone, requestId)` → the operation name (GCE does not compare
@@ -116,7 +120,33 @@ impl State {
             .collect();
         for key in gone {
             if let Some(record) = self.instances.remove(&key) {
-                self.deleted.push(inventory_entry(&record.resource, "DELETED", false));
+                self.release_disks(&record.resource);
+                self.deleted.push(inventory_entry(&record.resource, "DELETED", &self.disks, false));
+            }
+        }
+    }
+
+    /// Stores the disks `instance`'s insert made (moved out of its attached
+    /// disks), replacing any stored disk of the same name.
+    pub(crate) fn store_disks_of(&mut self, instance: &mut Instance) {
+        for attached in &mut instance.disks {
+            if let Some(disk) = attached.created.take()
+                && let Some(key) = disk_key(&disk.self_link)
+            {
+                self.disks.insert(key, *disk);
+            }
+        }
+    }
+
+    /// An instance is gone: its `autoDelete` disks are deleted with it, the
+    /// others only lose it from their `users`.
+    fn release_disks(&mut self, instance: &Instance) {
+        for attached in &instance.disks {
+            let Some(key) = disk_key(&attached.source) else { continue };
+            if attached.auto_delete {
+                self.disks.remove(&key);
+            } else if let Some(disk) = self.disks.get_mut(&key) {
+                disk.users.retain(|u| *u != instance.self_link);
             }
         }
     }
@@ -182,9 +212,30 @@ impl Store {
     }
 }
 
-/// The inventory entry of an instance (`tags` = labels, plus metadata items).
-pub(crate) fn inventory_entry(instance: &Instance, state: &str, live: bool) -> InventoryInstance {
+/// The `(project, zone, name)` of a disk URL (`.../projects/P/zones/Z/disks/D`).
+pub(crate) fn disk_key(url: &str) -> Option<ZonalKey> {
+    match crate::urls::strip_base(url).split('/').collect::<Vec<_>>().as_slice() {
+        ["projects", p, "zones", z, "disks", d] => Some(((*p).to_string(), (*z).to_string(), (*d).to_string())),
+        _ => None,
+    }
+}
+
+/// The inventory entry of an instance (`tags` = labels, plus metadata items
+/// and `disks`: each attached disk as `disks.get` shows it, when stored).
+pub(crate) fn inventory_entry(
+    instance: &Instance,
+    state: &str,
+    disks: &BTreeMap<ZonalKey, Disk>,
+    live: bool,
+) -> InventoryInstance {
     let mut extra = serde_json::Map::new();
+    let attached: Vec<serde_json::Value> = instance
+        .disks
+        .iter()
+        .filter_map(|a| disks.get(&disk_key(&a.source)?))
+        .filter_map(|d| serde_json::to_value(d).ok())
+        .collect();
+    extra.insert("disks".into(), serde_json::Value::Array(attached));
     let metadata: serde_json::Map<String, serde_json::Value> = instance
         .metadata
         .items
@@ -236,6 +287,25 @@ pub(crate) fn fingerprint(data: &[u8]) -> String {
     base64::engine::general_purpose::URL_SAFE.encode(fingerprint_bytes(data))
 }
 
+/// A fresh fingerprint for a resource whose labels or tags were just written
+/// (GCE's changes on every write, so that a client holding the old one is refused).
+pub(crate) fn new_fingerprint() -> String {
+    fingerprint(&rand::random::<[u8; 16]>())
+}
+
+/// Whether the fingerprint a client `sent` is `current`: compared as the
+/// bytes they encode (clients may re-encode them in the standard base64
+/// alphabet, with or without padding). Missing or empty never matches.
+pub(crate) fn same_fingerprint(sent: Option<&str>, current: &str) -> bool {
+    use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
+    let decode =
+        |s: &str| [URL_SAFE, URL_SAFE_NO_PAD, STANDARD, STANDARD_NO_PAD].iter().find_map(|e| e.decode(s.trim()).ok());
+    match (sent.filter(|s| !s.is_empty()).and_then(decode), decode(current)) {
+        (Some(a), Some(b)) => a == b,
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -247,5 +317,16 @@ mod tests {
             assert!(!f.contains('+') && !f.contains('/'), "{f}");
             assert_eq!(f.len(), 12);
         }
+    }
+
+    #[test]
+    fn fingerprints_compare_as_bytes_whatever_the_alphabet() {
+        let f = fingerprint(b"x");
+        let bytes = base64::engine::general_purpose::URL_SAFE.decode(&f).unwrap_or_default();
+        let standard = base64::engine::general_purpose::STANDARD_NO_PAD.encode(bytes);
+        assert!(same_fingerprint(Some(&f), &f));
+        assert!(same_fingerprint(Some(&standard), &f));
+        assert!(!same_fingerprint(Some(&fingerprint(b"y")), &f));
+        assert!(!same_fingerprint(None, &f) && !same_fingerprint(Some(""), &f));
     }
 }

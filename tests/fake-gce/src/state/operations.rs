@@ -19,6 +19,14 @@ pub(crate) enum OpType {
     Delete,
     /// `instances.start`.
     Start,
+    /// `instances.setLabels` or `disks.setLabels`.
+    SetLabels,
+    /// `instances.setTags`.
+    SetTags,
+    /// `disks.resize`.
+    Resize,
+    /// `disks.update`.
+    Update,
     /// GCE preempted a Spot VM (no API call: GCE's own operation, by `system`,
     /// as `gcloud compute operations list --filter=operationType=compute.instances.preempted` shows it).
     Preempted,
@@ -30,6 +38,10 @@ impl OpType {
             Self::Insert => "insert",
             Self::Delete => "delete",
             Self::Start => "start",
+            Self::SetLabels => "setLabels",
+            Self::SetTags => "setTags",
+            Self::Resize => "resize",
+            Self::Update => "update",
             Self::Preempted => "compute.instances.preempted",
         }
     }
