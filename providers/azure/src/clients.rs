@@ -376,7 +376,7 @@ impl Api<'_> {
     /// After a 401, the token is forgotten so that the next call fetches a new one.
     fn after<T>(&self, answer: &Answer<T>) {
         if let Err(CallFailure::Cloud(_, f)) = answer
-            && f.http_status == Some(401)
+            && f.is_unauthorized()
         {
             self.clients.token.forget();
         }

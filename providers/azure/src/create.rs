@@ -160,7 +160,7 @@ impl AzureDriver {
                     if let Some(existing) = get_vm(&api, &target, true).await? {
                         return self.adopt(&api, &creds, &target, &existing, &markers, &req.machine).await;
                     }
-                    if f.http_status == Some(412) {
+                    if f.is_precondition_failed() {
                         return Err(DriverError::unavailable(
                             "VM_NOT_VISIBLE",
                             format!("VM {} exists but is not readable yet", target.name),

@@ -134,6 +134,21 @@ impl ArmFailure {
         self.http_status == Some(404)
     }
 
+    /// 412: a create-only PUT (`If-None-Match: *`) found the resource there.
+    pub(crate) fn is_precondition_failed(&self) -> bool {
+        self.http_status == Some(412)
+    }
+
+    /// 401: the bearer token was refused (expired or revoked).
+    pub(crate) fn is_unauthorized(&self) -> bool {
+        self.http_status == Some(401)
+    }
+
+    /// 403: the identity may not make the call.
+    pub(crate) fn is_forbidden(&self) -> bool {
+        self.http_status == Some(403)
+    }
+
     /// The NIC is reserved for another VM for up to 180 s after that VM failed or was deleted.
     pub(crate) fn is_nic_reserved(&self) -> bool {
         self.code() == "NicReservedForAnotherVm"

@@ -300,7 +300,7 @@ impl Marketplace {
                 self.accepted.insert(key, Arc::new(()));
                 Ok(())
             }
-            Err(CallFailure::Cloud(_, f)) if f.http_status == Some(403) => Err(DriverError::new(
+            Err(CallFailure::Cloud(_, f)) if f.is_forbidden() => Err(DriverError::new(
                 ErrorKind::PermissionDenied,
                 "MARKETPLACE_TERMS_NOT_ACCEPTED",
                 format!(

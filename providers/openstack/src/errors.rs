@@ -69,6 +69,18 @@ impl OsFailure {
         self.http_status == Some(401)
     }
 
+    /// Glance's 403 for the members of an image that is not `shared`
+    /// ("Only shared images have members"): it has no member to revoke.
+    pub(crate) fn is_not_a_shared_image(&self) -> bool {
+        self.http_status == Some(403) && self.message.contains("Only shared images")
+    }
+
+    /// Neutron's 400 for a port create with `tags` (a cloud without the
+    /// `standard-attr-tag` extension on ports): the tags go on with a second call.
+    pub(crate) fn is_port_tags_refused(&self) -> bool {
+        self.http_status == Some(400) && self.message.contains("tags")
+    }
+
     fn mentions_quota(&self) -> bool {
         let m = self.message.to_ascii_lowercase();
         m.contains("quota") || m.contains("maximum:") || m.contains("limit exceeded for")

@@ -301,7 +301,7 @@ async fn create_one(api: &Api<'_>, body: &Value) -> Result<Port, CallFailure<OsF
     let call = Call::new(Service::Network, "ports.create", Verb::Post, "/ports");
     match api.json::<PortOne>(call, &[], Some(&json!({"port": body}))).await {
         Ok(created) => Ok(created.port),
-        Err(CallFailure::Cloud(_, f)) if f.http_status == Some(400) && f.message.contains("tags") => {
+        Err(CallFailure::Cloud(_, f)) if f.is_port_tags_refused() => {
             let mut port = body.clone();
             let tags = port.as_object_mut().and_then(|p| p.remove("tags")).unwrap_or_else(|| json!([]));
             let created: PortOne = api.json(call, &[], Some(&json!({"port": port}))).await?;

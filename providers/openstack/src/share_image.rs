@@ -101,9 +101,7 @@ pub(crate) async fn revoke_image_share(
     match owner_api.raw(Call::new(Service::Image, "members.delete", Verb::Delete, &path), &[], None).await {
         Ok(_) => Ok(RevokedImageShare { revoked_now: true, consumer_account: project }),
         // Not a member, or an image that is not `shared` (Glance: "Only shared images have members").
-        Err(CallFailure::Cloud(_, f))
-            if f.is_not_found() || f.http_status == Some(403) && f.message.contains("Only shared images") =>
-        {
+        Err(CallFailure::Cloud(_, f)) if f.is_not_found() || f.is_not_a_shared_image() => {
             Ok(RevokedImageShare { revoked_now: false, consumer_account: project })
         }
         Err(e) => Err(e.into()),
