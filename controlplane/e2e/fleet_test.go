@@ -195,12 +195,14 @@ type fleet struct {
 	sidecarBin string
 	sidecar    *cluster.Process
 	mc         *cluster.Process // adapter/cmd/machine-controller
+	mcMetrics  string           // its /metrics URL
 	mcm        *cluster.Process // MCM's machine-controller-manager
 	// Every process started, killed ones too: their logs are searched for Forbidden.
 	all     []*cluster.Process
 	started map[string]int // per name, for the log file of a restarted process
 
 	class                               string // the MachineDeployment's MachineClass
+	spotDeployment                      bool   // the Spot MachineDeployment exists (scenario 8)
 	n                                   int    // its replicas
 	controlKubeconfig, targetKubeconfig string
 	kubelet                             *kubelet
@@ -437,7 +439,8 @@ func (f *fleet) classAndSecret(ctx context.Context, name string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f.spec = raw
+		// With update.removable, the class has the tag the hot update removes.
+		f.spec = f.withRemovable(raw)
 		var values map[string]string
 		if err := readJSON(filepath.Join(f.examples, "secret.json"), &values); err != nil {
 			t.Fatal(err)
@@ -629,13 +632,16 @@ func (f *fleet) startSidecar(binary string, wait bool) {
 // mounted secret; the test's socket; its own port; the orphan period short).
 func (f *fleet) startMachineController(wait bool) {
 	port := freePort(f.t)
-	f.mc = f.start("machine-controller", nil, machineControllerBin, f.processArgs("machine-controller", map[string]string{
+	args := f.processArgs("machine-controller", map[string]string{
 		"--control-kubeconfig":               f.controlKubeconfig,
 		"--target-kubeconfig":                f.targetKubeconfig,
 		"--machine-driver-socket":            f.socket,
 		"--machine-safety-orphan-vms-period": orphanPeriod.String(),
 		"--port":                             strconv.Itoa(port),
-	})...)
+	})
+	f.mcMetrics = fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
+	// The hot-update reconciler (off by default, not in deploy/): scenario 7.
+	f.mc = f.start("machine-controller", nil, machineControllerBin, append(args, "--hot-update")...)
 	if !wait {
 		return
 	}

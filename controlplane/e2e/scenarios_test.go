@@ -34,12 +34,21 @@ func (f *fleet) scenarios(n int) {
 		f.scale(n)
 		f.converged(fmt.Sprintf("scaled to %d", n), n, "class-a", f.settle(n))
 	})
+	f.sub("7-hot-update", func() {
+		f.step("7 class-a edited in place (update.tagsPatch), hot update", f.hotUpdate)
+	})
 	f.step("2 rolling update to class-b", func() { f.rollTo(n, "class-b", false) })
 	if kills() {
 		f.step("5 rolling update to class-c, machine-controller, sidecar and machine-controller-manager killed", func() { f.rollTo(n, "class-c", true) })
 	}
+	f.sub("8-spot-reclaim", func() {
+		f.step("8 Spot VM reclaimed, machine Failed by the watcher and replaced", f.spotReclaim)
+	})
 	f.step("3 scale to 0", func() {
 		f.scale(0)
+		if f.spotDeployment {
+			f.patchMachineDeployment(spotDeploymentName, `{"spec":{"replicas":0}}`)
+		}
 		f.empty("scaled to 0", f.settle(n))
 	})
 	f.step("4 orphan collected, foreign VM kept", f.orphans)
@@ -56,20 +65,27 @@ func (f *fleet) ctx() (context.Context, context.CancelFunc) {
 
 // createDeployment creates the MachineDeployment, 0 replicas, as Gardener's worker controller
 // does (admin here): a RollingUpdate with maxSurge and maxUnavailable.
-func (f *fleet) createDeployment() {
+func (f *fleet) createDeployment() { f.createMachineDeployment(deploymentName, "class-a", 0) }
+
+// createMachineDeployment creates the MachineDeployment name of class with replicas (its
+// machines labelled name=<name>), with the rolling bounds of f.n.
+func (f *fleet) createMachineDeployment(name, class string, replicas int32) {
 	ctx, cancel := f.ctx()
 	defer cancel()
 	s, u := rollingBounds(f.n)
 	surge, unavailable := intstr.FromInt(s), intstr.FromInt(u)
-	labels := map[string]string{"name": deploymentName}
+	labels := map[string]string{"name": name}
+	if name == spotDeploymentName {
+		f.spotDeployment = true
+	}
 	md := &v1alpha1.MachineDeployment{
-		ObjectMeta: metav1.ObjectMeta{Name: deploymentName, Namespace: namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
 		Spec: v1alpha1.MachineDeploymentSpec{
-			Replicas: 0,
+			Replicas: replicas,
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: v1alpha1.MachineTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: "class-a"}},
+				Spec:       v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: class}},
 			},
 			Strategy: v1alpha1.MachineDeploymentStrategy{
 				Type: v1alpha1.RollingUpdateMachineDeploymentStrategyType,
@@ -84,11 +100,14 @@ func (f *fleet) createDeployment() {
 	}
 }
 
-func (f *fleet) patchDeployment(patch string) {
+func (f *fleet) patchDeployment(patch string) { f.patchMachineDeployment(deploymentName, patch) }
+
+// patchMachineDeployment merge-patches the MachineDeployment name.
+func (f *fleet) patchMachineDeployment(name, patch string) {
 	f.t.Helper()
 	ctx, cancel := f.ctx()
 	defer cancel()
-	if _, err := f.machines.MachineV1alpha1().MachineDeployments(namespace).Patch(ctx, deploymentName, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+	if _, err := f.machines.MachineV1alpha1().MachineDeployments(namespace).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		f.t.Fatal(err)
 	}
 }
