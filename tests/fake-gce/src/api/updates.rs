@@ -53,6 +53,22 @@ struct SetLabelsRequest {
     label_fingerprint: Option<String>,
 }
 
+impl SetLabelsRequest {
+    /// Replaces a resource's `labels` with the request's, under GCE's
+    /// optimistic lock: the request's fingerprint must be the resource's
+    /// current `fingerprint`, which then changes.
+    fn apply(self, labels: &mut BTreeMap<String, String>, fingerprint: &mut String) -> Result<(), GceError> {
+        if !same_fingerprint(self.label_fingerprint.as_deref(), fingerprint) {
+            return Err(GceError::fingerprint_mismatch(
+                "Labels fingerprint either invalid or resource labels have changed",
+            ));
+        }
+        *labels = self.labels;
+        *fingerprint = new_fingerprint();
+        Ok(())
+    }
+}
+
 /// The body of `instances.setTags` (a `Tags` object).
 #[derive(Debug, Default, Deserialize)]
 struct SetTagsRequest {
@@ -170,13 +186,7 @@ pub(crate) async fn set_instance_labels(
                 return Err(GceError::not_ready(&path));
             }
             let i = &mut record.resource;
-            if !same_fingerprint(req.label_fingerprint.as_deref(), &i.label_fingerprint) {
-                return Err(GceError::fingerprint_mismatch(
-                    "Labels fingerprint either invalid or resource labels have changed",
-                ));
-            }
-            i.labels = req.labels;
-            i.label_fingerprint = new_fingerprint();
+            req.apply(&mut i.labels, &mut i.label_fingerprint)?;
             let (link, id) = (i.self_link.clone(), i.id.clone());
             Ok(w.operation(state, OpType::SetLabels, &link, &id))
         })
@@ -279,13 +289,7 @@ pub(crate) async fn set_disk_labels(
         write(&ctx, &project, &zone, &params, &headers, |state, w| {
             check_labels(&req.labels)?;
             let disk = disk_mut(state, &project, &zone, &name)?;
-            if !same_fingerprint(req.label_fingerprint.as_deref(), &disk.label_fingerprint) {
-                return Err(GceError::fingerprint_mismatch(
-                    "Labels fingerprint either invalid or resource labels have changed",
-                ));
-            }
-            disk.labels = req.labels;
-            disk.label_fingerprint = new_fingerprint();
+            req.apply(&mut disk.labels, &mut disk.label_fingerprint)?;
             let (link, id) = (disk.self_link.clone(), disk.id.clone());
             Ok(w.operation(state, OpType::SetLabels, &link, &id))
         })
