@@ -111,6 +111,65 @@ pub struct UpdateInputs {
     pub removable: Option<String>,
     /// A class edit only a new VM can have.
     pub replacement: ReplacementInput,
+    /// A disk's size or performance changed in place (`update/disk-changed`);
+    /// absent where the cloud changes no disk of a running VM (see `noDisk`).
+    #[serde(default)]
+    pub disk: Option<DiskInput>,
+    /// Why the cloud changes no disk of a running VM in place, when `disk` is
+    /// absent (OpenStack): the reason `update/disk-changed` skips with.
+    #[serde(default)]
+    pub no_disk: Option<String>,
+}
+
+/// An in-place disk edit (`update.disk`) and the field the answer names.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DiskInput {
+    /// JSON merge patch on the class that changes a disk's size or
+    /// performance (arrays are replaced whole: the patch repeats the disk list).
+    pub patch: Value,
+    /// The field UpdateMachine answers APPLIED for it
+    /// (`providerSpec.blockDevices[0].ebs.iops`).
+    pub field: String,
+    /// Where the fake's inventory shows the disk attribute, when it does.
+    #[serde(default)]
+    pub inventory: Option<InventoryValue>,
+}
+
+/// A value the fake's inventory record of the VM must show once the edit is applied.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct InventoryValue {
+    /// JSON Pointer (RFC 6901) into the VM's inventory fields besides id,
+    /// name, state and tags (`/block_devices/0/iops`).
+    pub pointer: String,
+    /// The value it shows after the update (and not before).
+    pub value: Value,
+}
+
+impl DiskInput {
+    /// An error naming what is wrong: the patch not an object, the field not
+    /// a `providerSpec.` path, the pointer not a JSON Pointer.
+    pub fn check(&self) -> Result<(), String> {
+        if !self.patch.is_object() {
+            return Err(format!(
+                "update.disk.patch must be a JSON object (a merge patch on the class), got {}",
+                self.patch
+            ));
+        }
+        if !self.field.starts_with("providerSpec.") {
+            return Err(format!("update.disk.field {:?} must start with \"providerSpec.\"", self.field));
+        }
+        if let Some(shown) = &self.inventory
+            && !shown.pointer.starts_with('/')
+        {
+            return Err(format!(
+                "update.disk.inventory.pointer {:?} must be a JSON Pointer (start with /)",
+                shown.pointer
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// A replacement-only class edit and the field the driver must name.
@@ -755,6 +814,43 @@ mod tests {
     }
 
     #[test]
+    fn disk_inputs_parse_and_are_checked() {
+        let u: UpdateInputs = serde_json::from_value(serde_json::json!({
+            "source": "x",
+            "tagsPatch": {"tags": {"team": "b"}},
+            "replacement": {"patch": {"machineType": "m"}, "field": "providerSpec.machineType"},
+            "disk": {
+                "patch": {"disks": [{"sizeGb": 60}]},
+                "field": "providerSpec.disks[0].sizeGb",
+                "inventory": {"pointer": "/disks/0/sizeGb", "value": "60"}
+            }
+        }))
+        .unwrap();
+        let disk = u.disk.clone().unwrap();
+        assert_eq!(disk.check(), Ok(()));
+        assert_eq!(disk.inventory.as_ref().unwrap().value, serde_json::json!("60"));
+        assert!(u.no_disk.is_none());
+        let bad_patch = DiskInput { patch: serde_json::json!([1]), ..disk.clone() };
+        assert!(bad_patch.check().unwrap_err().contains("update.disk.patch"));
+        let bad_field = DiskInput { field: "disks[0].sizeGb".into(), ..disk.clone() };
+        assert!(bad_field.check().unwrap_err().contains("update.disk.field"));
+        let bad_pointer =
+            DiskInput { inventory: Some(InventoryValue { pointer: "disks".into(), value: Value::Null }), ..disk };
+        assert!(bad_pointer.check().unwrap_err().contains("JSON Pointer"));
+        let unknown = serde_json::json!({"patch": {}, "field": "providerSpec.x", "y": 1});
+        assert!(serde_json::from_value::<DiskInput>(unknown).is_err());
+        let none: UpdateInputs = serde_json::from_value(serde_json::json!({
+            "source": "x",
+            "tagsPatch": {"tags": {"team": "b"}},
+            "replacement": {"patch": {}, "field": "f"},
+            "noDisk": "no in-place disk change"
+        }))
+        .unwrap();
+        assert!(none.disk.is_none());
+        assert_eq!(none.no_disk.as_deref(), Some("no in-place disk change"));
+    }
+
+    #[test]
     fn every_provider_conformance_file_parses() {
         let providers = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../providers");
         let mut seen = 0;
@@ -767,6 +863,14 @@ mod tests {
             if let Some(update) = parsed.update {
                 update.tag_edits().unwrap_or_else(|e| panic!("{}: {e}", file.display()));
                 update.removable_patch().unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+                if let Some(disk) = &update.disk {
+                    disk.check().unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+                }
+                assert!(
+                    update.disk.is_none() || update.no_disk.is_none(),
+                    "{}: update has both disk and noDisk",
+                    file.display()
+                );
             }
             seen += 1;
         }

@@ -133,6 +133,7 @@ pub fn all() -> Vec<Scenario> {
         scenario("spot/on-demand-not-reclaimed", "spotod", &[], true, spot::on_demand_not_reclaimed),
         scenario("update/tags-applied", "updtag", &[UpdateMachine], true, update::tags_applied),
         scenario("update/validate-only-changes-nothing", "upddry", &[UpdateMachine], true, update::validate_only),
+        scenario("update/disk-changed", "upddisk", &[UpdateMachine], true, update::disk_changed),
         scenario("update/replacement-refused", "updrepl", &[UpdateMachine], true, update::replacement_refused),
         scenario("update/lost-answer-retried", "updlost", &[UpdateMachine], true, update::lost_answer_retried),
         scenario("update/foreign-vm-untouched", "updown", &[UpdateMachine], true, update::foreign_vm_untouched),

@@ -4,8 +4,10 @@
 //! applied, what was already so and what only a replacement can change;
 //! `validate_only` and a repeat write nothing; a replacement-only edit is
 //! refused naming the field; a retry after a lost answer converges; a VM that
-//! is not this cluster's is NOT_FOUND and untouched. Gated by
-//! CAPABILITY_UPDATE_MACHINE and the conformance file's `update`.
+//! is not this cluster's is NOT_FOUND and untouched; a disk's size or
+//! performance, where the cloud changes it in place (`update.disk`), is
+//! APPLIED and then read back UNCHANGED. Gated by CAPABILITY_UPDATE_MACHINE
+//! and the conformance file's `update`.
 //!
 //! Every scenario creates its machine with the example class (plus the
 //! `update.removable` tag, when the file names one) and sends that class as
@@ -28,7 +30,7 @@ use crate::outcome::{StepResult, Stop};
 use crate::scenarios::bad_input::{spec_json, to_text};
 use crate::scenarios::migration::refers_to;
 use crate::scenarios::ownership::{Garden, settled};
-use crate::settings::{TagEdit, UpdateInputs};
+use crate::settings::{DiskInput, InventoryValue, TagEdit, UpdateInputs};
 use crate::status_details::{describe, error_reason};
 use crate::{ensure, fail, skip};
 
@@ -403,6 +405,154 @@ pub(crate) fn tags_applied(ctx: Ctx) -> BoxFuture<'static, StepResult> {
     })
 }
 
+/// The answer to the disk edit, judged: `field` APPLIED, no other field
+/// APPLIED (only the disk changed), none NEEDS_REPLACEMENT or UNSPECIFIED,
+/// sorted by field.
+fn judge_disk(changes: &[FieldChange], field: &str) -> Result<(), String> {
+    let answer = shown(changes);
+    let fields: Vec<&str> = changes.iter().map(|c| c.field.as_str()).collect();
+    if !fields.is_sorted() {
+        return Err(format!("the answer is not sorted by field: {answer}"));
+    }
+    match changes.iter().find(|c| c.field == field) {
+        Some(c) if c.outcome() == FieldChangeOutcome::Applied => {}
+        Some(_) => return Err(format!("{field} is not APPLIED: {answer}")),
+        None => return Err(format!("{field} is not in the answer: {answer}")),
+    }
+    for c in changes {
+        match c.outcome() {
+            FieldChangeOutcome::NeedsReplacement => {
+                return Err(format!("{} needs a replacement although only {field} changed: {answer}", c.field));
+            }
+            FieldChangeOutcome::Applied if c.field != field => {
+                return Err(format!("{} is APPLIED although the edit does not touch it: {answer}", c.field));
+            }
+            FieldChangeOutcome::Unspecified => {
+                return Err(format!("{} answers FIELD_CHANGE_OUTCOME_UNSPECIFIED (never sent): {answer}", c.field));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// A repeat of the disk edit: every field UNCHANGED, `field` among them.
+fn judge_disk_repeat(changes: &[FieldChange], field: &str) -> Result<(), String> {
+    judge_unchanged(changes)?;
+    if !changes.iter().any(|c| c.field == field) {
+        return Err(format!("{field} is not in the answer: {}", shown(changes)));
+    }
+    Ok(())
+}
+
+/// What the VM's inventory record shows at `shown.pointer` (null when absent).
+fn inventory_value(vm: &crate::fake_admin::Instance, shown: &InventoryValue) -> Value {
+    Value::Object(vm.extra.clone()).pointer(&shown.pointer).cloned().unwrap_or(Value::Null)
+}
+
+/// The disk edit's inputs, or the skip naming why there are none.
+fn disk_input(inputs: &UpdateInputs) -> Result<DiskInput, Stop> {
+    let Some(disk) = inputs.disk.clone() else {
+        let why = inputs.no_disk.as_deref().unwrap_or("no reason given (update.noDisk)");
+        return Err(Stop::Skip(format!("the provider's conformance file has no \"update.disk\": {why}")));
+    };
+    disk.check().map_err(Stop::Fail)?;
+    Ok(disk)
+}
+
+/// Polls the fake's inventory until `m`'s VM shows `shown.value` at
+/// `shown.pointer` (a cloud may show a disk's new attributes a little after
+/// the change, EBS once the modification is `optimizing`); fails at the wait bound.
+async fn wait_shown(update: &Update, m: &Machine, shown: &InventoryValue, what: &str) -> StepResult {
+    let started = std::time::Instant::now();
+    loop {
+        let (_, vm) = update.vm(m).await?;
+        let now = inventory_value(&vm, shown);
+        if now == shown.value {
+            return Ok(());
+        }
+        if started.elapsed() >= update.base.settings.wait {
+            fail!(
+                "{what}: the fake's inventory shows {now} at {} of VM {}, expected {} (after {:?})",
+                shown.pointer,
+                vm.id,
+                shown.value,
+                update.base.settings.wait
+            );
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// `update/disk-changed`: a disk edit the cloud makes in place
+/// (`update.disk.patch`) answers `update.disk.field` APPLIED with no write
+/// under `validate_only`, then APPLIED for real with a write and the same VM,
+/// then a repeat answers it UNCHANGED with no write (the driver read the
+/// disk's new state from the cloud); the fake's inventory shows the new
+/// value where `update.disk.inventory` says. Skipped without `update.disk`
+/// (the cloud changes no disk of a running VM in place: `update.noDisk`).
+pub(crate) fn disk_changed(ctx: Ctx) -> BoxFuture<'static, StepResult> {
+    Box::pin(async move {
+        let update = Update::new(&ctx)?;
+        let disk = disk_input(&update.inputs)?;
+        let spec = patched(&spec_json(&update.base)?, &disk.patch, "update.disk.patch").map_err(Stop::Fail)?;
+        let changed = with_spec(&update.base, &spec)?;
+        let class = changed.class();
+        let m = update.machine().await?;
+        let (_, vm) = update.vm(&m).await?;
+        let id = vm.id.clone();
+        if let Some(shown) = &disk.inventory {
+            let before = inventory_value(&vm, shown);
+            ensure!(
+                before != shown.value,
+                "the fake's inventory shows {before} at {} of VM {id} before the update: update.disk.patch tests nothing",
+                shown.pointer
+            );
+        }
+        let field = disk.field.as_str();
+        let what = "UpdateMachine with update.disk.patch and validate_only";
+        update.reset_calls().await?;
+        let dry = update.must(&m, &class, true, what).await?;
+        judge_disk(&dry, field).map_err(|why| Stop::Fail(format!("{what}: {why}")))?;
+        update.expect_no_write(what).await?;
+        if let Some(shown) = &disk.inventory {
+            let (_, vm) = update.vm(&m).await?;
+            let now = inventory_value(&vm, shown);
+            ensure!(
+                now != shown.value,
+                "{what} changed the disk: the fake's inventory shows {now} at {}",
+                shown.pointer
+            );
+        }
+
+        let what = "UpdateMachine with update.disk.patch";
+        update.reset_calls().await?;
+        let real = update.must(&m, &class, false, what).await?;
+        judge_disk(&real, field).map_err(|why| Stop::Fail(format!("{what}: {why}")))?;
+        let (writes, calls) = update.writes().await?;
+        ensure!(writes > 0, "{what}: answered {} without a cloud write call; calls {calls}", shown(&real));
+        ensure!(
+            outcomes(&real) == outcomes(&dry),
+            "validate_only answered {}, the real call {}",
+            shown(&dry),
+            shown(&real)
+        );
+        let (_, after) = update.vm(&m).await?;
+        ensure!(after.id == id, "the update replaced the VM: {id} before, {} after", after.id);
+
+        let what = "a second identical UpdateMachine with update.disk.patch";
+        update.reset_calls().await?;
+        let again = update.must(&m, &class, false, what).await?;
+        judge_disk_repeat(&again, field).map_err(|why| Stop::Fail(format!("{what}: {why}")))?;
+        update.expect_no_write(what).await?;
+        if let Some(shown) = &disk.inventory {
+            wait_shown(&update, &m, shown, "after the update").await?;
+        }
+        changed.must_delete(&m).await?;
+        super::expect_no_leftovers(&update.fake, &m.name, ctx.settings.wait).await
+    })
+}
+
 /// `update/validate-only-changes-nothing`: `validate_only` answers what the
 /// edit would do (the same per field as the real call then answers) with no
 /// write and the VM's tags unchanged.
@@ -618,6 +768,62 @@ mod tests {
         assert!(judge_unchanged(&ok).is_err());
         assert!(judge_unchanged(&[]).is_err(), "an answer without fields compares nothing");
         assert_eq!(shown(&ok), "providerSpec.machineType UNCHANGED, providerSpec.tags APPLIED");
+    }
+
+    #[test]
+    fn the_disk_answer_applies_the_disk_field_and_nothing_else() {
+        use FieldChangeOutcome::{Applied, NeedsReplacement, Unchanged, Unspecified};
+        let field = "providerSpec.blockDevices[0].ebs.iops";
+        let ok = [change(field, Applied), change("providerSpec.tags", Unchanged)];
+        assert_eq!(judge_disk(&ok, field), Ok(()));
+        let unsorted = [change("providerSpec.tags", Unchanged), change(field, Applied)];
+        assert!(judge_disk(&unsorted, field).unwrap_err().contains("sorted"));
+        let unchanged = [change(field, Unchanged)];
+        assert!(judge_disk(&unchanged, field).unwrap_err().contains("not APPLIED"));
+        assert!(
+            judge_disk(&[change("providerSpec.tags", Unchanged)], field).unwrap_err().contains("not in the answer")
+        );
+        let replaced = [change(field, Applied), change("providerSpec.machineType", NeedsReplacement)];
+        assert!(judge_disk(&replaced, field).unwrap_err().contains("replacement"));
+        let other = [change(field, Applied), change("providerSpec.tags", Applied)];
+        assert!(judge_disk(&other, field).unwrap_err().contains("does not touch"));
+        let unspecified = [change(field, Applied), change("providerSpec.x", Unspecified)];
+        assert!(judge_disk(&unspecified, field).unwrap_err().contains("UNSPECIFIED"));
+
+        let repeat = [change(field, Unchanged), change("providerSpec.tags", Unchanged)];
+        assert_eq!(judge_disk_repeat(&repeat, field), Ok(()));
+        assert!(judge_disk_repeat(&ok, field).unwrap_err().contains("UNCHANGED"));
+        let without = [change("providerSpec.tags", Unchanged)];
+        assert!(judge_disk_repeat(&without, field).unwrap_err().contains("not in the answer"));
+    }
+
+    #[test]
+    fn disk_inputs_skip_with_the_reason_and_inventory_values_are_found() {
+        let mut inputs: UpdateInputs = serde_json::from_value(json!({
+            "source": "x",
+            "tagsPatch": {"tags": {"team": "b"}},
+            "replacement": {"patch": {}, "field": "providerSpec.machineType"},
+            "noDisk": "Nova resizes no volume of a running server"
+        }))
+        .unwrap();
+        match disk_input(&inputs) {
+            Err(Stop::Skip(why)) => assert!(why.contains("update.disk") && why.contains("Nova"), "{why}"),
+            other => panic!("expected a skip, got {other:?}"),
+        }
+        inputs.disk = Some(DiskInput { patch: json!("x"), field: "providerSpec.a".into(), inventory: None });
+        assert!(matches!(disk_input(&inputs), Err(Stop::Fail(_))));
+
+        let vm = crate::fake_admin::Instance {
+            id: "i-1".into(),
+            name: "m".into(),
+            state: "running".into(),
+            live: true,
+            tags: BTreeMap::new(),
+            extra: json!({"block_devices": [{"iops": 4000}]}).as_object().cloned().unwrap(),
+        };
+        let at = |pointer: &str| InventoryValue { pointer: pointer.into(), value: json!(4000) };
+        assert_eq!(inventory_value(&vm, &at("/block_devices/0/iops")), json!(4000));
+        assert_eq!(inventory_value(&vm, &at("/block_devices/1/iops")), Value::Null);
     }
 
     #[test]
