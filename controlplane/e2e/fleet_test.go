@@ -108,7 +108,9 @@ func run(m *testing.M) int {
 	}
 	fmt.Printf("built adapter/cmd/machine-controller in %s\n", time.Since(started).Round(time.Millisecond))
 	machineControllerBin = bin
-	return m.Run()
+	code := m.Run()
+	printFailures()
+	return code
 }
 
 // skipOrFail skips without what the test needs, unless CI is set: there it fails.
@@ -174,7 +176,7 @@ func providers(t *testing.T) []string {
 // fleet is one provider's run: the two clusters, the four processes and the clients the test
 // uses as admin (Gardener's part: the MachineDeployment and classes; the kubelet's: Nodes).
 type fleet struct {
-	t        *testing.T
+	t        *recordingT
 	cloud    string
 	examples string
 	dir      string
@@ -256,7 +258,8 @@ func (f *fleet) step(name string, fn func()) {
 	f.t.Logf("TIME %s / %s: %s", f.cloud, name, time.Since(started).Round(100*time.Millisecond))
 }
 
-func newFleet(t *testing.T, cloud, binDir string) *fleet {
+func newFleet(raw *testing.T, cloud, binDir string) *fleet {
+	t := &recordingT{T: raw}
 	f := &fleet{t: t, cloud: cloud, binDir: binDir, dir: t.TempDir(),
 		examples: filepath.Join("..", "..", "providers", cloud, "examples")}
 	bins := driverBinDir()
@@ -269,7 +272,7 @@ func newFleet(t *testing.T, cloud, binDir string) *fleet {
 	}
 	for _, b := range []string{"machine-driver-" + cloud, fakeName} {
 		if _, err := os.Stat(filepath.Join(bins, b)); err != nil {
-			skipOrFail(t, "no %s in %s (cargo build the workspace's binaries, or set MACHINE_DRIVER_BIN_DIR)", b, bins)
+			skipOrFail(raw, "no %s in %s (cargo build the workspace's binaries, or set MACHINE_DRIVER_BIN_DIR)", b, bins)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -470,7 +473,7 @@ func (f *fleet) classAndSecret(ctx context.Context, name string) {
 	}
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -498,7 +501,7 @@ func (f *fleet) start(name string, env []string, binary string, args ...string) 
 	return p
 }
 
-func waitFor(t *testing.T, what string, timeout time.Duration, p *cluster.Process, ok func() bool) {
+func waitFor(t testing.TB, what string, timeout time.Duration, p *cluster.Process, ok func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !ok() {

@@ -142,7 +142,7 @@ func mergePatch(doc, patch any) any {
 }
 
 // patchedSpec is spec with the merge patch applied.
-func patchedSpec(t *testing.T, spec []byte, patch any) []byte {
+func patchedSpec(t testing.TB, spec []byte, patch any) []byte {
 	t.Helper()
 	var doc any
 	if err := json.Unmarshal(spec, &doc); err != nil {
@@ -184,7 +184,7 @@ func (f *fleet) withRemovable(spec []byte) []byte {
 func (f *fleet) sub(name string, fn func()) {
 	parent := f.t
 	parent.Run(name, func(t *testing.T) {
-		f.t = t
+		f.t = &recordingT{T: t}
 		defer func() { f.t = parent }()
 		fn()
 	})

@@ -32,7 +32,7 @@ type kubelet struct {
 	done       chan struct{}
 }
 
-func startKubelet(t *testing.T, f *fleet) *kubelet {
+func startKubelet(t testing.TB, f *fleet) *kubelet {
 	k := &kubelet{f: f, registered: map[string]bool{}, stop: make(chan struct{}), done: make(chan struct{})}
 	go k.loop()
 	t.Cleanup(func() {

@@ -491,7 +491,7 @@ func (f *fleet) removedVerb() {
 }
 
 // findObject is the object of kind and name among what dir rendered.
-func findObject(t *testing.T, objs []*unstructured.Unstructured, kind, name, dir string) *unstructured.Unstructured {
+func findObject(t testing.TB, objs []*unstructured.Unstructured, kind, name, dir string) *unstructured.Unstructured {
 	t.Helper()
 	for _, o := range objs {
 		if o.GetKind() == kind && o.GetName() == name {
