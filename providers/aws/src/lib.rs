@@ -26,6 +26,7 @@ mod status;
 mod steps;
 mod tags;
 mod update;
+mod update_settings;
 mod volumes;
 
 pub use config::AwsConfig;

@@ -1,6 +1,8 @@
 //! UpdateMachine (hot update, issue 32): the tags of the instance and of the
-//! EBS volumes and network interfaces launched with it, and the size, type,
-//! IOPS and throughput of the class's EBS volumes, changed in place; the
+//! EBS volumes and network interfaces launched with it, the size, type,
+//! IOPS and throughput of the class's EBS volumes, the security groups and
+//! source/destination check of its interfaces and the instance metadata
+//! options (those three in `update_settings`), changed in place; the
 //! instance type, AMI, zone, region and subnet reported as needing a
 //! replacement.
 //!
@@ -28,7 +30,9 @@
 //!   keys to remove (a key alone removes the tag whatever its value), one
 //!   CreateTags per distinct set of tags to set, each naming every resource
 //!   that needs it (usually one of each for the instance, its volumes and
-//!   interfaces together), then one ModifyVolume per volume to change.
+//!   interfaces together), then one ModifyVolume per volume to change, then
+//!   the ModifyNetworkInterfaceAttribute and ModifyInstanceMetadataOptions
+//!   calls of `update_settings` (from the same DescribeInstances record).
 //!
 //! A retry after a lost answer converges: tags are compared again, and a
 //! volume whose modification toward the class's values is still `modifying`
@@ -46,7 +50,7 @@ use crate::clients::AwsClients;
 use crate::driver::AwsDriver;
 use crate::lookup::{self, Lookup};
 use crate::spec::{AwsProviderSpec, BlockDevice, ROOT_DEVICE_NAME};
-use crate::{aws_call, provider_id, spot, tags};
+use crate::{aws_call, provider_id, spot, tags, update_settings};
 
 /// The tag field of the class.
 const TAGS_FIELD: &str = "providerSpec.tags";
@@ -168,11 +172,17 @@ impl AwsDriver {
         for (cv, change) in &pending {
             record_pending(&mut plan, cv, change);
         }
+        let interface_changes = update_settings::interface_changes(&spec, previous.as_ref(), &instance, &mut plan);
+        let metadata_change = update_settings::metadata_change(&spec, &instance, &mut plan);
 
         if !req.validate_only {
             apply_tags(ctx, &c, &resources, &plans).await?;
             for (cv, change) in &changes {
                 modify_volume(ctx, &c, cv, change).await?;
+            }
+            update_settings::apply_interface_changes(ctx, &c, &interface_changes).await?;
+            if let Some(m) = &metadata_change {
+                update_settings::apply_metadata_change(ctx, &c, &id, m).await?;
             }
         }
         for (cv, change) in &changes {

@@ -3,7 +3,11 @@
 //! fewest calls; `validate_only` writes nothing; replacement-only changes
 //! refused naming the field; a repeat writes nothing; another cluster's
 //! instance is NOT_FOUND and untouched; a lost answer then a retry
-//! converges; EBS size/IOPS/throughput changed with ModifyVolume, never twice.
+//! converges; EBS size/IOPS/throughput changed with ModifyVolume, never twice;
+//! security groups and the source/destination check of the class's
+//! interfaces (one ModifyNetworkInterfaceAttribute per attribute, an
+//! interface the class does not name untouched) and the metadata options
+//! (ModifyInstanceMetadataOptions, once even after a lost answer).
 
 #![allow(clippy::unwrap_used)]
 
@@ -12,7 +16,7 @@ use std::time::Duration;
 
 use fake_cloud_support::{AdminClient, Fault, OpClass, PlantRequest};
 use machine_driver_api::{
-    CallContext, ChangeOutcome, CreateMachine, Driver, ErrorKind, FieldChange, Machine, MachineClass,
+    CallContext, ChangeOutcome, CreateMachine, Driver, ErrorKind, FieldChange, Machine, MachineClass, MachineRef,
     NEEDS_REPLACEMENT, SecretData, UpdateMachine,
 };
 use machine_driver_aws::{AwsConfig, AwsDriver};
@@ -99,7 +103,12 @@ impl Setup {
             user_data: Default::default(),
         };
         let created = self.driver.create_machine(&ctx(), req).await.unwrap();
-        Machine { provider_id: Some(created.provider_id), ..machine }
+        let machine = Machine { provider_id: Some(created.provider_id), ..machine };
+        // UpdateMachine is for machines past initialization (the example class turns the
+        // source/destination check off there).
+        let init = MachineRef { machine: machine.clone(), class: class.clone(), secret: secret() };
+        self.driver.initialize_machine(&ctx(), init).await.unwrap();
+        machine
     }
 
     async fn update(
@@ -388,4 +397,171 @@ async fn a_volume_modified_applies_once_and_reports_what_changed() {
     assert_eq!((writes, calls.get("ModifyVolume")), (1, Some(&1)), "{calls:?}");
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(s.record(&m).await["block_devices"][0]["size_gib"], 80);
+}
+
+/// The example class's interface with other fields (`patch` merged into it).
+fn interface(patch: &Value) -> Value {
+    let mut nic = example()["networkInterfaces"][0].clone();
+    merge(&mut nic, patch);
+    nic
+}
+
+const SG: &str = "sg-0123456789abcdef0";
+const SG_EXTRA: &str = "sg-0fedcba9876543210";
+
+#[tokio::test]
+async fn security_groups_and_source_dest_check_change_in_place_one_attribute_per_call() {
+    let s = Setup::start(50).await;
+    let m = s.create("upd-nic", &base()).await;
+    let nic = &s.record(&m).await["network_interfaces"][0];
+    assert_eq!((nic["security_groups"].clone(), nic["source_dest_check"].clone()), (json!([SG]), json!(false)));
+    let wider = patched(&json!({"tags": {"team": "a", "old": "x"}, "srcAndDstChecksEnabled": true,
+        "networkInterfaces": [interface(&json!({"securityGroupIDs": [SG_EXTRA, SG]}))]}));
+    s.take_calls().await;
+
+    // validate_only: the same answer, nothing written.
+    let planned = s.update(&m, &wider, Some(&base()), true).await.unwrap();
+    let groups = outcome(&planned, "providerSpec.networkInterfaces[0].securityGroupIDs").unwrap();
+    assert_eq!(groups.outcome, ChangeOutcome::Applied, "{planned:?}");
+    assert!(
+        groups.detail.contains(&format!("{SG} -> {SG}, {SG_EXTRA} on network interface eni-")),
+        "{}",
+        groups.detail
+    );
+    let check = outcome(&planned, "providerSpec.srcAndDstChecksEnabled").unwrap();
+    assert_eq!(check.outcome, ChangeOutcome::Applied);
+    assert!(check.detail.contains("off -> on on network interface eni-"), "{}", check.detail);
+    assert_eq!(outcome(&planned, "providerSpec.tags").unwrap().outcome, ChangeOutcome::Unchanged);
+    let (calls, writes) = s.take_calls().await;
+    assert_eq!((writes, calls.values().sum::<u64>()), (0, 3), "{calls:?}");
+
+    let changes = s.update(&m, &wider, Some(&base()), false).await.unwrap();
+    assert_eq!(
+        changes.iter().filter(|c| c.outcome == ChangeOutcome::Applied).count(),
+        2,
+        "groups and check only: {changes:?}"
+    );
+    let (calls, writes) = s.take_calls().await;
+    // EC2 takes one attribute per call: groups, then the check. No extra read.
+    assert_eq!((writes, calls.get("ModifyNetworkInterfaceAttribute")), (2, Some(&2)), "{calls:?}");
+    assert_eq!(calls.values().sum::<u64>(), 5, "{calls:?}");
+    let nic = &s.record(&m).await["network_interfaces"][0];
+    assert_eq!(nic["security_groups"], json!([SG_EXTRA, SG]));
+    assert_eq!(nic["source_dest_check"], true);
+    assert_eq!(s.record(&m).await["security_groups"], json!([SG_EXTRA, SG]), "the primary's are the instance's");
+
+    // A repeat, and the same set in another order: nothing written.
+    let reordered = patched(&json!({"tags": {"team": "a", "old": "x"}, "srcAndDstChecksEnabled": true,
+        "networkInterfaces": [interface(&json!({"securityGroupIDs": [SG, SG_EXTRA]}))]}));
+    let again = s.update(&m, &reordered, Some(&wider), false).await.unwrap();
+    assert!(again.iter().all(|c| c.outcome == ChangeOutcome::Unchanged), "{again:?}");
+    assert_eq!(s.take_calls().await.1, 0);
+
+    // The check dropped from the class (the previous one set it): back to EC2's default, on: already so.
+    let unset = patched(&json!({"tags": {"team": "a", "old": "x"}, "srcAndDstChecksEnabled": null,
+        "networkInterfaces": [interface(&json!({"securityGroupIDs": [SG, SG_EXTRA]}))]}));
+    let dropped = s.update(&m, &unset, Some(&base()), false).await.unwrap();
+    assert_eq!(outcome(&dropped, "providerSpec.srcAndDstChecksEnabled").unwrap().outcome, ChangeOutcome::Unchanged);
+    // Back to the example's: one group, check off.
+    let back = s.update(&m, &base(), Some(&wider), false).await.unwrap();
+    assert_eq!(back.iter().filter(|c| c.outcome == ChangeOutcome::Applied).count(), 2, "{back:?}");
+    let nic = &s.record(&m).await["network_interfaces"][0];
+    assert_eq!((nic["security_groups"].clone(), nic["source_dest_check"].clone()), (json!([SG]), json!(false)));
+}
+
+#[tokio::test]
+async fn an_interface_the_class_does_not_name_is_untouched() {
+    let s = Setup::start(50).await;
+    let second = json!({"subnetID": "subnet-0de0fa0000000000b", "securityGroupIDs": [SG]});
+    let two = patched(&json!({"networkInterfaces": [interface(&json!({})), second]}));
+    let m = s.create("upd-two-nics", &two).await;
+    let before = s.record(&m).await["network_interfaces"].clone();
+    assert_eq!(before.as_array().unwrap().len(), 2);
+    assert_eq!((before[1]["device_index"].clone(), before[1]["source_dest_check"].clone()), (json!(1), json!(false)));
+    // The class names only device 0 now (device 1 is, say, a CNI's).
+    let one = patched(&json!({"srcAndDstChecksEnabled": true,
+        "networkInterfaces": [interface(&json!({"securityGroupIDs": [SG_EXTRA]}))]}));
+    s.take_calls().await;
+    let changes = s.update(&m, &one, Some(&two), false).await.unwrap();
+    assert!(outcome(&changes, "providerSpec.networkInterfaces[1].securityGroupIDs").is_none(), "{changes:?}");
+    assert_eq!(s.take_calls().await.0.get("ModifyNetworkInterfaceAttribute"), Some(&2));
+    let after = s.record(&m).await["network_interfaces"].clone();
+    assert_eq!(
+        (after[0]["security_groups"].clone(), after[0]["source_dest_check"].clone()),
+        (json!([SG_EXTRA]), json!(true))
+    );
+    assert_eq!(after[1], before[1], "the other interface is untouched");
+}
+
+#[tokio::test]
+async fn a_security_group_ec2_refuses_is_invalid_argument_naming_the_interface() {
+    let s = Setup::start(50).await;
+    let m = s.create("upd-bad-sg", &base()).await;
+    let groups: Vec<String> = (1..=6).map(|n| format!("sg-0123456789abcde{n:02}")).collect();
+    let six = patched(&json!({"networkInterfaces": [interface(&json!({"securityGroupIDs": groups}))]}));
+    let err = s.update(&m, &six, None, false).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err:?}");
+    assert_eq!(err.field(), Some("providerSpec.networkInterfaces[0].securityGroupIDs"), "{}", err.message());
+    assert_eq!(s.record(&m).await["network_interfaces"][0]["security_groups"], json!([SG]));
+}
+
+#[tokio::test]
+async fn metadata_options_change_in_place_once_even_after_a_lost_answer() {
+    let s = Setup::start(50).await;
+    let m = s.create("upd-imds", &base()).await;
+    let options = |r: &Value| r["metadata_options"].clone();
+    let launched = options(&s.record(&m).await);
+    assert_eq!(
+        (launched["http_tokens"].as_str(), launched["http_put_response_hop_limit"].as_i64()),
+        (Some("required"), Some(2))
+    );
+    // The hop limit alone: the driver also sends HttpTokens (omitted, EC2 would take its default, optional).
+    let hops =
+        patched(&json!({"tags": {"team": "a", "old": "x"}, "instanceMetadataOptions": {"httpPutResponseHopLimit": 3}}));
+    s.take_calls().await;
+
+    let planned = s.update(&m, &hops, Some(&base()), true).await.unwrap();
+    let hop = outcome(&planned, "providerSpec.instanceMetadataOptions.httpPutResponseHopLimit").unwrap();
+    assert_eq!((hop.outcome, hop.detail.as_str()), (ChangeOutcome::Applied, "2 -> 3"));
+    assert_eq!(
+        outcome(&planned, "providerSpec.instanceMetadataOptions.httpTokens").unwrap().outcome,
+        ChangeOutcome::Unchanged
+    );
+    assert_eq!(s.take_calls().await.1, 0, "validate_only writes nothing");
+    assert_eq!(options(&s.record(&m).await)["http_put_response_hop_limit"], 2);
+
+    s.admin
+        .add_fault(Fault {
+            operation: "ModifyInstanceMetadataOptions",
+            kind: "unavailable",
+            times: Some(1),
+            phase: "after",
+        })
+        .await
+        .unwrap();
+    let err = s.update(&m, &hops, Some(&base()), false).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable);
+    let (calls, _) = s.take_calls().await;
+    assert_eq!(calls.get("ModifyInstanceMetadataOptions"), Some(&1), "{calls:?}");
+    let now = options(&s.record(&m).await);
+    assert_eq!((now["http_tokens"].as_str(), now["http_put_response_hop_limit"].as_i64()), (Some("required"), Some(3)));
+
+    // The retry sees the new values (state pending or applied): nothing written.
+    let retried = s.update(&m, &hops, Some(&base()), false).await.unwrap();
+    assert!(retried.iter().all(|c| c.outcome == ChangeOutcome::Unchanged), "{retried:?}");
+    let (calls, writes) = s.take_calls().await;
+    assert_eq!((writes, calls.values().sum::<u64>()), (0, 3), "{calls:?}");
+
+    // Two options at once: one call.
+    let closed = patched(&json!({"tags": {"team": "a", "old": "x"},
+        "instanceMetadataOptions": {"httpPutResponseHopLimit": 1, "httpEndpoint": "disabled"}}));
+    let changes = s.update(&m, &closed, Some(&hops), false).await.unwrap();
+    assert_eq!(changes.iter().filter(|c| c.outcome == ChangeOutcome::Applied).count(), 2, "{changes:?}");
+    let (calls, writes) = s.take_calls().await;
+    assert_eq!((writes, calls.get("ModifyInstanceMetadataOptions")), (1, Some(&1)), "{calls:?}");
+    let now = options(&s.record(&m).await);
+    assert_eq!(
+        (now["http_tokens"].as_str(), now["http_put_response_hop_limit"].as_i64(), now["http_endpoint"].as_str()),
+        (Some("required"), Some(1), Some("disabled"))
+    );
 }

@@ -671,6 +671,43 @@ def network_interfaces(fake, instance_id, eni_id):
         "MissingParameter",
         "ModifyNetworkInterfaceAttribute without an attribute",
     )
+    expect_error(
+        lambda: client.modify_network_interface_attribute(
+            NetworkInterfaceId=eni_id, SourceDestCheck={"Value": True}, Groups=[SECURITY_GROUP]
+        ),
+        400,
+        "InvalidParameterCombination",
+        "ModifyNetworkInterfaceAttribute with two attributes",
+    )
+    other_group = "sg-0fedcba9876543210"
+    client.modify_network_interface_attribute(NetworkInterfaceId=eni_id, Groups=[other_group, SECURITY_GROUP])
+    eni = client.describe_network_interfaces(NetworkInterfaceIds=[eni_id])["NetworkInterfaces"][0]
+    equal([g["GroupId"] for g in eni["Groups"]], [other_group, SECURITY_GROUP], "Groups replaced (interface)")
+    inst = describe_one(client, instance_id)
+    equal(
+        [g["GroupId"] for g in inst["SecurityGroups"]], [other_group, SECURITY_GROUP], "Groups replaced (instance)"
+    )
+    client.modify_network_interface_attribute(NetworkInterfaceId=eni_id, Groups=[SECURITY_GROUP])
+
+    out = client.modify_instance_metadata_options(
+        InstanceId=instance_id, HttpTokens="required", HttpPutResponseHopLimit=3
+    )
+    equal(out["InstanceId"], instance_id, "ModifyInstanceMetadataOptions InstanceId")
+    options = out["InstanceMetadataOptions"]
+    equal(
+        (options["State"], options["HttpTokens"], options["HttpPutResponseHopLimit"], options["HttpEndpoint"]),
+        ("pending", "required", 3, "enabled"),
+        "InstanceMetadataOptions answered",
+    )
+    shown = describe_one(client, instance_id)["MetadataOptions"]
+    equal((shown["HttpTokens"], shown["HttpPutResponseHopLimit"]), ("required", 3), "MetadataOptions described")
+    check(shown["State"] in ("pending", "applied"), f"MetadataOptions.State {shown['State']}")
+    expect_error(
+        lambda: client.modify_instance_metadata_options(InstanceId=instance_id, HttpPutResponseHopLimit=65),
+        400,
+        "InvalidParameterValue",
+        "ModifyInstanceMetadataOptions hop limit 65",
+    )
 
     out = client.assign_ipv6_addresses(NetworkInterfaceId=eni_id, Ipv6AddressCount=2)
     equal(out["NetworkInterfaceId"], eni_id, "AssignIpv6Addresses NetworkInterfaceId")

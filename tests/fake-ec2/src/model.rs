@@ -253,6 +253,54 @@ impl Volume {
     }
 }
 
+/// An instance's metadata service options (EC2 API reference,
+/// InstanceMetadataOptionsResponse,
+/// <https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_InstanceMetadataOptionsResponse.html>):
+/// what RunInstances' `MetadataOptions` set (EC2's defaults for what it
+/// omits: tokens `optional`, hop limit 1, endpoint `enabled`, IPv6 endpoint
+/// and tags `disabled`; the AMI's `ImdsSupport` is not modelled) and
+/// ModifyInstanceMetadataOptions changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct MetadataOptions {
+    /// `optional` or `required`.
+    pub(crate) http_tokens: String,
+    /// 1..=64.
+    pub(crate) http_put_response_hop_limit: i64,
+    /// `enabled` or `disabled`.
+    pub(crate) http_endpoint: String,
+    /// `enabled` or `disabled`.
+    pub(crate) http_protocol_ipv6: String,
+    /// `enabled` or `disabled`.
+    pub(crate) instance_metadata_tags: String,
+    /// The last ModifyInstanceMetadataOptions and how long it stays
+    /// `pending` (the fake's `boot_ms`); `None`: never modified.
+    pub(crate) modified: Option<(Instant, Duration)>,
+}
+
+impl Default for MetadataOptions {
+    fn default() -> Self {
+        Self {
+            http_tokens: "optional".to_owned(),
+            http_put_response_hop_limit: 1,
+            http_endpoint: "enabled".to_owned(),
+            http_protocol_ipv6: "disabled".to_owned(),
+            instance_metadata_tags: "disabled".to_owned(),
+            modified: None,
+        }
+    }
+}
+
+impl MetadataOptions {
+    /// `pending` while a modification is being applied, then `applied`:
+    /// DescribeInstances shows the new values in both states.
+    pub(crate) fn state(&self, now: Instant) -> &'static str {
+        match self.modified {
+            Some((at, pending)) if now < at + pending => "pending",
+            _ => "applied",
+        }
+    }
+}
+
 /// One instance and everything launched with it.
 #[derive(Debug, Clone)]
 pub(crate) struct Instance {
@@ -269,7 +317,7 @@ pub(crate) struct Instance {
     pub(crate) user_data: Option<String>,
     pub(crate) client_token: Option<String>,
     pub(crate) iam_instance_profile: Option<String>,
-    pub(crate) metadata_http_tokens: String,
+    pub(crate) metadata: MetadataOptions,
     pub(crate) ami_launch_index: usize,
     pub(crate) root_device_name: String,
     pub(crate) launch_time: SystemTime,

@@ -20,7 +20,7 @@ use fake_cloud_support::{AttachedKind, PlantError, PlantRequest, Planted, Plante
 use crate::actions::run::{allocate_ip, ipv6_base, mac, private_dns, root_volume, validate_tags};
 use crate::caller::CLUSTER_ACCOUNT;
 use crate::ids::{is_account_id, new_id, well_formed};
-use crate::model::{Instance, NetworkInterface, Tags, Volume};
+use crate::model::{Instance, MetadataOptions, NetworkInterface, Tags, Volume};
 use crate::store::{DEFAULT_SUBNET, DEFAULT_VPC, PUBLIC_IMAGE, World};
 
 /// The scope keys EC2 planting knows.
@@ -160,7 +160,7 @@ pub(crate) fn plant(world: &mut World, request: &PlantRequest) -> Result<Planted
         user_data: None,
         client_token: None,
         iam_instance_profile: None,
-        metadata_http_tokens: "optional".to_owned(),
+        metadata: MetadataOptions::default(),
         ami_launch_index: 0,
         root_device_name,
         launch_time: SystemTime::now(),

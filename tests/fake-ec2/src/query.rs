@@ -105,6 +105,11 @@ impl Params {
         groups.into_values().collect()
     }
 
+    /// Whether there is no parameter at all.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
     /// A nested structure `Prefix.Member...` as its own `Params`.
     pub(crate) fn nested(&self, prefix: &str) -> Params {
         let values = self

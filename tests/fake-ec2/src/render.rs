@@ -178,12 +178,7 @@ pub(crate) fn instance(x: &mut Xml, instance: &Instance, now: Instant) {
         });
     }
     x.leaf("ebsOptimized", "false").leaf("enaSupport", "true");
-    x.elem("metadataOptions", |x| {
-        x.leaf("state", "applied")
-            .leaf("httpTokens", &instance.metadata_http_tokens)
-            .leaf("httpPutResponseHopLimit", 2)
-            .leaf("httpEndpoint", "enabled");
-    });
+    x.elem("metadataOptions", |x| crate::actions::metadata::render(x, &instance.metadata, now));
     x.leaf("bootMode", "uefi-preferred").leaf("platformDetails", "Linux/UNIX").leaf("usageOperation", "RunInstances");
 }
 

@@ -139,7 +139,8 @@ pub(crate) fn operation_class(operation: &str) -> Option<OpClass> {
         | "ModifySnapshotAttribute"
         | "CreateTags"
         | "DeleteTags"
-        | "ModifyVolume" => OpClass::Write,
+        | "ModifyVolume"
+        | "ModifyInstanceMetadataOptions" => OpClass::Write,
         "TerminateInstances" => OpClass::Delete,
         _ => return None,
     })
@@ -193,7 +194,15 @@ fn instance_inventory(instance: &Instance, now: Instant) -> InventoryInstance {
         "iam_instance_profile": instance.iam_instance_profile,
         "key_name": instance.key_name,
         "security_groups": instance.security_groups,
-        "metadata_http_tokens": instance.metadata_http_tokens,
+        "metadata_http_tokens": instance.metadata.http_tokens,
+        "metadata_options": {
+            "state": instance.metadata.state(now),
+            "http_tokens": instance.metadata.http_tokens,
+            "http_put_response_hop_limit": instance.metadata.http_put_response_hop_limit,
+            "http_endpoint": instance.metadata.http_endpoint,
+            "http_protocol_ipv6": instance.metadata.http_protocol_ipv6,
+            "instance_metadata_tags": instance.metadata.instance_metadata_tags,
+        },
         "instance_lifecycle": instance.market.as_ref().map(|m| &m.lifecycle),
         "spot_instance_request_id": instance.market.as_ref().and_then(|m| m.spot_request_id.as_ref()),
         "instance_interruption_behavior": instance.market.as_ref().filter(|m| m.is_spot()).map(|m| m.interruption.name()),

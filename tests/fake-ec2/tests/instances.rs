@@ -307,3 +307,88 @@ async fn market_types_of_the_api_reference_launch_and_others_are_refused() {
     let refused = run(&client, "x").instance_market_options(spot(cheap)).send().await.expect_err("price");
     assert_eq!(code(&refused), "InvalidParameterValue");
 }
+
+#[tokio::test]
+async fn metadata_options_are_launched_modified_and_described_as_ec2_does() {
+    use aws_sdk_ec2::types::{HttpTokensState, InstanceMetadataEndpointState, InstanceMetadataOptionsRequest};
+    let handle = fake().await;
+    let client = ec2(&handle, CLUSTER_KEY);
+    let out = run(&client, "imds")
+        .metadata_options(
+            InstanceMetadataOptionsRequest::builder()
+                .http_tokens(HttpTokensState::Required)
+                .http_put_response_hop_limit(2)
+                .build(),
+        )
+        .send()
+        .await
+        .expect("run");
+    let id = out.instances()[0].instance_id().expect("id").to_owned();
+    let launched = out.instances()[0].metadata_options().expect("metadata options");
+    assert_eq!(launched.http_tokens(), Some(&HttpTokensState::Required));
+    assert_eq!(launched.http_put_response_hop_limit(), Some(2));
+    assert_eq!(launched.http_endpoint(), Some(&InstanceMetadataEndpointState::Enabled), "EC2's default");
+
+    // Only the hop limit: the endpoint is kept, the omitted HttpTokens is its default (optional).
+    let modified = client
+        .modify_instance_metadata_options()
+        .instance_id(&id)
+        .http_put_response_hop_limit(3)
+        .send()
+        .await
+        .expect("modify");
+    assert_eq!(modified.instance_id(), Some(id.as_str()));
+    let answered = modified.instance_metadata_options().expect("options");
+    assert_eq!(answered.state().map(|s| s.as_str()), Some("pending"));
+    assert_eq!(answered.http_put_response_hop_limit(), Some(3));
+    assert_eq!(answered.http_tokens(), Some(&HttpTokensState::Optional));
+    let described = client.describe_instances().instance_ids(&id).send().await.expect("describe");
+    let m = described.reservations()[0].instances()[0].metadata_options().expect("options").clone();
+    assert_eq!((m.http_put_response_hop_limit(), m.state().map(|s| s.as_str())), (Some(3), Some("pending")));
+    assert_eq!(m.http_endpoint(), Some(&InstanceMetadataEndpointState::Enabled));
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let inventory = inventory_instance(&handle, &id).await;
+    assert_eq!(inventory["metadata_options"]["state"], "applied");
+    assert_eq!(inventory["metadata_options"]["http_put_response_hop_limit"], 3);
+
+    client
+        .modify_instance_metadata_options()
+        .instance_id(&id)
+        .http_tokens(HttpTokensState::Required)
+        .http_endpoint(InstanceMetadataEndpointState::Disabled)
+        .send()
+        .await
+        .expect("modify both");
+    let inventory = inventory_instance(&handle, &id).await;
+    assert_eq!(
+        (&inventory["metadata_options"]["http_tokens"], &inventory["metadata_options"]["http_endpoint"]),
+        (&json!("required"), &json!("disabled"))
+    );
+    assert_eq!(inventory["metadata_options"]["http_put_response_hop_limit"], 3, "kept");
+
+    let bad = client
+        .modify_instance_metadata_options()
+        .instance_id(&id)
+        .http_put_response_hop_limit(65)
+        .send()
+        .await
+        .expect_err("hop limit");
+    assert_eq!(code(&bad), "InvalidParameterValue");
+    let missing = client
+        .modify_instance_metadata_options()
+        .instance_id("i-0123456789abcdef0")
+        .http_tokens(HttpTokensState::Required)
+        .send()
+        .await
+        .expect_err("missing");
+    assert_eq!(code(&missing), "InvalidInstanceID.NotFound");
+    client.terminate_instances().instance_ids(&id).send().await.expect("terminate");
+    let gone = client
+        .modify_instance_metadata_options()
+        .instance_id(&id)
+        .http_tokens(HttpTokensState::Required)
+        .send()
+        .await
+        .expect_err("terminated");
+    assert_eq!(code(&gone), "IncorrectInstanceState");
+}

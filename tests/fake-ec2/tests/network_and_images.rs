@@ -106,6 +106,79 @@ async fn network_interfaces_can_be_described_and_modified() {
 }
 
 #[tokio::test]
+async fn an_interface_takes_one_attribute_per_call_and_its_groups_replace_the_set() {
+    let handle = fake().await;
+    let client = ec2(&handle, CLUSTER_KEY);
+    let out = client
+        .run_instances()
+        .image_id(PUBLIC_IMAGE)
+        .instance_type(InstanceType::M5Large)
+        .min_count(1)
+        .max_count(1)
+        .network_interfaces(
+            InstanceNetworkInterfaceSpecification::builder()
+                .device_index(0)
+                .subnet_id("subnet-0aaaaaaaaaaaaaaa1")
+                .groups("sg-0aaaaaaaaaaaaaaa1")
+                .build(),
+        )
+        .send()
+        .await
+        .expect("run");
+    let instance = &out.instances()[0];
+    let id = instance.instance_id().expect("id").to_owned();
+    let eni_id = instance.network_interfaces()[0].network_interface_id().expect("eni").to_owned();
+
+    let both = client
+        .modify_network_interface_attribute()
+        .network_interface_id(&eni_id)
+        .source_dest_check(AttributeBooleanValue::builder().value(false).build())
+        .groups("sg-0bbbbbbbbbbbbbbb2")
+        .send()
+        .await
+        .expect_err("two attributes");
+    assert_eq!(code(&both), "InvalidParameterCombination");
+    let unchanged = inventory_instance(&handle, &id).await;
+    assert_eq!(unchanged["network_interfaces"][0]["source_dest_check"], true, "nothing applied");
+
+    client
+        .modify_network_interface_attribute()
+        .network_interface_id(&eni_id)
+        .groups("sg-0bbbbbbbbbbbbbbb2")
+        .groups("sg-0ccccccccccccccc3")
+        .send()
+        .await
+        .expect("groups");
+    let described = client.describe_instances().instance_ids(&id).send().await.expect("describe");
+    let i = &described.reservations()[0].instances()[0];
+    let ids = |g: &[aws_sdk_ec2::types::GroupIdentifier]| -> Vec<String> {
+        g.iter().filter_map(|g| g.group_id().map(str::to_owned)).collect()
+    };
+    let want = vec!["sg-0bbbbbbbbbbbbbbb2".to_owned(), "sg-0ccccccccccccccc3".to_owned()];
+    assert_eq!(ids(i.network_interfaces()[0].groups()), want, "the set is replaced");
+    assert_eq!(ids(i.security_groups()), want, "the primary interface's groups are the instance's");
+    let eni = client.describe_network_interfaces().network_interface_ids(&eni_id).send().await.expect("eni");
+    assert_eq!(ids(eni.network_interfaces()[0].groups()), want);
+
+    let bad = client
+        .modify_network_interface_attribute()
+        .network_interface_id(&eni_id)
+        .groups("default")
+        .send()
+        .await
+        .expect_err("bad group");
+    assert_eq!(code(&bad), "InvalidGroup.NotFound");
+    let mut many = client.modify_network_interface_attribute().network_interface_id(&eni_id);
+    for n in 1..=6 {
+        many = many.groups(format!("sg-0aaaaaaaaaaaaaa{n:02}"));
+    }
+    let too_many = many.send().await.expect_err("six groups");
+    assert_eq!(code(&too_many), "SecurityGroupsPerInterfaceLimitExceeded");
+    let none = client.modify_network_interface_attribute().network_interface_id(&eni_id).send().await;
+    assert_eq!(code(&none.expect_err("no attribute")), "MissingParameter");
+}
+
+#[tokio::test]
 async fn image_and_snapshot_grants_control_visibility() {
     let handle = fake().await;
     let owner = ec2(&handle, OWNER_KEY);

@@ -103,7 +103,20 @@ fn interface_mut<'w>(world: &'w mut World, ctx: &Ctx<'_>, id: &str) -> Result<&'
     Ok(eni)
 }
 
-/// ModifyNetworkInterfaceAttribute: `SourceDestCheck.Value`, `Description.Value`, `SecurityGroupId.N`.
+/// Most security groups one interface takes (EC2's default quota, "Security
+/// groups per network interface": 5).
+const GROUPS_PER_INTERFACE: usize = 5;
+
+/// ModifyNetworkInterfaceAttribute (EC2 API reference,
+/// <https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_ModifyNetworkInterfaceAttribute.html>):
+/// one attribute per call ("You can specify only one attribute at a time"),
+/// `SourceDestCheck.Value`, `Description.Value` or `SecurityGroupId.N` (the
+/// new set replaces the current one; a group on the primary interface is the
+/// instance's `groupSet` too). Two or more → `InvalidParameterCombination`
+/// ("Fields for multiple attribute types specified: …", as EC2 words it for
+/// its modify-attribute actions); none → `MissingParameter`; a group id that
+/// is not well formed → `InvalidGroup.NotFound` (the fake has no group store:
+/// well-formed ids exist); more than 5 → `SecurityGroupsPerInterfaceLimitExceeded`.
 pub(crate) fn modify_network_interface_attribute(
     world: &mut World,
     ctx: &Ctx<'_>,
@@ -113,11 +126,44 @@ pub(crate) fn modify_network_interface_attribute(
     let source_dest_check = params.bool("SourceDestCheck.Value")?;
     let description = params.get("Description.Value").map(str::to_owned);
     let groups = params.list("SecurityGroupId");
+    let attachment = !params.nested("Attachment").is_empty();
+    let named: Vec<&str> = [
+        ("sourceDestCheck", source_dest_check.is_some()),
+        ("description", description.is_some()),
+        ("groupSet", !groups.is_empty()),
+        ("attachment", attachment),
+    ]
+    .into_iter()
+    .filter(|(_, present)| *present)
+    .map(|(name, _)| name)
+    .collect();
+    match named.len() {
+        0 => return Err(Ec2Error::missing_parameter("SourceDestCheck")),
+        1 => {}
+        _ => {
+            return Err(Ec2Error::combination(format!(
+                "Fields for multiple attribute types specified: {}",
+                named.join(", ")
+            )));
+        }
+    }
+    if attachment {
+        return Err(Ec2Error::client(
+            "InvalidParameterValue",
+            "Changing an interface's attachment is not supported by this fake",
+        ));
+    }
     if let Some(bad) = groups.iter().find(|g| !crate::ids::well_formed("sg", g)) {
         return Err(Ec2Error::client("InvalidGroup.NotFound", format!("The security group '{bad}' does not exist")));
     }
-    if source_dest_check.is_none() && description.is_none() && groups.is_empty() {
-        return Err(Ec2Error::missing_parameter("SourceDestCheck"));
+    let mut distinct = groups.clone();
+    distinct.sort();
+    distinct.dedup();
+    if distinct.len() > GROUPS_PER_INTERFACE {
+        return Err(Ec2Error::client(
+            "SecurityGroupsPerInterfaceLimitExceeded",
+            "You have exceeded the maximum number of security groups allowed per network interface.",
+        ));
     }
     let eni = interface_mut(world, ctx, &id)?;
     if let Some(check) = source_dest_check {
@@ -127,7 +173,18 @@ pub(crate) fn modify_network_interface_attribute(
         eni.description = description;
     }
     if !groups.is_empty() {
-        eni.security_groups = groups;
+        let mut set = Vec::new();
+        for g in groups {
+            if !set.contains(&g) {
+                set.push(g);
+            }
+        }
+        eni.security_groups = set.clone();
+        let primary = eni.device_index == 0 && eni.network_card_index == 0;
+        if primary && let Some(instance) = world.instances.iter_mut().find(|i| i.interfaces.iter().any(|e| e.id == id))
+        {
+            instance.security_groups = set;
+        }
     }
     Ok(returns_true())
 }

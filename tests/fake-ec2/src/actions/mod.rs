@@ -3,6 +3,7 @@
 mod images;
 mod instances;
 mod interfaces;
+pub(crate) mod metadata;
 pub(crate) mod run;
 mod tags;
 mod volumes;
@@ -39,6 +40,7 @@ pub(crate) fn dispatch(world: &mut World, ctx: &Ctx<'_>, action: &str, params: &
         "RunInstances" => run::run_instances(world, ctx, params),
         "DescribeInstances" => instances::describe_instances(world, ctx, params),
         "TerminateInstances" => instances::terminate_instances(world, ctx, params),
+        "ModifyInstanceMetadataOptions" => metadata::modify_instance_metadata_options(world, ctx, params),
         "DescribeNetworkInterfaces" => interfaces::describe_network_interfaces(world, ctx, params),
         "ModifyNetworkInterfaceAttribute" => interfaces::modify_network_interface_attribute(world, ctx, params),
         "AssignIpv6Addresses" => interfaces::assign_ipv6_addresses(world, ctx, params),

@@ -555,6 +555,7 @@ pub(crate) fn run_instances(world: &mut World, ctx: &Ctx<'_>, params: &Params) -
     let tags = tag_specifications(params)?;
     let requests = interface_requests(params)?;
     validate_network(&requests)?;
+    let metadata = crate::actions::metadata::at_launch(params)?;
     let region = ctx.caller.region.clone();
     if !availability_zone.starts_with(&region) || availability_zone.len() != region.len() + 1 {
         return Err(Ec2Error::client(
@@ -633,7 +634,7 @@ pub(crate) fn run_instances(world: &mut World, ctx: &Ctx<'_>, params: &Params) -
             user_data: user_data.clone(),
             client_token: token.clone(),
             iam_instance_profile: iam_instance_profile.clone(),
-            metadata_http_tokens: params.get("MetadataOptions.HttpTokens").unwrap_or("optional").to_owned(),
+            metadata: metadata.clone(),
             ami_launch_index: launch_index,
             root_device_name: image.root_device_name.clone(),
             launch_time,
