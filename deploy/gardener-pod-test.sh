@@ -12,9 +12,16 @@
 #    workload identity volume), validated with kubernetes-validate --strict
 #    (the versions deploy/check.sh uses);
 # 3. the provider container of it, as admitted and run by the kubelet, played
-#    with podman against two fake API servers and the provider's fake cloud
+#    with podman against two real kube-apiservers (the seed, reached through the
+#    in-cluster configuration with a token of the Deployment's service account,
+#    authorized by the Role gardenlet grants it; the shoot, through the generic
+#    kubeconfig with a token of kube-system/machine-controller-manager,
+#    authorized by deploy/target) and the provider's fake cloud
 #    (gardener-pod-test run): a machine's lifecycle, a driver crash recovered,
-#    a scrape of :10259, SIGTERM within the 5 s grace.
+#    a scrape of :10259, SIGTERM within the 5 s grace, no Forbidden logged.
+# The API servers are controlplane/'s: controlplane/build.sh builds etcd and
+# kube-apiserver once into its cache (a no-op when they are there), or
+# CONTROLPLANE_BIN_DIR names a directory that has them.
 # Each provider's time and the total are printed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -43,6 +50,10 @@ if [[ ! -f "$venv/.installed" ]]; then
     "$venv/bin/pip" install --quiet --disable-pip-version-check kubernetes-validate==1.37.0 PyYAML==6.0.3
     touch "$venv/.installed"
 fi
+
+# etcd and kube-apiserver for the seed and the shoot (the directory is build.sh's last line).
+CONTROLPLANE_BIN_DIR="$(controlplane/build.sh | tee /dev/stderr | tail -n 1)"
+export CONTROLPLANE_BIN_DIR
 
 # Built once for every provider's image.
 (cd adapter && CGO_ENABLED=0 go build -trimpath -o "$work/machine-controller" ./cmd/machine-controller \

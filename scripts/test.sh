@@ -11,7 +11,8 @@
 #      no secret value may appear in anything captured (scripts/canary-check.sh),
 #      then its soak at small N (mixed faults and driver kills; each well
 #      under a minute, its time printed);
-#   4. the Go adapter's tests, its lifecycle run through each provider's sidecar;
+#   4. the Go adapter's tests, its lifecycle run through each provider's sidecar,
+#      the machine-controller on a real control plane (controlplane/build.sh first);
 #   5. gardener's Go providers (OpenStack, Azure) against the fakes (goproviders/).
 #   6. a real control plane (controlplane/): etcd and kube-apiserver built from Go
 #      modules, deploy/'s RBAC applied and enforced on MCM's Machines.
@@ -70,10 +71,17 @@ for cloud in "${clouds[@]}"; do
     echo "==> soak of machine-driver-$cloud took $((SECONDS - started)) s"
 done
 
-echo "==> Go adapter (adapter/): translation tests and the lifecycle through every provider's sidecar"
+# etcd, kube-apiserver and MCM for the adapter's machine-controller tests and the control
+# plane stage below (controlplane/README.md): built once into a cache outside the clone, a
+# no-op when the cached binaries match; the directory is build.sh's last line.
+CONTROLPLANE_BIN_DIR="$(controlplane/build.sh | tee /dev/stderr | tail -n 1)"
+export CONTROLPLANE_BIN_DIR
+
+echo "==> Go adapter (adapter/): translation tests, the lifecycle through every provider's sidecar, the machine-controller on a real control plane"
 bin_dir="$(cd "$TARGET/debug" && pwd)"
-# -count=1: the tests run the Rust binaries, which Go's test cache does not track.
-(cd adapter && MACHINE_DRIVER_BIN_DIR="$bin_dir" go test -count=1 ./...)
+# -count=1: the tests run the Rust binaries, which Go's test cache does not track. CI=true:
+# a test that needs the control plane's binaries fails without them, never skips.
+(cd adapter && CI=true MACHINE_DRIVER_BIN_DIR="$bin_dir" go test -count=1 ./...)
 
 # The Go providers as independent clients (goproviders/README.md): gardener's
 # OpenStack and Azure drivers, unmodified, against the fakes; a missing fake
@@ -89,6 +97,5 @@ echo "==> Go providers took $((SECONDS - started)) s"
 # CI=true the test fails, never skips, when the binaries are missing.
 echo "==> control plane (controlplane/): etcd + kube-apiserver + MCM from Go modules; deploy/'s RBAC enforced; MCM, machine-controller, sidecar and fake per provider"
 started=$SECONDS
-controlplane/build.sh
 (cd controlplane && CI=true GOFLAGS=-mod=mod MACHINE_DRIVER_BIN_DIR="$bin_dir" go test -count=1 -v -timeout 20m ./...)
 echo "==> control plane took $((SECONDS - started)) s"

@@ -5,12 +5,15 @@
 //	gardener-pod-test run --provider aws --deployment deployment.yaml --examples providers/aws/examples \
 //	    --fake target/debug/fake-ec2 --work DIR
 //
-// render prints the Deployment (and its service account) as gardenlet and the
-// provider extension's webhook render it (render.go names the files); run
-// takes the provider container out of that Deployment, as admitted and run by
-// the kubelet, and plays it with podman against two fake API servers
-// (package fakeapiserver: the seed, reached through the in-cluster
-// configuration, and the shoot, through the generic kubeconfig) and the
+// render prints the Deployment (and its service account, Role and RoleBinding)
+// as gardenlet and the provider extension's webhook render it (render.go names
+// the files); run takes the provider container out of that Deployment, as
+// admitted and run by the kubelet, and plays it with podman against two real
+// kube-apiservers on one etcd (controlplane/cluster, clusters.go: the seed,
+// with MCM's CRDs and render's objects, reached through the in-cluster
+// configuration with a token of the Deployment's service account; the shoot,
+// with deploy/target's RBAC (--target-manifests), through the generic
+// kubeconfig with a token of kube-system/machine-controller-manager) and the
 // provider's fake cloud on the host, then checks, each step timed:
 //
 //  1. /healthz on :10259 turns healthy;
@@ -24,7 +27,11 @@
 //     the Machine gone; the driver's series there again after the restart;
 //  6. SIGTERM (podman stop -t 5, the pod's grace) with a CreateMachine in
 //     flight: the container exits by itself, with status 0, within 5 s,
-//     after the call returned.
+//     after the call returned;
+//  7. no line of the container's log says forbidden.
+//
+// The etcd and kube-apiserver binaries are controlplane/build.sh's
+// (CONTROLPLANE_BIN_DIR, or its cache directory).
 package main
 
 import (

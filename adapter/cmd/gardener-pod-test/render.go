@@ -6,6 +6,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -18,7 +19,8 @@ import (
 //
 //   - gardenlet, pkg/component/nodemanagement/machinecontrollermanager/machine_controller_manager.go
 //     (Deploy: labels, the MCM container, priority class, service account,
-//     terminationGracePeriodSeconds 5) and pkg/utils/gardener/shoot.go
+//     terminationGracePeriodSeconds 5, the Role and RoleBinding of the service
+//     account in the shoot's namespace) and pkg/utils/gardener/shoot.go
 //     (InjectGenericKubeconfig: the projected "kubeconfig" volume);
 //   - the webhook, pkg/component/nodemanagement/machinecontrollermanager/provider.go
 //     (ProviderSidecarContainer) as extension-aws pkg/webhook/controlplane/ensurer.go
@@ -242,4 +244,34 @@ func admittedPod(d *appsv1.Deployment, provider, podName string, hostDirs map[st
 			Volumes:                       volumes,
 		},
 	}, nil
+}
+
+// renderSeedRBAC is what gardenlet grants the Deployment's service account in the shoot's
+// namespace of the seed (machine_controller_manager.go, Deploy: the Role
+// machine-controller-manager and its RoleBinding; nothing cluster-wide since gardener v1.119
+// deletes the ClusterRoleBinding it made before): MCM's objects and their status, configmaps,
+// secrets, endpoints, events and pods, and the two leader election leases.
+func renderSeedRBAC(namespace, account string) (*rbacv1.Role, *rbacv1.RoleBinding) {
+	all := []string{"create", "get", "list", "patch", "update", "watch", "delete", "deletecollection"}
+	role := &rbacv1.Role{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
+		ObjectMeta: metav1.ObjectMeta{Name: "machine-controller-manager", Namespace: namespace},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"machine.sapcloud.io"}, Verbs: all, Resources: []string{
+				"machineclasses", "machineclasses/status", "machinedeployments", "machinedeployments/status",
+				"machines", "machines/status", "machinesets", "machinesets/status",
+			}},
+			{APIGroups: []string{""}, Resources: []string{"configmaps", "secrets", "endpoints", "events", "pods"}, Verbs: all},
+			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},
+			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "watch", "update"},
+				ResourceNames: []string{"machine-controller", "machine-controller-manager"}},
+		},
+	}
+	binding := &rbacv1.RoleBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
+		ObjectMeta: metav1.ObjectMeta{Name: "machine-controller-manager", Namespace: namespace},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: account, Namespace: namespace}},
+	}
+	return role, binding
 }

@@ -105,3 +105,26 @@ func TestCheckScrapeFindsDuplicates(t *testing.T) {
 		}
 	}
 }
+
+// The Role gardenlet grants in the seed is bound to the Deployment's own service account, and
+// its leases rule names the lock the machine-controller takes (controller.go: "machine-controller").
+func TestTheSeedRoleIsBoundToTheDeploymentsServiceAccount(t *testing.T) {
+	sa, d := renderDeployment("shoot--a--b", "aws", "img:1", false)
+	role, binding := renderSeedRBAC("shoot--a--b", sa.Name)
+	if d.Spec.Template.Spec.ServiceAccountName != sa.Name || role.Namespace != "shoot--a--b" || binding.Namespace != role.Namespace {
+		t.Fatalf("service account %s, Deployment's %s, Role in %s, RoleBinding in %s", sa.Name, d.Spec.Template.Spec.ServiceAccountName, role.Namespace, binding.Namespace)
+	}
+	if binding.RoleRef.Kind != "Role" || binding.RoleRef.Name != role.Name || len(binding.Subjects) != 1 ||
+		binding.Subjects[0].Kind != "ServiceAccount" || binding.Subjects[0].Name != sa.Name || binding.Subjects[0].Namespace != "shoot--a--b" {
+		t.Fatalf("binding %+v", binding)
+	}
+	leases := false
+	for _, r := range role.Rules {
+		if slices.Contains(r.Resources, "leases") && slices.Contains(r.Verbs, "update") {
+			leases = slices.Contains(r.ResourceNames, "machine-controller")
+		}
+	}
+	if !leases {
+		t.Fatalf("no update of the lease machine-controller in %+v", role.Rules)
+	}
+}

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -32,12 +31,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
-
-	"github.com/machine-driver/adapter/fakeapiserver"
 )
 
 // machineName is how a MachineSet of the class names its machines (plus 5
@@ -63,7 +60,8 @@ func renderCommand(args []string) error {
 		*namespace = "shoot--podtest--" + *provider
 	}
 	sa, d := renderDeployment(*namespace, *provider, *image, *wi)
-	for i, obj := range []any{sa, d} {
+	role, binding := renderSeedRBAC(*namespace, sa.Name)
+	for i, obj := range []any{sa, role, binding, d} {
 		out, err := yaml.Marshal(obj)
 		if err != nil {
 			return err
@@ -81,16 +79,19 @@ type test struct {
 	provider, ns, pod, ctr, work, podman string
 	examples, fakeBin                    string
 	deployment                           *appsv1.Deployment
+	deploymentFile, targetManifests      string
+	rendered                             []*unstructured.Unstructured // every object of deploymentFile
 	workloadIdentity                     bool
+	evicted                              bool // the workload's pod was evicted (podEvicted)
 
-	control, target *fakeapiserver.Server
-	kc, tc          kubernetes.Interface
-	mc              machineclient.Interface
-	fake            *exec.Cmd
-	admin           string // the fake cloud's admin API
-	fakeEndpoint    string
-	base            string // http://127.0.0.1:10259
-	began           time.Time
+	servers      *apiServers
+	kc, tc       kubernetes.Interface
+	mc           machineclient.Interface
+	fake         *exec.Cmd
+	admin        string // the fake cloud's admin API
+	fakeEndpoint string
+	base         string // http://127.0.0.1:10259
+	began        time.Time
 }
 
 func runCommand(args []string) error {
@@ -102,7 +103,8 @@ func runCommand(args []string) error {
 	fs.StringVar(&t.fakeBin, "fake", "", "the provider's fake cloud binary (conformance.json's fake)")
 	fs.StringVar(&t.work, "work", "", "a scratch directory")
 	fs.StringVar(&t.podman, "podman", "podman", "podman binary")
-	keep := fs.Bool("keep", false, "leave the pod and the fakes running at the end (debugging)")
+	fs.StringVar(&t.targetManifests, "target-manifests", "deploy/target", "the kustomization applied to the shoot (MCM's identity and RBAC there)")
+	keep := fs.Bool("keep", false, "leave the pod and the fake cloud running at the end (debugging; the API servers end with this process)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -113,6 +115,10 @@ func runCommand(args []string) error {
 	if err != nil {
 		return err
 	}
+	if t.rendered, err = readRendered(*deployment); err != nil {
+		return err
+	}
+	t.deploymentFile = *deployment
 	t.deployment, t.ns = d, d.Namespace
 	for _, v := range d.Spec.Template.Spec.Volumes {
 		t.workloadIdentity = t.workloadIdentity || v.Name == "workload-identity"
@@ -166,7 +172,7 @@ func (t *test) step(name string, f func() error) error {
 }
 
 func (t *test) run() error {
-	if err := t.step("fake API servers (seed, shoot), fake cloud "+filepath.Base(t.fakeBin)+", files as the kubelet mounts them", t.setUp); err != nil {
+	if err := t.step("API servers (seed, shoot: kube-apiserver), fake cloud "+filepath.Base(t.fakeBin)+", files as the kubelet mounts them", t.setUp); err != nil {
 		return err
 	}
 	if err := t.step("pod played with podman: /healthz on :10259 healthy", t.startPod); err != nil {
@@ -192,7 +198,30 @@ func (t *test) run() error {
 	if err := t.step("scrape of :10259 after the driver's restart", func() error { return t.checkMetrics(false) }); err != nil {
 		return err
 	}
-	return t.step("SIGTERM with a CreateMachine in flight: exit 0 within the 5 s grace", t.sigterm)
+	if err := t.step("SIGTERM with a CreateMachine in flight: exit 0 within the 5 s grace", t.sigterm); err != nil {
+		return err
+	}
+	return t.step("no Forbidden in the container's log (the seed's Role as gardenlet grants it, deploy/target's RBAC in the shoot)", t.noForbidden)
+}
+
+// noForbidden fails on any line of the container's log that says forbidden: every request of
+// the run had to be authorized by the RBAC applied in startAPIServers.
+func (t *test) noForbidden() error {
+	logs, err := exec.Command(t.podman, "logs", t.ctr).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("podman logs: %v: %s", err, logs)
+	}
+	var forbidden []string
+	for _, line := range strings.Split(string(logs), "\n") {
+		if strings.Contains(strings.ToLower(line), "forbidden") {
+			forbidden = append(forbidden, line)
+		}
+	}
+	if len(forbidden) > 0 {
+		return fmt.Errorf("%d log lines say forbidden, the first: %s", len(forbidden), strings.Join(forbidden[:min(3, len(forbidden))], "\n"))
+	}
+	fmt.Printf("    %d log lines, none forbidden\n", strings.Count(string(logs), "\n"))
+	return nil
 }
 
 // --- setting up ------------------------------------------------------------
@@ -222,31 +251,19 @@ func writeFiles(dir string, files map[string][]byte) error {
 	return nil
 }
 
-func randomToken() string {
-	b := make([]byte, 24)
-	_, _ = rand.Read(b)
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
 func (t *test) setUp() error {
 	if ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(portProviderMetrics)); err != nil {
 		return fmt.Errorf("port %d is taken on this host (the pod uses host networking): %w", portProviderMetrics, err)
 	} else {
 		_ = ln.Close()
 	}
-	t.control = fakeapiserver.New(randomToken(), fakeapiserver.ControlCluster())
-	t.target = fakeapiserver.New(randomToken(), fakeapiserver.TargetCluster())
-	for _, s := range []*fakeapiserver.Server{t.control, t.target} {
-		if err := s.Start("127.0.0.1:0"); err != nil {
-			return err
-		}
+	if err := t.startAPIServers(); err != nil {
+		return err
 	}
-	client := func(s *fakeapiserver.Server) *rest.Config {
-		return &rest.Config{Host: s.URL(), BearerToken: s.Token, TLSClientConfig: rest.TLSClientConfig{CAData: s.CACert}}
+	seedPort, err := t.servers.seedPort()
+	if err != nil {
+		return err
 	}
-	t.kc = kubernetes.NewForConfigOrDie(client(t.control))
-	t.tc = kubernetes.NewForConfigOrDie(client(t.target))
-	t.mc = machineclient.NewForConfigOrDie(client(t.control))
 
 	// The fake cloud on its own, so that its state outlives the driver's restart.
 	port, err := freePort()
@@ -284,7 +301,7 @@ func (t *test) setUp() error {
 		"workload-identity":        filepath.Join(t.work, "workload-identity"),
 	}
 	if err := writeFiles(hostDirs["kube-api-access-gardener"], map[string][]byte{
-		"token": []byte(t.control.Token), "ca.crt": t.control.CACert, "namespace": []byte(t.ns),
+		"token": []byte(t.servers.seedToken), "ca.crt": t.servers.seed.CAData(), "namespace": []byte(t.ns),
 	}); err != nil {
 		return err
 	}
@@ -305,8 +322,8 @@ users:
 - name: machine-controller-manager
   user:
     tokenFile: %s/token
-`, t.target.URL(), base64.StdEncoding.EncodeToString(t.target.CACert), mountGenericKubeconfig)
-	if err := writeFiles(hostDirs["kubeconfig"], map[string][]byte{"kubeconfig": []byte(kubeconfig), "token": []byte(t.target.Token)}); err != nil {
+`, t.servers.shoot.URL, base64.StdEncoding.EncodeToString(t.servers.shoot.CAData()), mountGenericKubeconfig)
+	if err := writeFiles(hostDirs["kubeconfig"], map[string][]byte{"kubeconfig": []byte(kubeconfig), "token": []byte(t.servers.shootToken)}); err != nil {
 		return err
 	}
 	if t.workloadIdentity {
@@ -317,7 +334,7 @@ users:
 	pod, err := admittedPod(t.deployment, t.provider, t.pod, hostDirs, []corev1.EnvVar{
 		// The kubelet's, for the seed's API server (rest.InClusterConfig).
 		{Name: "KUBERNETES_SERVICE_HOST", Value: "127.0.0.1"},
-		{Name: "KUBERNETES_SERVICE_PORT", Value: strconv.Itoa(t.control.Port())},
+		{Name: "KUBERNETES_SERVICE_PORT", Value: seedPort},
 		// The test's only addition: the fake cloud instead of the real one.
 		{Name: "MACHINE_DRIVER_CLOUD_ENDPOINT", Value: t.fakeEndpoint},
 	})
@@ -456,16 +473,17 @@ func (t *test) joinNode(m *v1alpha1.Machine) (string, error) {
 			{Type: corev1.NodePIDPressure, Status: corev1.ConditionFalse, LastTransitionTime: now},
 		}},
 	}
-	if _, err := t.tc.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+	// As the kubelet registers: the Node, then its status (the status subresource).
+	status := node.Status
+	created, err := t.tc.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	if err != nil {
 		return "", err
 	}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "workload", Namespace: "default",
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "workload", UID: "uid-rs", Controller: ptr(true)}}},
-		Spec:   corev1.PodSpec{NodeName: nodeName, Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning},
+	created.Status = status
+	if _, err := t.tc.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		return "", err
 	}
-	if _, err := t.tc.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+	if err := t.startWorkload(ctx, nodeName); err != nil {
 		return "", err
 	}
 	return nodeName, eventually(90*time.Second, "machine Running on its Node", func() (bool, string) {
@@ -493,11 +511,11 @@ func (t *test) deleteMachine(m *v1alpha1.Machine, nodeName string) error {
 	var marks []string
 	mark := func(what string) { marks = append(marks, fmt.Sprintf("%s %.1f s", what, time.Since(began).Seconds())) }
 	defer func() { fmt.Printf("    %s\n", strings.Join(marks, ", ")) }()
-	if err := eventually(90*time.Second, "pod evicted", func() (bool, string) {
-		_, err := t.tc.CoreV1().Pods("default").Get(ctx, "workload", metav1.GetOptions{})
-		return apierrors.IsNotFound(err) && t.target.Requests("create pods/eviction") > 0, fmt.Sprintf("pod: %v, evictions %d", err, t.target.Requests("create pods/eviction"))
-	}); err != nil {
+	if err := eventually(90*time.Second, "pod evicted", t.podEvicted); err != nil {
 		return err
+	}
+	if !t.evicted {
+		return errors.New("the pod was deleted, not evicted: it never had the DisruptionTarget condition (reason EvictionByEvictionAPI) an eviction sets")
 	}
 	mark("evicted")
 	if err := eventually(90*time.Second, "VM deleted", func() (bool, string) {
@@ -877,9 +895,7 @@ func (t *test) cleanup() {
 		_ = t.fake.Process.Kill()
 		_ = t.fake.Wait()
 	}
-	for _, s := range []*fakeapiserver.Server{t.control, t.target} {
-		if s != nil {
-			_ = s.Close()
-		}
+	if t.servers != nil {
+		t.servers.stop()
 	}
 }

@@ -62,7 +62,7 @@ func (s *updatingSidecar) requests() []*pb.UpdateMachineRequest {
 	return append([]*pb.UpdateMachineRequest(nil), s.calls...)
 }
 
-// The machine-controller as deployed, against API servers over the network:
+// The machine-controller as deployed, against real API servers (clusters_test.go):
 // with --hot-update and a driver that can update machines, a Running
 // machine first gets its class's spec hash, and after an edit of the class's
 // tags one UpdateMachine (the old class as previous class), the result
@@ -85,17 +85,20 @@ func TestTheMachineControllerAppliesAClassEditWithHotUpdate(t *testing.T) {
 func hotUpdateScenario(t *testing.T, flag, capable bool) {
 	ctx := context.Background()
 	const (
-		ns       = "shoot--demo--hot"
-		class    = "demo-worker-z1-a1b2c"
-		nodeName = "ip-10-0-1-8.ec2.internal"
-		before   = `{"machineType":"m5.large","tags":{"team":"a"}}`
-		after    = `{"machineType":"m5.large","tags":{"team":"b"}}`
+		nsBase     = "shoot--demo--hot"
+		nodeSuffix = "8"
+		class      = "demo-worker-z1-a1b2c"
+		before     = `{"machineType":"m5.large","tags":{"team":"a"}}`
+		after      = `{"machineType":"m5.large","tags":{"team":"b"}}`
 	)
 	on := flag && capable
 	sidecar := &updatingSidecar{capable: capable}
 	dir, socket := sidecartest.Serve(t, sidecar, sidecar)
 
-	kc, tc, mc := startClusters(t, dir)
+	cl := startClusters(t, dir)
+	kc, mc := cl.kc, cl.mc
+	ns := nsBase + cl.suffix
+	nodeName := "ip-10-0-1-" + nodeSuffix + cl.suffix + ".ec2.internal"
 
 	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -112,16 +115,14 @@ func hotUpdateScenario(t *testing.T, flag, capable bool) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tc.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName},
-		Spec: corev1.NodeSpec{ProviderID: "aws:///eu-west-1a/i-0hot"},
+	cl.createNode(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName},
+		Spec: corev1.NodeSpec{ProviderID: "aws:///eu-west-1a/i-0hot" + cl.suffix},
 		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue,
 			Reason: "KubeletReady", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	})
 	m, err := mc.MachineV1alpha1().Machines(ns).Create(ctx, &v1alpha1.Machine{
 		ObjectMeta: metav1.ObjectMeta{Name: "worker-hot-abc12", Namespace: ns, Labels: map[string]string{v1alpha1.NodeLabelKey: nodeName}},
-		Spec:       v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: class}, ProviderID: "aws:///eu-west-1a/i-0hot"},
+		Spec:       v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: class}, ProviderID: "aws:///eu-west-1a/i-0hot" + cl.suffix},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)

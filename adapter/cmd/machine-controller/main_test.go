@@ -29,7 +29,8 @@ import (
 // the arguments after "--") and, started by it, a fake driver (FAKE_DRIVER=ready|exit|hang
 // and the MACHINE_DRIVER_ENDPOINT the supervisor sets: serves IdentityService
 // there, or exits at once, or hangs: Probe never answers, SIGTERM is ignored,
-// FAKE_DRIVER_PROBED is created at the first Probe).
+// FAKE_DRIVER_PROBED is created at the first Probe). The real control plane the
+// cluster tests share (clusters_test.go) is stopped once they all ran.
 func TestMain(m *testing.M) {
 	switch {
 	case os.Getenv("FAKE_DRIVER") != "" && os.Getenv("MACHINE_DRIVER_ENDPOINT") != "":
@@ -43,7 +44,9 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(run())
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	stopControlPlane() // started by the first test that needed it (clusters_test.go)
+	os.Exit(code)
 }
 
 type identity struct {

@@ -18,6 +18,7 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/machine-driver/adapter/driver"
 	pb "github.com/machine-driver/adapter/gen/machinedriver/v1"
@@ -44,7 +45,7 @@ func (s *reclaimingSidecar) GetMachineStatus(context.Context, *pb.GetMachineStat
 }
 
 // The machine-controller as deployed (leader election, MCM's controllers, the
-// watcher) against API servers over the network: a Running machine whose Node
+// watcher) against real API servers (clusters_test.go): a Running machine whose Node
 // is NotReady and whose Spot VM the sidecar reports reclaimed turns Failed,
 // with an event and the counter on /metrics; with --spot-reclaim-watch=false
 // it is left to MCM (Unknown, no status call).
@@ -56,11 +57,17 @@ func TestTheMachineControllerFailsAMachineWhoseSpotVMWasReclaimed(t *testing.T) 
 
 func reclaimScenario(t *testing.T, watch bool) {
 	ctx := context.Background()
-	const ns = "shoot--demo--spot"
+	const (
+		nsBase     = "shoot--demo--spot"
+		nodeSuffix = "7"
+	)
 	sidecar := &reclaimingSidecar{}
 	dir, socket := sidecartest.Serve(t, identity{}, sidecar)
 
-	kc, tc, mc := startClusters(t, dir)
+	cl := startClusters(t, dir)
+	kc, mc := cl.kc, cl.mc
+	ns := nsBase + cl.suffix
+	nodeName := "ip-10-0-1-" + nodeSuffix + cl.suffix + ".ec2.internal"
 
 	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -71,21 +78,20 @@ func reclaimScenario(t *testing.T, watch bool) {
 	}
 	if _, err := mc.MachineV1alpha1().MachineClasses(ns).Create(ctx, &v1alpha1.MachineClass{
 		ObjectMeta: metav1.ObjectMeta{Name: "spot", Namespace: ns, Finalizers: []string{"machine.sapcloud.io/machine-controller"}},
-		Provider:   "fake", SecretRef: &corev1.SecretReference{Name: "cloudprovider", Namespace: ns},
+		// The CRD requires a providerSpec; the sidecar here reads none.
+		Provider: "fake", ProviderSpec: runtime.RawExtension{Raw: []byte(`{"machineType":"m5.large"}`)},
+		SecretRef: &corev1.SecretReference{Name: "cloudprovider", Namespace: ns},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	const nodeName = "ip-10-0-1-7.ec2.internal"
-	if _, err := tc.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName},
-		Spec: corev1.NodeSpec{ProviderID: "aws:///eu-west-1a/i-0spot"},
+	cl.createNode(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName},
+		Spec: corev1.NodeSpec{ProviderID: "aws:///eu-west-1a/i-0spot" + cl.suffix},
 		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown,
 			Reason: "NodeStatusUnknown", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	})
 	m, err := mc.MachineV1alpha1().Machines(ns).Create(ctx, &v1alpha1.Machine{
 		ObjectMeta: metav1.ObjectMeta{Name: "worker-spot-abc12", Namespace: ns, Labels: map[string]string{v1alpha1.NodeLabelKey: nodeName}},
-		Spec:       v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: "spot"}, ProviderID: "aws:///eu-west-1a/i-0spot"},
+		Spec:       v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: "spot"}, ProviderID: "aws:///eu-west-1a/i-0spot" + cl.suffix},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
