@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
 
+mod absent;
 mod cache;
 mod cloud_call;
 mod coalesce;
@@ -23,6 +24,7 @@ pub mod spec_mutations;
 pub mod spec_walk;
 mod update;
 
+pub use absent::{AbsentVm, DUPLICATE_VMS};
 pub use cache::KeyedCache;
 pub use cloud_call::{CallFailure, CloudCall, CloudCaller, CloudFailure, cloud_call};
 pub use coalesce::{BATCH_DEADLINE, BatchFn, Coalescer};

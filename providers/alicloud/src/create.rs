@@ -39,7 +39,7 @@
 use base64::Engine as _;
 use machine_driver_api::{
     Address, AddressType, CallContext, CallFailure, ClusterMarkers, CreateMachine, CreatedMachine, DriverError,
-    ErrorKind, Machine, Ownership, idempotency_token,
+    Machine, Ownership, idempotency_token,
 };
 
 use crate::clients::Api;
@@ -73,12 +73,8 @@ impl AlicloudDriver {
             match others.len() {
                 0 => {}
                 1 => return Ok(self.created(&spec.region, others.remove(0).instance_id)),
-                n => {
-                    return Err(DriverError::new(
-                        ErrorKind::Duplicate,
-                        "DUPLICATE_INSTANCES",
-                        format!("{n} instances carry the machine uid {}", req.machine.uid),
-                    ));
+                _ => {
+                    return Err(DriverError::duplicate_vms(&req.machine.name, others.iter().map(|i| &i.instance_id)));
                 }
             }
             if let Some(instance) = reclaimed.first() {
@@ -209,7 +205,7 @@ pub(crate) fn run_instances_params(spec: &AlicloudProviderSpec, req: &CreateMach
         p.opt(format!("DataDisk.{n}.Category"), d.category.as_deref())
             .set(format!("DataDisk.{n}.Size"), d.size)
             .set(format!("DataDisk.{n}.Encrypted"), d.encrypted)
-            .set(format!("DataDisk.{n}.DiskName"), format!("{}-{}-data-disk", req.machine.name, d.name))
+            .set(format!("DataDisk.{n}.DiskName"), data_disk_name(&req.machine.name, &d.name))
             .opt(format!("DataDisk.{n}.Description"), d.description.as_deref());
         if !ephemeral {
             p.set(format!("DataDisk.{n}.DeleteWithInstance"), d.delete_with_instance.unwrap_or(true));
@@ -223,6 +219,13 @@ pub(crate) fn run_instances_params(spec: &AlicloudProviderSpec, req: &CreateMach
         p.set("UserData", base64::engine::general_purpose::STANDARD.encode(&req.user_data.0));
     }
     p
+}
+
+/// The `DiskName` of class data disk `disk` of machine `machine` (the Go
+/// provider's `<machine>-<disk name>-data-disk`); UpdateMachine finds the disks
+/// it owns by it.
+pub(crate) fn data_disk_name(machine: &str, disk: &str) -> String {
+    format!("{machine}-{disk}-data-disk")
 }
 
 /// The tags create puts on the instance: the class's, then the machine uid tag
@@ -263,11 +266,7 @@ pub(crate) async fn find_by_uid(
     match found.len() {
         0 => Ok(None),
         1 => Ok(found.pop()),
-        n => Err(DriverError::new(
-            ErrorKind::Duplicate,
-            "DUPLICATE_INSTANCES",
-            format!("{n} instances carry the machine uid {}", machine.uid),
-        )),
+        _ => Err(DriverError::duplicate_vms(&machine.name, found.iter().map(|i| &i.instance_id))),
     }
 }
 

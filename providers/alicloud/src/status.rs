@@ -12,7 +12,7 @@
 //! (NOT_FOUND) naming it, so MCM replaces the machine at once. Once released,
 //! the instance is not listed and the answer is the plain NOT_FOUND.
 
-use machine_driver_api::{CallContext, DriverError, MachineRef, MachineStatus, Ownership, foreign_not_found};
+use machine_driver_api::{AbsentVm, CallContext, DriverError, MachineRef, MachineStatus, Ownership, foreign_not_found};
 
 use crate::create::{addresses, find_machine};
 use crate::credentials::AccessKey;
@@ -34,11 +34,7 @@ impl AlicloudDriver {
             let api = self.pool.api(&key, &spec.region, ctx)?;
             let mut found = find_machine(&api, &spec.region, &markers, &req.machine).await?;
             if found.len() > 1 {
-                return Err(DriverError::new(
-                    machine_driver_api::ErrorKind::Duplicate,
-                    "DUPLICATE_INSTANCES",
-                    format!("{} instances belong to machine {}", found.len(), req.machine.name),
-                ));
+                return Err(DriverError::duplicate_vms(&req.machine.name, found.iter().map(|i| &i.instance_id)));
             }
             let Some(instance) = found.pop() else {
                 return Err(DriverError::not_found(format!("instance of machine {}", req.machine.name)));
@@ -59,13 +55,11 @@ impl AlicloudDriver {
                 }
             };
         }
-        if self.recent.contains(&id) {
-            return Ok(MachineStatus::not_visible_yet(provider_id(&region, &id), node_name(&id)));
-        }
-        Some(&req.machine)
-            .filter(|_| !self.deleted.contains(&id))
-            .and_then(|m| m.young_not_visible_yet(&node_name(&id)))
-            .ok_or_else(|| DriverError::not_found(format!("instance {}", provider_id(&region, &id))))
+        let pid = provider_id(&region, &id);
+        AbsentVm::new(&req.machine, format!("instance {pid}"))
+            .created(self.recent.contains(&id).then_some(pid))
+            .deleted(self.deleted.contains(&id))
+            .status(&node_name(&id))
     }
 
     /// The status of the machine's own `instance`; SPOT_RECLAIMED when ECS reclaimed it.

@@ -122,13 +122,13 @@ impl AwsDriver {
                 }
             },
         );
-        let launch = Launch::now(&id, &c.region, &node_name);
-        self.recent.record((c.credentials.clone(), req.machine.uid.clone()), launch.clone());
+        let launch = Launch { instance_id: id.clone(), region: c.region.clone(), node_name: node_name.clone() };
+        self.recent.record((c.credentials.clone(), req.machine.uid.clone()), launch);
         tracing::info!(machine = %req.machine.name, instance_id = %id, "instance launched");
         Ok(CreatedMachine {
             provider_id: provider_id::encode(&c.region, &id),
             node_name,
-            last_known_state: launch.to_state(),
+            last_known_state: String::new(),
             addresses: steps::addresses(&instance),
         })
     }
@@ -152,11 +152,7 @@ impl AwsDriver {
                 "an instance was launched for this machine with other parameters but is not visible yet",
                 crate::errors::RETRY_SOON,
             )),
-            n => Err(DriverError::new(
-                ErrorKind::Duplicate,
-                "MULTIPLE_INSTANCES",
-                format!("machine {} is backed by {n} live instances", req.machine.name),
-            )),
+            _ => Err(DriverError::duplicate_vms(&req.machine.name, found.iter().filter_map(|i| i.instance_id()))),
         }
     }
 

@@ -6,7 +6,7 @@ use std::sync::atomic::AtomicBool;
 
 use aws_sdk_ec2::types::{Filter, Instance};
 use machine_driver_api::{
-    BatchFn, CallContext, ClusterMarkers, DriverError, ErrorKind, Machine, Ownership, PageTokens, RateLimiter, Result,
+    BatchFn, CallContext, ClusterMarkers, DriverError, Machine, Ownership, PageTokens, RateLimiter, Result,
     foreign_not_found,
 };
 
@@ -161,14 +161,6 @@ pub(crate) async fn machine_instance(
         (0, Some(i)) => Ok(Lookup::Dead(i)),
         (0, None) => Ok(Lookup::Missing),
         (1, _) => Ok(Lookup::Live(Box::new(live.remove(0)))),
-        _ => {
-            let mut ids: Vec<&str> = live.iter().filter_map(|i| i.instance_id()).collect();
-            ids.sort_unstable();
-            Err(DriverError::new(
-                ErrorKind::Duplicate,
-                "MULTIPLE_INSTANCES",
-                format!("machine {} is backed by {} live instances: {}", machine.name, ids.len(), ids.join(", ")),
-            ))
-        }
+        _ => Err(DriverError::duplicate_vms(&machine.name, live.iter().filter_map(|i| i.instance_id()))),
     }
 }

@@ -6,7 +6,7 @@
 //! ([`crate::ownership`]): MCM must never adopt it.
 
 use aws_sdk_ec2::types::Instance;
-use machine_driver_api::{CallContext, DriverError, MachineRef, MachineStatus, Result};
+use machine_driver_api::{AbsentVm, CallContext, MachineRef, MachineStatus, Result};
 
 use crate::clients::AwsClients;
 use crate::driver::AwsDriver;
@@ -22,16 +22,10 @@ impl AwsDriver {
     /// interruption behaviour) and the kit judges this machine's is NOT_FOUND
     /// `SPOT_RECLAIMED` naming it and EC2's state reason ([`crate::spot`]),
     /// told from the same reads: no extra call.
-    /// When EC2 shows nothing: "not visible yet" for a launch of the last 10
-    /// minutes ([`AwsDriver::recent_launch`]) or a young machine, NOT_FOUND
+    /// When EC2 shows nothing, the kit's absent-VM answer ([`AbsentVm`]):
+    /// "not visible yet" for a launch of this process within the visibility
+    /// grace ([`AwsDriver::recent_launch`]) or a young machine, NOT_FOUND
     /// otherwise.
-    ///
-    /// A launch known only from the request's `lastKnownState` (no record of
-    /// this process for these credentials and this uid, e.g. after a restart)
-    /// is answered "not visible yet" with the state's instance id and region
-    /// (both syntax-checked) although no instance was read or judged: nothing
-    /// of the cloud is acted on, and the first status after EC2 shows the
-    /// instance judges it (NOT_FOUND if it is not this machine's).
     pub(crate) async fn status(&self, ctx: &CallContext, req: MachineRef) -> Result<MachineStatus> {
         let (spec, markers) = crate::ownership::class(&req.class.provider_spec)?;
         crate::ownership::check_machine_name(&req.machine.name)?;
@@ -43,32 +37,29 @@ impl AwsDriver {
                 None => Ok(machine_status(&spec, &region, &i)),
             },
             Lookup::Dead(i) => Err(spot::dead_answer(&i, &markers, &req.machine)),
-            Lookup::Missing => match self.recent_launch(&req, &c) {
-                Some(l) => Ok(MachineStatus::not_visible_yet(
-                    provider_id::encode(&l.region, &l.instance_id),
-                    l.node_name.clone(),
-                )),
-                None => {
-                    let node_name = req.machine.node_name.clone().unwrap_or_default();
-                    req.machine
-                        .young_not_visible_yet(&node_name)
-                        .ok_or_else(|| DriverError::not_found(format!("instance of machine {}", req.machine.name)))
-                }
-            },
+            Lookup::Missing => {
+                let launch = self.recent_launch(&req, &c);
+                let node_name = match &launch {
+                    Some(l) => l.node_name.clone(),
+                    None => req.machine.node_name.clone().unwrap_or_default(),
+                };
+                AbsentVm::new(&req.machine, format!("instance of machine {}", req.machine.name))
+                    .created(launch.map(|l| provider_id::encode(&l.region, &l.instance_id)))
+                    .status(&node_name)
+            }
         }
     }
 
-    /// A launch of this machine within the visibility grace period, from this
+    /// A launch of this machine within the visibility grace period: this
     /// process's record of a launch with `c`'s credentials for the machine's
-    /// uid, or else from the machine's lastKnownState (its ids syntax-checked,
-    /// [`Launch::from_state`]). Only a launch in `c`'s region, and of the
-    /// providerID's instance when there is one.
+    /// uid. Only a launch in `c`'s region, and of the providerID's instance
+    /// when there is one.
     pub(crate) fn recent_launch(&self, req: &MachineRef, c: &AwsClients) -> Option<Launch> {
-        let from_state = || Launch::from_state(&req.machine.last_known_state).filter(Launch::is_recent);
-        let from_record = (!req.machine.uid.is_empty())
-            .then(|| self.recent.get(&(c.credentials.clone(), req.machine.uid.clone())))
-            .flatten();
-        let launch = from_record.or_else(from_state).filter(|l| l.region == c.region)?;
+        if req.machine.uid.is_empty() {
+            return None;
+        }
+        let launch =
+            self.recent.get(&(c.credentials.clone(), req.machine.uid.clone())).filter(|l| l.region == c.region)?;
         // A providerID naming another instance is not this launch.
         match req.machine.provider_id.as_deref().map(provider_id::decode) {
             Some(Ok((_, id))) if id != launch.instance_id => None,

@@ -20,7 +20,9 @@
 //! `Delete` eviction leaves no VM: plain NOT_FOUND. Other classes read as
 //! before.
 
-use machine_driver_api::{CallContext, DriverError, MachineRef, MachineStatus, MarkedVm, Ownership, foreign_not_found};
+use machine_driver_api::{
+    AbsentVm, CallContext, DriverError, MachineRef, MachineStatus, MarkedVm, Ownership, foreign_not_found,
+};
 
 use crate::clients::Api;
 use crate::credentials::AzureCredentials;
@@ -94,13 +96,10 @@ impl AzureDriver {
                 return Ok(self.answer(&api, &creds, &target, &found, &req.machine.uid).await);
             }
         }
-        if self.recent.contains(&target) {
-            return Ok(MachineStatus::not_visible_yet(target.provider_id(), target.name.clone()));
-        }
-        Some(&req.machine)
-            .filter(|_| !self.deleted.contains(&target))
-            .and_then(|m| m.young_not_visible_yet(&target.name))
-            .ok_or_else(|| DriverError::not_found(format!("VM {}", target.provider_id())))
+        AbsentVm::new(&req.machine, format!("VM {}", target.provider_id()))
+            .created(self.recent.contains(&target).then(|| target.provider_id()))
+            .deleted(self.deleted.contains(&target))
+            .status(&target.name)
     }
 
     /// The status of a VM found not failed, polled for the machine of uid

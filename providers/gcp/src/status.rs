@@ -3,7 +3,7 @@
 //! machine's ([`crate::ownership`]); a Spot VM Compute reclaimed is
 //! SPOT_RECLAIMED, decided from that same read ([`spot_reclaim`]).
 
-use machine_driver_api::{CallContext, DriverError, MachineRef, MachineStatus, Ownership, foreign_not_found};
+use machine_driver_api::{AbsentVm, CallContext, DriverError, MachineRef, MachineStatus, Ownership, foreign_not_found};
 
 use crate::credentials::GcpCredentials;
 use crate::driver::{GcpDriver, Inserter};
@@ -53,12 +53,9 @@ impl GcpDriver {
         if let Some(failed) = self.insert_outcome(&api, &target).await {
             return Err(failed);
         }
-        if self.inserted_by(&target, &Inserter::new(&markers, &key)) {
-            return Ok(MachineStatus::not_visible_yet(target.provider_id(), target.name.clone()));
-        }
-        Some(&req.machine)
-            .filter(|_| !self.deleted.contains(&target))
-            .and_then(|m| m.young_not_visible_yet(&target.name))
-            .ok_or_else(|| DriverError::not_found(format!("instance {}", target.provider_id())))
+        AbsentVm::new(&req.machine, format!("instance {}", target.provider_id()))
+            .created(self.inserted_by(&target, &Inserter::new(&markers, &key)).then(|| target.provider_id()))
+            .deleted(self.deleted.contains(&target))
+            .status(&target.name)
     }
 }

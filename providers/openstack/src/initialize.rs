@@ -14,7 +14,9 @@
 //! and one `PUT` per port that lacks a CIDR. A young server without its ports
 //! yet answers UNAVAILABLE, and MCM retries.
 
-use machine_driver_api::{CallContext, DriverError, InitializedMachine, MachineRef, Ownership, foreign_not_found};
+use machine_driver_api::{
+    AbsentVm, CallContext, DriverError, InitializedMachine, MachineRef, Ownership, foreign_not_found,
+};
 
 use crate::driver::OpenStackDriver;
 use crate::errors::RETRY_SOON;
@@ -45,14 +47,13 @@ impl OpenStackDriver {
                     Some(record) => record,
                     None => match get_server(&api, &id).await? {
                         Some(server) => server,
-                        None if req.machine.is_young() => {
-                            return Err(DriverError::unavailable(
-                                "SERVER_NOT_VISIBLE",
-                                format!("server {id} is not visible in Nova yet"),
-                                RETRY_SOON,
-                            ));
+                        None => {
+                            let pid = provider_id(&region, &id);
+                            return Err(AbsentVm::new(&req.machine, format!("server {pid}"))
+                                .created(self.recent.contains(&api.scoped(&id)).then_some(pid))
+                                .deleted(self.deleted.contains(&id))
+                                .unavailable("SERVER_NOT_VISIBLE", format!("server {id} is not visible in Nova yet")));
                         }
-                        None => return Err(DriverError::not_found(format!("server {}", provider_id(&region, &id)))),
                     },
                 };
                 if let Ownership::Foreign(why) = markers.judge(&server, &req.machine) {

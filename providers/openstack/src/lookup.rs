@@ -39,8 +39,8 @@ use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
 use machine_driver_api::{
-    BatchFn, CallContext, CallFailure, ClusterMarkers, Coalescer, DriverError, ErrorKind, KeyedCache, Machine,
-    RecentList, common_prefix,
+    BatchFn, CallContext, CallFailure, ClusterMarkers, Coalescer, DriverError, KeyedCache, Machine, RecentList,
+    common_prefix,
 };
 use serde::{Deserialize, Deserializer};
 
@@ -414,11 +414,7 @@ pub(crate) async fn find_machine(
 pub(crate) fn at_most_one(mut found: Vec<Server>, name: &str) -> Result<Option<Server>, DriverError> {
     match found.len() {
         0 | 1 => Ok(found.pop()),
-        n => Err(DriverError::new(
-            ErrorKind::Duplicate,
-            "DUPLICATE_SERVERS",
-            format!("{n} servers belong to machine {name}"),
-        )),
+        _ => Err(DriverError::duplicate_vms(name, found.iter().map(|s| &s.id))),
     }
 }
 

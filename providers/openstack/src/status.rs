@@ -17,7 +17,7 @@
 //! servers get their pairs with their ports.
 
 use machine_driver_api::{
-    CallContext, DriverError, ErrorKind, MachineRef, MachineStatus, Ownership, foreign_not_found,
+    AbsentVm, CallContext, DriverError, ErrorKind, MachineRef, MachineStatus, Ownership, foreign_not_found,
 };
 
 use crate::clients::Api;
@@ -116,13 +116,13 @@ impl OpenStackDriver {
         let Some(id) = id else {
             return Err(DriverError::not_found(format!("server of machine {}", req.machine.name)));
         };
-        if let Some(created) = self.recent.get(&api.scoped(&id)) {
-            return Ok(MachineStatus::not_visible_yet(provider_id(&region, &id), created.name));
-        }
-        Some(&req.machine)
-            .filter(|_| !self.deleted.contains(&id))
-            .and_then(|m| m.young_not_visible_yet(&m.name))
-            .ok_or_else(|| DriverError::not_found(format!("server {}", provider_id(&region, &id))))
+        let pid = provider_id(&region, &id);
+        let created = self.recent.get(&api.scoped(&id));
+        let node_name = created.as_ref().map_or(req.machine.name.as_str(), |c| c.name.as_str()).to_string();
+        AbsentVm::new(&req.machine, format!("server {pid}"))
+            .created(created.map(|_| pid))
+            .deleted(self.deleted.contains(&id))
+            .status(&node_name)
     }
 
     /// The address-pairs step when a pod network port of the server lacks a pod CIDR.
