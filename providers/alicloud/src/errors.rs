@@ -80,9 +80,11 @@ impl EcsFailure {
         self.code == "IdempotentParameterMismatch"
     }
 
-    /// The instance is in a state that refuses the operation (still starting, stopping).
+    /// The instance (or, for ResizeDisk, the disk: `IncorrectDiskStatus`, a disk
+    /// being resized or its instance being released) is in a state that refuses
+    /// the operation for now (still starting, stopping).
     pub(crate) fn is_incorrect_status(&self) -> bool {
-        self.code.starts_with("IncorrectInstanceStatus")
+        self.code.starts_with("IncorrectInstanceStatus") || self.code.starts_with("IncorrectDiskStatus")
     }
 
     fn is_throttling(&self) -> bool {
@@ -203,6 +205,8 @@ mod tests {
         assert_eq!(kind(400, "InvalidParameter"), ErrorKind::InvalidArgument);
         assert_eq!(kind(404, "InvalidInstanceId.NotFound"), ErrorKind::NotFound);
         assert_eq!(kind(403, "IncorrectInstanceStatus"), ErrorKind::Unavailable);
+        assert_eq!(kind(403, "IncorrectDiskStatus"), ErrorKind::Unavailable);
+        assert_eq!(kind(403, "InvalidDiskSize.TooSmall"), ErrorKind::FailedPrecondition);
         assert_eq!(kind(404, "InvalidVSwitchId.NotFound"), ErrorKind::InvalidArgument);
         assert_eq!(kind(403, "OperationConflict"), ErrorKind::Unavailable);
         assert_eq!(kind(403, "SomethingElse"), ErrorKind::FailedPrecondition);

@@ -101,7 +101,7 @@ async fn a_reclaimed_spot_instance_is_spot_reclaimed_until_deleted() {
     wait_nothing_live(&cloud).await;
     let inventory = cloud.inventory().await;
     assert!(inventory.instances.iter().all(|i| !i.live && i.state == "Deleted"), "{:?}", inventory.instances);
-    assert!(inventory.dependents.is_empty());
+    assert!(inventory.dependents.iter().all(|d| !d.live), "its disks and ENI went with it: {:?}", inventory.dependents);
     let err = driver.get_machine_status(&ctx("status", 10), by_pid).await.unwrap_err();
     assert_eq!((err.kind(), err.reason()), (ErrorKind::NotFound, "NOT_FOUND"), "{err}");
 }

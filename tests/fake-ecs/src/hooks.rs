@@ -28,6 +28,10 @@ pub(crate) const ECS_ACTIONS: &[(&str, OpClass)] = &[
     ("DeleteInstance", OpClass::Delete),
     ("TagResources", OpClass::Write),
     ("UntagResources", OpClass::Write),
+    ("DescribeDisks", OpClass::Read),
+    ("DescribeNetworkInterfaces", OpClass::Read),
+    ("ResizeDisk", OpClass::Write),
+    ("ModifyInstanceAttribute", OpClass::Write),
 ];
 
 /// STS actions (version 2015-04-01) and their classes.
@@ -75,6 +79,9 @@ impl CloudHooks for EcsHooks {
             })
             .collect();
         instances.extend(state.deleted.iter().map(|(_, entry)| entry.clone()));
+        let mut dependents: Vec<_> = state.instances.values().flat_map(|i| i.dependents(true)).collect();
+        dependents.extend(state.detached_disks.values().map(|d| d.disk.inventory("data", None, "Available", true)));
+        dependents.extend(state.deleted_dependents.iter().map(|(_, entry)| entry.clone()));
         let images = state
             .images
             .values()
@@ -88,7 +95,7 @@ impl CloudHooks for EcsHooks {
                 })
             })
             .collect();
-        Inventory { instances, images, dependents: Vec::new() }
+        Inventory { instances, images, dependents }
     }
 
     fn reset(&self) {

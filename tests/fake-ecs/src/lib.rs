@@ -1,6 +1,7 @@
 //! A stateful fake of Alibaba Cloud ECS (RPC API `2014-05-26`) plus STS `GetCallerIdentity`
 //! (`2015-04-01`) on one listener, for tests: `RunInstances`, `DescribeInstances`,
-//! `DeleteInstance`, `DescribeImages`, `ModifyImageSharePermission`,
+//! `DeleteInstance`, `TagResources`, `UntagResources`, `DescribeDisks`, `ResizeDisk`,
+//! `DescribeNetworkInterfaces`, `ModifyInstanceAttribute`, `DescribeImages`, `ModifyImageSharePermission`,
 //! `DescribeImageSharePermission` and `GetCallerIdentity` — with ECS's real wire protocol
 //! (parameters in the query string and/or a form body, V3 `ACS3-HMAC-SHA256` header
 //! signatures and V1 `HMAC-SHA1` query signatures, nonce replay protection, ECS's JSON
@@ -57,6 +58,8 @@ pub const ZONE_B: &str = "eu-central-1b";
 pub const VPC: &str = "vpc-gw8fake0000000000001";
 /// The seeded security group of the cluster account (in [`VPC`]).
 pub const SECURITY_GROUP: &str = "sg-gw8fake0000000000001";
+/// A second security group of the cluster account in [`VPC`] (for ModifyInstanceAttribute `SecurityGroupIds.N`).
+pub const SECURITY_GROUP_B: &str = "sg-gw8fake0000000000002";
 /// The seeded vSwitch of the cluster account: [`ZONE_A`], `10.250.0.0/16`, IPs from `10.250.0.10` on.
 pub const VSWITCH: &str = "vsw-gw8fake000000000001";
 

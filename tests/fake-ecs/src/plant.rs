@@ -6,8 +6,9 @@
 //! `attached` disks describe its system disk (the first, booting: its
 //! `size_gb`, default 20) and data disks (`name` = `DiskName`, `size_gb`
 //! required, 20-32768, `delete_with_vm` = `DeleteWithInstance`, default true),
-//! as RunInstances' `SystemDisk` and `DataDisk.N` make them; the fake keeps no
-//! disk tags nor a system disk name, so those are refused, as are other kinds.
+//! as RunInstances' `SystemDisk` and `DataDisk.N` make them, each a `d-...` disk
+//! with the `tags` given (none by default); the fake keeps no system disk name,
+//! so one is refused, as are other kinds. The primary ENI carries no tags.
 //!
 //! Scope keys: `account` (default the cluster account), `region` (the only
 //! region), `vswitch` (default the seeded one; it must belong to the account;
@@ -45,14 +46,15 @@ fn valid_instance_name(name: &str) -> bool {
 }
 
 /// The system disk (category, size) and data disks `attached` describes (none: a 20 GiB ESSD, no data disk).
-fn disks(request: &PlantRequest) -> Result<((String, u64), Vec<DataDisk>), PlantError> {
+fn disks(request: &PlantRequest) -> Result<(DataDisk, Vec<DataDisk>), PlantError> {
     request.check_attached("ECS", &[AttachedKind::Disk], &[])?;
-    let mut system = ("cloud_essd".to_owned(), 20);
+    let mut system = DataDisk::new("cloud_essd", 20);
     let mut data = Vec::new();
     for (i, disk) in request.attached.iter().enumerate() {
         let at = format!("attached[{i}]");
-        if !disk.tags.is_empty() {
-            return Err(PlantError::Invalid(format!("{at}: fake-ecs keeps no disk tags")));
+        let tags: Vec<(String, String)> = disk.tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        if tags.len() > MAX_TAGS || tags.iter().any(|(k, _)| !tag_key_valid(k)) {
+            return Err(PlantError::Invalid(format!("{at}: at most {MAX_TAGS} valid ECS tags")));
         }
         if i == 0 && !disk.boot {
             return Err(PlantError::Invalid(format!("{at}: the first disk is the system disk (boot)")));
@@ -65,9 +67,10 @@ fn disks(request: &PlantRequest) -> Result<((String, u64), Vec<DataDisk>), Plant
             }
             match disk.size_gb {
                 None => {}
-                Some(size) if (20..=2048).contains(&size) => system.1 = size,
+                Some(size) if (20..=2048).contains(&size) => system.size = size,
                 Some(size) => return Err(PlantError::Invalid(format!("{at}: SystemDisk.Size {size} is invalid"))),
             }
+            system.tags = tags;
             continue;
         }
         let size = disk
@@ -77,14 +80,11 @@ fn disks(request: &PlantRequest) -> Result<((String, u64), Vec<DataDisk>), Plant
         if !disk.name.is_empty() && !valid_instance_name(&disk.name) {
             return Err(PlantError::Invalid(format!("{at}: {:?} is not a valid DiskName", disk.name)));
         }
-        data.push(DataDisk {
-            category: "cloud_essd".to_owned(),
-            size,
-            encrypted: false,
-            name: (!disk.name.is_empty()).then(|| disk.name.clone()),
-            description: None,
-            delete_with_instance: disk.delete_with_vm.unwrap_or(true),
-        });
+        let mut made = DataDisk::new("cloud_essd", size);
+        made.name = (!disk.name.is_empty()).then(|| disk.name.clone());
+        made.delete_with_instance = disk.delete_with_vm.unwrap_or(true);
+        made.tags = tags;
+        data.push(made);
     }
     Ok((system, data))
 }
@@ -160,19 +160,15 @@ pub(crate) fn plant(store: &Store, request: &PlantRequest) -> Result<Planted, Pl
         key_pair: None,
         system_disk,
         data_disks,
+        eni_id: crate::wire::eni_id(),
+        eni_tags: Vec::new(),
         recycling: false,
     };
-    // ECS disks are `d-...` resources of their own; the fake keeps them inside the
-    // instance, so the answer names each by the instance and its position.
-    let attached = request
-        .attached
-        .iter()
-        .enumerate()
-        .map(|(i, disk)| PlantedAttached {
-            kind: AttachedKind::Disk,
-            id: format!("{id}/disk/{i}"),
-            name: disk.name.clone(),
-        })
+    // `attached` in order: the system disk first (when described), then the data disks.
+    let attached = instance
+        .disks()
+        .zip(&request.attached)
+        .map(|(made, disk)| PlantedAttached { kind: AttachedKind::Disk, id: made.id.clone(), name: disk.name.clone() })
         .collect();
     state.instances.insert(id.clone(), instance);
     Ok(Planted::new(
@@ -224,10 +220,11 @@ mod tests {
         let req = PlantRequest { attached: vec![system.clone(), data.clone()], ..request("m-1") };
         let planted = plant(&store, &req).unwrap();
         assert_eq!(planted.attached.len(), 2);
+        assert!(planted.attached.iter().all(|a| a.id.starts_with("d-gw8")), "{:?}", planted.attached);
         {
             let state = store.lock_at(Instant::now());
             let instance = &state.instances[&planted.id];
-            assert_eq!(instance.system_disk.1, 50);
+            assert_eq!(instance.system_disk.size, 50);
             let disk = &instance.data_disks[0];
             assert_eq!(
                 (disk.name.as_deref(), disk.size, disk.delete_with_instance),
@@ -238,7 +235,10 @@ mod tests {
             |attached: Vec<PlantAttached>| plant(&store, &PlantRequest { attached, ..request("m-2") }).is_err();
         assert!(refused(vec![data.clone()]), "the system disk comes first");
         let tagged = PlantAttached { tags: [("k".to_owned(), "v".to_owned())].into(), ..data.clone() };
-        assert!(refused(vec![system.clone(), tagged]));
+        let kept = plant(&store, &PlantRequest { attached: vec![system.clone(), tagged], ..request("m-3") }).unwrap();
+        assert_eq!(store.lock_at(Instant::now()).instances[&kept.id].data_disks[0].tags, [("k".into(), "v".into())]);
+        let reserved = PlantAttached { tags: [("acs:k".to_owned(), "v".to_owned())].into(), ..data.clone() };
+        assert!(refused(vec![system.clone(), reserved]));
         assert!(refused(vec![system.clone(), PlantAttached { size_gb: None, ..data }]));
         assert!(refused(vec![PlantAttached::new(AttachedKind::Nic, "eni")]));
     }

@@ -27,6 +27,16 @@ pub(crate) fn instance_id() -> String {
     random_id("i-gw8", 17)
 }
 
+/// A new disk id: `d-gw8` plus 17 random characters.
+pub(crate) fn disk_id() -> String {
+    random_id("d-gw8", 17)
+}
+
+/// A new ENI id: `eni-gw8` plus 17 random characters.
+pub(crate) fn eni_id() -> String {
+    random_id("eni-gw8", 17)
+}
+
 /// A RunInstances `OrderId` (digits).
 pub(crate) fn order_id() -> String {
     let mut rng = rand::rng();

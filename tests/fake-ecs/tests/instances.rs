@@ -339,7 +339,17 @@ async fn terminate_releases_at_once_like_a_spot_reclaim() {
     assert_eq!(entry["client_token"], "machine-uid-spot");
     let kept = instances.iter().find(|i| i["id"] == other.as_str()).unwrap();
     assert_eq!(kept["live"], true, "other instances are untouched");
-    assert_eq!(inventory["dependents"], json!([]));
+    // Its system disk and primary ENI went with it; the other instance's are live.
+    let dependents = inventory["dependents"].as_array().unwrap();
+    let of = |instance: &str| -> Vec<(String, bool)> {
+        dependents
+            .iter()
+            .filter(|d| d["instance_id"] == instance)
+            .map(|d| (d["kind"].as_str().unwrap().to_owned(), d["live"].as_bool().unwrap()))
+            .collect()
+    };
+    assert_eq!(of(&id), [("disk".to_owned(), false), ("eni".to_owned(), false)]);
+    assert_eq!(of(&other), [("disk".to_owned(), true), ("eni".to_owned(), true)]);
 
     let (status, body) = terminate(id.clone()).await;
     assert_eq!(status, 404);

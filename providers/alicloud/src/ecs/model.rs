@@ -70,6 +70,114 @@ pub(crate) struct Instance {
     pub(crate) image_id: String,
     /// `eu-central-1a`.
     pub(crate) zone_id: String,
+    /// The security groups of the instance (its primary ENI's).
+    pub(crate) security_group_ids: SecurityGroupIds,
+    /// Its ENIs (the primary one made with it).
+    pub(crate) network_interfaces: NetworkInterfaces,
+}
+
+/// `SecurityGroupIds` of DescribeInstances.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub(crate) struct SecurityGroupIds {
+    /// Security group ids.
+    pub(crate) security_group_id: Vec<String>,
+}
+
+/// `NetworkInterfaces` of DescribeInstances.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub(crate) struct NetworkInterfaces {
+    /// ENIs.
+    pub(crate) network_interface: Vec<NetworkInterface>,
+}
+
+/// One ENI of DescribeInstances (`Type` `Primary` or `Secondary`).
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub(crate) struct NetworkInterface {
+    /// `eni-...`.
+    pub(crate) network_interface_id: String,
+    /// `Primary` or `Secondary`.
+    #[serde(rename = "Type")]
+    pub(crate) kind: String,
+}
+
+/// `DescribeDisks`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub(crate) struct DescribeDisksAnswer {
+    /// The page's disks.
+    pub(crate) disks: Disks,
+    /// Every disk that matched.
+    pub(crate) total_count: u64,
+}
+
+/// `Disks`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub(crate) struct Disks {
+    /// Disks.
+    pub(crate) disk: Vec<Disk>,
+}
+
+/// One disk of DescribeDisks.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub(crate) struct Disk {
+    /// `d-...`.
+    pub(crate) disk_id: String,
+    /// `DiskName` (`<machine>-<name>-data-disk` for a class data disk).
+    pub(crate) disk_name: String,
+    /// `system` or `data`.
+    #[serde(rename = "Type")]
+    pub(crate) kind: String,
+    /// `cloud_essd`, `cloud_efficiency`, ...
+    pub(crate) category: String,
+    /// GiB.
+    pub(crate) size: i64,
+    /// Tags.
+    pub(crate) tags: Option<Tags>,
+}
+
+impl Disk {
+    /// Every tag, by key.
+    pub(crate) fn tag_map(&self) -> std::collections::BTreeMap<String, String> {
+        self.tags.iter().flat_map(|t| &t.tag).map(|t| (t.tag_key.clone(), t.tag_value.clone())).collect()
+    }
+}
+
+/// `DescribeNetworkInterfaces`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub(crate) struct DescribeNetworkInterfacesAnswer {
+    /// The ENIs.
+    pub(crate) network_interface_sets: NetworkInterfaceSets,
+}
+
+/// `NetworkInterfaceSets`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub(crate) struct NetworkInterfaceSets {
+    /// ENIs.
+    pub(crate) network_interface_set: Vec<NetworkInterfaceSet>,
+}
+
+/// One ENI of DescribeNetworkInterfaces.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub(crate) struct NetworkInterfaceSet {
+    /// `eni-...`.
+    pub(crate) network_interface_id: String,
+    /// Tags.
+    pub(crate) tags: Option<Tags>,
+}
+
+impl NetworkInterfaceSet {
+    /// Every tag, by key.
+    pub(crate) fn tag_map(&self) -> std::collections::BTreeMap<String, String> {
+        self.tags.iter().flat_map(|t| &t.tag).map(|t| (t.tag_key.clone(), t.tag_value.clone())).collect()
+    }
 }
 
 /// `OperationLocks` of DescribeInstances: `{"LockReason": [{"LockReason", "LockMsg"}]}`
@@ -150,6 +258,15 @@ impl Instance {
     /// The vSwitch of its primary ENI (empty when ECS did not show it).
     pub(crate) fn v_switch_id(&self) -> &str {
         self.vpc_attributes.as_ref().map_or("", |v| v.v_switch_id.as_str())
+    }
+
+    /// The id of its primary ENI, when DescribeInstances shows one.
+    pub(crate) fn primary_eni(&self) -> Option<&str> {
+        self.network_interfaces
+            .network_interface
+            .iter()
+            .find(|n| n.kind == "Primary")
+            .map(|n| n.network_interface_id.as_str())
     }
 
     /// The first private IP.

@@ -83,8 +83,12 @@ struct Plan {
     io_optimized: bool,
     key_pair: Option<String>,
     system_disk: (String, u64),
+    system_performance_level: Option<String>,
     data_disks: Vec<DataDisk>,
 }
+
+/// The ESSD `PerformanceLevel` values (ECS's default `PL1`).
+pub(crate) const PERFORMANCE_LEVELS: &[&str] = &["PL0", "PL1", "PL2", "PL3"];
 
 /// `SpotPriceLimit` (at most 3 decimals, > 0) and `SpotDuration` (0 or 1 hours,
 /// default 1) as the RunInstances reference documents them: 400
@@ -288,6 +292,16 @@ fn plan(state: &State, call: &Call, amount: usize) -> Result<Plan, EcsError> {
             ))
         }
     })?;
+    let system_performance_level = match p.get("SystemDisk.PerformanceLevel") {
+        None => None,
+        Some(level) if system_category == "cloud_essd" && PERFORMANCE_LEVELS.contains(&level) => Some(level.to_owned()),
+        Some(_) => {
+            return Err(EcsError::bad_request(
+                "InvalidPerformanceLevel.Malformed",
+                "The specified parameter \"SystemDisk.PerformanceLevel\" is not valid.",
+            ));
+        }
+    };
     let indices = p.indices("DataDisk");
     if indices.len() > MAX_DATA_DISKS {
         return Err(EcsError::bad_request(
@@ -314,14 +328,21 @@ fn plan(state: &State, call: &Call, amount: usize) -> Result<Plan, EcsError> {
                 )
             })?;
         let flag = |field: &str, default: bool| p.flag(&format!("DataDisk.{n}.{field}"), default);
-        data_disks.push(DataDisk {
-            category,
-            size,
-            encrypted: flag("Encrypted", false)?,
-            name: p.field("DataDisk", n, "DiskName").map(str::to_owned),
-            description: p.field("DataDisk", n, "Description").map(str::to_owned),
-            delete_with_instance: flag("DeleteWithInstance", true)?,
-        });
+        let mut disk = DataDisk::new(&category, size);
+        disk.encrypted = flag("Encrypted", false)?;
+        disk.name = p.field("DataDisk", n, "DiskName").map(str::to_owned);
+        disk.description = p.field("DataDisk", n, "Description").map(str::to_owned);
+        disk.delete_with_instance = flag("DeleteWithInstance", true)?;
+        if let Some(level) = p.field("DataDisk", n, "PerformanceLevel") {
+            if category != "cloud_essd" || !PERFORMANCE_LEVELS.contains(&level) {
+                return Err(EcsError::bad_request(
+                    "InvalidPerformanceLevel.Malformed",
+                    "The specified parameter \"DataDisk.n.PerformanceLevel\" is not valid.",
+                ));
+            }
+            disk.performance_level = Some(level.to_owned());
+        }
+        data_disks.push(disk);
     }
     Ok(Plan {
         amount,
@@ -345,6 +366,7 @@ fn plan(state: &State, call: &Call, amount: usize) -> Result<Plan, EcsError> {
         io_optimized,
         key_pair: p.get("KeyPairName").map(str::to_owned),
         system_disk: (system_category, system_size),
+        system_performance_level,
         data_disks,
     })
 }
@@ -421,8 +443,21 @@ pub(super) fn run(ctx: &Ctx, call: &Call) -> Result<Response, EcsError> {
             spot_strategy: plan.spot_strategy.clone(),
             io_optimized: plan.io_optimized,
             key_pair: plan.key_pair.clone(),
-            system_disk: plan.system_disk.clone(),
-            data_disks: plan.data_disks.clone(),
+            // Each instance gets disks of its own (new ids), tagged with RunInstances'
+            // tags as ECS tags the instance, its disks and its primary ENI.
+            system_disk: {
+                let mut disk = DataDisk::new(&plan.system_disk.0, plan.system_disk.1);
+                disk.tags.clone_from(&plan.tags);
+                disk.performance_level = plan.system_performance_level.clone().or(disk.performance_level);
+                disk
+            },
+            data_disks: plan
+                .data_disks
+                .iter()
+                .map(|d| DataDisk { id: crate::wire::disk_id(), tags: plan.tags.clone(), ..d.clone() })
+                .collect(),
+            eni_id: crate::wire::eni_id(),
+            eni_tags: plan.tags.clone(),
             recycling: false,
         };
         state.instances.insert(id.clone(), instance);
@@ -485,8 +520,23 @@ fn render(instance: &Instance, spot: Option<&SpotTerms>, now: Instant) -> Value 
         "InnerIpAddress": {"IpAddress": []},
         "EipAddress": {"AllocationId": "", "IpAddress": "", "InternetChargeType": ""},
         "SecurityGroupIds": {"SecurityGroupId": instance.security_groups},
+        // The primary ENI (DescribeInstances' `NetworkInterfaces.NetworkInterface[]`:
+        // id, type, MAC and primary IP; its tags only DescribeNetworkInterfaces shows).
+        "NetworkInterfaces": {"NetworkInterface": [{
+            "NetworkInterfaceId": instance.eni_id,
+            "Type": "Primary",
+            "MacAddress": mac_of(&instance.eni_id),
+            "PrimaryIpAddress": instance.private_ip,
+        }]},
         "Tags": {"Tag": instance.tags.iter().map(|(k, v)| json!({"TagKey": k, "TagValue": v})).collect::<Vec<_>>()},
     })
+}
+
+/// A stable MAC address for ENI `id` (`00:16:3e:..`, Alibaba's OUI).
+pub(crate) fn mac_of(id: &str) -> String {
+    let sum = id.bytes().fold(0u32, |acc, b| acc.wrapping_mul(31).wrapping_add(u32::from(b)));
+    let [_, a, b, c] = sum.to_be_bytes();
+    format!("00:16:3e:{a:02x}:{b:02x}:{c:02x}")
 }
 
 /// A NextToken for "after the instance with `seq`".

@@ -5,6 +5,7 @@
 //! Requests refused before the gate (routing and authentication errors) are not counted
 //! in `/_admin/calls`; `GET /_admin/ecs/refused` counts them by error code.
 
+mod disks;
 mod images;
 mod instances;
 mod sts;
@@ -155,6 +156,10 @@ async fn handle(ctx: Ctx, request: Request<Body>) -> Response {
         "RunInstances" => instances::run(&ctx, &call),
         "DescribeInstances" => instances::describe(&ctx, &call),
         "DeleteInstance" => instances::delete(&ctx, &call),
+        "DescribeDisks" => disks::describe_disks(&ctx, &call),
+        "ResizeDisk" => disks::resize_disk(&ctx, &call),
+        "DescribeNetworkInterfaces" => disks::describe_network_interfaces(&ctx, &call),
+        "ModifyInstanceAttribute" => disks::modify_instance_attribute(&ctx, &call),
         "TagResources" => tags::tag(&ctx, &call),
         "UntagResources" => tags::untag(&ctx, &call),
         "DescribeImages" => images::describe(&ctx, &call),

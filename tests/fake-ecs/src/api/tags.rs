@@ -8,8 +8,9 @@
 //! before it attaches tags). Every resource id is checked before anything changes: one
 //! unknown id (or another account's) fails the call and tags nothing.
 //!
-//! This fake keeps tags on instances only (RunInstances' tags on disks and the primary
-//! ENI are not kept): the other resource types the reference lists answer
+//! This fake keeps tags on instances, their disks (`disk`, also a disk kept after its
+//! instance) and their primary ENIs (`eni`): RunInstances puts its `Tag.N` on all
+//! three. The other resource types the reference lists answer
 //! `InvalidResourceId.NotFound`, as for ids ECS does not know.
 
 use std::time::Instant;
@@ -20,6 +21,7 @@ use serde_json::json;
 use super::{Call, Ctx, check_region};
 use crate::error::{EcsError, ok};
 use crate::params::Params;
+use crate::state::{Instance, State};
 
 /// Most resources per call (`ResourceId.N`).
 const MAX_RESOURCES: usize = 50;
@@ -93,6 +95,32 @@ pub(crate) fn tag_value_valid(value: &str) -> bool {
         && !lower.contains("https://")
 }
 
+/// The tags of resource `id` of type `kind` that `account` sees at `now`
+/// (an instance visible to it, a disk of one or a disk kept after one, the
+/// primary ENI of one); `None` when there is no such resource.
+fn tags_of<'a>(
+    state: &'a mut State,
+    account: &str,
+    kind: &str,
+    id: &str,
+    now: Instant,
+) -> Option<&'a mut Vec<(String, String)>> {
+    let mine = |i: &Instance| i.account == account && now >= i.visible_at;
+    match kind {
+        "instance" => state.instances.get_mut(id).filter(|i| mine(i)).map(|i| &mut i.tags),
+        "eni" => state.instances.values_mut().find(|i| mine(i) && i.eni_id == id).map(|i| &mut i.eni_tags),
+        "disk" => {
+            let attached = state.instances.values().any(|i| mine(i) && i.disks().any(|d| d.id == id));
+            if attached {
+                state.instances.values_mut().find_map(|i| i.disk_mut(id)).map(|d| &mut d.tags)
+            } else {
+                state.detached_disks.get_mut(id).filter(|d| d.account == account).map(|d| &mut d.disk.tags)
+            }
+        }
+        _ => None,
+    }
+}
+
 /// `TagResources`: sets (adds or overwrites) `Tag.N` on every `ResourceId.N`.
 pub(super) fn tag(ctx: &Ctx, call: &Call) -> Result<Response, EcsError> {
     let p = &call.params;
@@ -120,16 +148,10 @@ pub(super) fn tag(ctx: &Ctx, call: &Call) -> Result<Response, EcsError> {
     }
     let now = Instant::now();
     let mut state = ctx.store.lock_at(now);
-    let visible = |state: &crate::state::State, id: &str| {
-        kind == "instance" && state.instances.get(id).is_some_and(|i| i.account == call.account && now >= i.visible_at)
-    };
-    if !ids.iter().all(|id| visible(&state, id)) {
-        return Err(resource_not_found());
-    }
     for id in &ids {
-        let Some(instance) = state.instances.get(id) else { return Err(resource_not_found()) };
-        let added = tags.iter().filter(|(k, _)| !instance.tags.iter().any(|(have, _)| have == k)).count();
-        if instance.tags.len() + added > MAX_TAGS {
+        let Some(have) = tags_of(&mut state, call.account, &kind, id, now) else { return Err(resource_not_found()) };
+        let added = tags.iter().filter(|(k, _)| !have.iter().any(|(h, _)| h == k)).count();
+        if have.len() + added > MAX_TAGS {
             return Err(EcsError::forbidden(
                 "OperationDenied.QuotaExceed",
                 "The quota of tags on resource is beyond permitted range.",
@@ -137,11 +159,11 @@ pub(super) fn tag(ctx: &Ctx, call: &Call) -> Result<Response, EcsError> {
         }
     }
     for id in &ids {
-        if let Some(instance) = state.instances.get_mut(id) {
+        if let Some(have) = tags_of(&mut state, call.account, &kind, id, now) {
             for (key, value) in &tags {
-                match instance.tags.iter_mut().find(|(k, _)| k == key) {
+                match have.iter_mut().find(|(k, _)| k == key) {
                     Some(entry) => entry.1.clone_from(value),
-                    None => instance.tags.push((key.clone(), value.clone())),
+                    None => have.push((key.clone(), value.clone())),
                 }
             }
         }
@@ -161,20 +183,17 @@ pub(super) fn untag(ctx: &Ctx, call: &Call) -> Result<Response, EcsError> {
     let all = p.flag("All", false)?;
     let now = Instant::now();
     let mut state = ctx.store.lock_at(now);
-    let visible = |state: &crate::state::State, id: &str| {
-        kind == "instance" && state.instances.get(id).is_some_and(|i| i.account == call.account && now >= i.visible_at)
-    };
-    if !ids.iter().all(|id| visible(&state, id)) {
+    if !ids.iter().all(|id| tags_of(&mut state, call.account, &kind, id, now).is_some()) {
         return Err(resource_not_found());
     }
     for id in &ids {
-        if let Some(instance) = state.instances.get_mut(id) {
+        if let Some(have) = tags_of(&mut state, call.account, &kind, id, now) {
             if keys.is_empty() {
                 if all {
-                    instance.tags.clear();
+                    have.clear();
                 }
             } else {
-                instance.tags.retain(|(k, _)| !keys.contains(k));
+                have.retain(|(k, _)| !keys.contains(k));
             }
         }
     }

@@ -128,21 +128,96 @@ pub(crate) enum Phase {
     },
 }
 
-/// A data disk as requested.
+/// A disk of an instance (its system disk or a data disk), as RunInstances made it
+/// (`SystemDisk.*`, `DataDisk.N.*`) and DescribeDisks shows it: a `d-...` resource
+/// of its own, with its own tags (RunInstances' `Tag.N` go on the instance, its
+/// disks and its primary ENI).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct DataDisk {
-    /// `DataDisk.N.Category`.
+    /// `d-...`.
+    pub(crate) id: String,
+    /// `DataDisk.N.Category` / `SystemDisk.Category`.
     pub(crate) category: String,
-    /// `DataDisk.N.Size` (GiB).
+    /// `DataDisk.N.Size` / `SystemDisk.Size` (GiB); ResizeDisk grows it.
     pub(crate) size: u64,
+    /// `PerformanceLevel` of an ESSD (`PL0`–`PL3`; RunInstances' default `PL1`),
+    /// `None` for other categories.
+    pub(crate) performance_level: Option<String>,
+    /// Tags in the order they were set.
+    pub(crate) tags: Vec<(String, String)>,
     /// `DataDisk.N.Encrypted`.
     pub(crate) encrypted: bool,
     /// `DataDisk.N.DiskName`.
     pub(crate) name: Option<String>,
     /// `DataDisk.N.Description`.
     pub(crate) description: Option<String>,
-    /// `DataDisk.N.DeleteWithInstance` (default true).
+    /// `DataDisk.N.DeleteWithInstance` (default true; always true for a system disk).
     pub(crate) delete_with_instance: bool,
+}
+
+impl DataDisk {
+    /// A disk of `category` and `size` GiB with a new id, the ESSD default
+    /// performance level, no name and no tags, deleted with its instance.
+    pub(crate) fn new(category: &str, size: u64) -> Self {
+        Self {
+            id: crate::wire::disk_id(),
+            category: category.to_owned(),
+            size,
+            performance_level: (category == "cloud_essd").then(|| "PL1".to_owned()),
+            tags: Vec::new(),
+            encrypted: false,
+            name: None,
+            description: None,
+            delete_with_instance: true,
+        }
+    }
+
+    /// Its DescribeDisks-like inventory details (`id`, `category`, `size`, ...).
+    fn details(&self) -> Value {
+        json!({
+            "id": self.id,
+            "category": self.category,
+            "size": self.size,
+            "performance_level": self.performance_level,
+            "encrypted": self.encrypted,
+            "name": self.name,
+            "description": self.description,
+            "delete_with_instance": self.delete_with_instance,
+        })
+    }
+
+    /// The inventory entry of this disk as a dependent (`kind` `disk`), attached
+    /// to `instance` (`None`: detached, `Available`).
+    pub(crate) fn inventory(&self, kind: &str, instance: Option<&str>, state: &str, live: bool) -> InventoryInstance {
+        let mut extra = match self.details() {
+            Value::Object(map) => map,
+            _ => serde_json::Map::new(),
+        };
+        extra.remove("id");
+        extra.remove("name");
+        extra.insert("kind".into(), json!("disk"));
+        extra.insert("type".into(), json!(kind));
+        extra.insert("instance_id".into(), json!(instance));
+        InventoryInstance {
+            id: self.id.clone(),
+            name: self.name.clone().unwrap_or_default(),
+            state: state.to_owned(),
+            live,
+            tags: self.tags.iter().cloned().collect(),
+            extra,
+        }
+    }
+}
+
+/// A disk kept after its instance was released (`DeleteWithInstance=false`): `Available`.
+#[derive(Debug, Clone)]
+pub(crate) struct DetachedDisk {
+    /// The owning account.
+    pub(crate) account: String,
+    /// Its zone.
+    pub(crate) zone: String,
+    /// The disk.
+    pub(crate) disk: DataDisk,
 }
 
 /// The spot terms of an instance launched with a spot strategy (kept beside
@@ -216,16 +291,57 @@ pub(crate) struct Instance {
     pub(crate) io_optimized: bool,
     /// `KeyPairName`.
     pub(crate) key_pair: Option<String>,
-    /// `SystemDisk.Category` and `SystemDisk.Size`.
-    pub(crate) system_disk: (String, u64),
+    /// The system disk (`SystemDisk.Category`, `SystemDisk.Size`).
+    pub(crate) system_disk: DataDisk,
     /// Data disks.
     pub(crate) data_disks: Vec<DataDisk>,
+    /// The primary ENI's id (`eni-...`), made with the instance and released with it.
+    pub(crate) eni_id: String,
+    /// The primary ENI's tags (RunInstances' `Tag.N`, then TagResources `eni`).
+    pub(crate) eni_tags: Vec<(String, String)>,
     /// Locked for release by a spot reclaim (`OperationLocks` `LockReason: Recycling`),
     /// until it is gone (also while a DeleteInstance stops it).
     pub(crate) recycling: bool,
 }
 
 impl Instance {
+    /// Its disks: the system disk first, then the data disks in request order.
+    pub(crate) fn disks(&self) -> impl Iterator<Item = &DataDisk> {
+        std::iter::once(&self.system_disk).chain(&self.data_disks)
+    }
+
+    /// Its disk `id`, for a change.
+    pub(crate) fn disk_mut(&mut self, id: &str) -> Option<&mut DataDisk> {
+        std::iter::once(&mut self.system_disk).chain(&mut self.data_disks).find(|d| d.id == id)
+    }
+
+    /// The inventory entries of its disks and its primary ENI (`kind` `disk` and
+    /// `eni`), in `state` words of DescribeDisks (`In_use`) and
+    /// DescribeNetworkInterfaces (`InUse`), or `Deleted` when not `live`.
+    pub(crate) fn dependents(&self, live: bool) -> Vec<InventoryInstance> {
+        let (disk_state, eni_state) = if live { ("In_use", "InUse") } else { ("Deleted", "Deleted") };
+        let mut out: Vec<InventoryInstance> = self
+            .disks()
+            .enumerate()
+            .map(|(i, d)| d.inventory(if i == 0 { "system" } else { "data" }, Some(&self.id), disk_state, live))
+            .collect();
+        let mut extra = serde_json::Map::new();
+        extra.insert("kind".into(), json!("eni"));
+        extra.insert("type".into(), json!("Primary"));
+        extra.insert("instance_id".into(), json!(self.id));
+        extra.insert("security_groups".into(), json!(self.security_groups));
+        extra.insert("private_ip".into(), json!(self.private_ip));
+        out.push(InventoryInstance {
+            id: self.eni_id.clone(),
+            name: String::new(),
+            state: eni_state.to_owned(),
+            live,
+            tags: self.eni_tags.iter().cloned().collect(),
+            extra,
+        });
+        out
+    }
+
     /// ECS's `Status` word at `now`.
     pub(crate) fn status(&self, now: Instant) -> &'static str {
         match self.phase {
@@ -259,23 +375,9 @@ impl Instance {
         extra.insert("security_groups".into(), json!(self.security_groups));
         extra.insert("creation_time".into(), json!(self.creation_time));
         extra.insert("operation_locks".into(), json!(self.lock_reasons()));
-        extra.insert("system_disk".into(), json!({"category": self.system_disk.0, "size": self.system_disk.1}));
-        extra.insert(
-            "data_disks".into(),
-            json!(
-                self.data_disks
-                    .iter()
-                    .map(|d| json!({
-                        "category": d.category,
-                        "size": d.size,
-                        "encrypted": d.encrypted,
-                        "name": d.name,
-                        "description": d.description,
-                        "delete_with_instance": d.delete_with_instance,
-                    }))
-                    .collect::<Vec<_>>()
-            ),
-        );
+        extra.insert("system_disk".into(), self.system_disk.details());
+        extra.insert("data_disks".into(), json!(self.data_disks.iter().map(DataDisk::details).collect::<Vec<_>>()));
+        extra.insert("network_interfaces".into(), json!([{"id": self.eni_id, "type": "Primary"}]));
         InventoryInstance {
             id: self.id.clone(),
             name: self.name.clone(),
@@ -296,6 +398,10 @@ pub(crate) struct State {
     pub(crate) instances: BTreeMap<String, Instance>,
     /// Released instances for the inventory, with when they went.
     pub(crate) deleted: Vec<(Instant, InventoryInstance)>,
+    /// The disks and ENIs released with them, for the inventory, with when they went.
+    pub(crate) deleted_dependents: Vec<(Instant, InventoryInstance)>,
+    /// Data disks kept after their instance was released (`DeleteWithInstance=false`), by id.
+    pub(crate) detached_disks: BTreeMap<String, DetachedDisk>,
     /// Images by id.
     pub(crate) images: BTreeMap<String, Image>,
     /// vSwitches by id.
@@ -319,6 +425,8 @@ impl State {
             next_seq: 1,
             instances: BTreeMap::new(),
             deleted: Vec::new(),
+            deleted_dependents: Vec::new(),
+            detached_disks: BTreeMap::new(),
             images: BTreeMap::new(),
             vswitches: BTreeMap::new(),
             security_groups: BTreeMap::new(),
@@ -347,14 +455,26 @@ impl State {
             self.release(&id, now);
         }
         self.deleted.retain(|(at, _)| now.saturating_duration_since(*at) < DELETED_RETENTION);
+        self.deleted_dependents.retain(|(at, _)| now.saturating_duration_since(*at) < DELETED_RETENTION);
     }
 
     /// Releases instance `id` at `now` (the end of DeleteInstance's `Stopping`, or an
     /// out-of-band release): DescribeInstances no longer lists it and the inventory keeps
     /// it as `Deleted` (`live: false`) for a while. Its ClientToken stays remembered.
-    /// `false` when no instance has `id`.
+    /// Its primary ENI and the disks with `DeleteWithInstance` go with it; a data disk
+    /// without is detached and kept (`Available`), as ECS keeps it. `false` when no
+    /// instance has `id`.
     pub(crate) fn release(&mut self, id: &str, now: Instant) -> bool {
         let Some(instance) = self.instances.remove(id) else { return false };
+        for disk in instance.data_disks.iter().filter(|d| !d.delete_with_instance) {
+            let kept =
+                DetachedDisk { account: instance.account.clone(), zone: instance.zone.clone(), disk: disk.clone() };
+            self.detached_disks.insert(disk.id.clone(), kept);
+        }
+        let kept: Vec<&str> = self.detached_disks.keys().map(String::as_str).collect();
+        let gone: Vec<InventoryInstance> =
+            instance.dependents(false).into_iter().filter(|d| !kept.contains(&d.id.as_str())).collect();
+        self.deleted_dependents.extend(gone.into_iter().map(|d| (now, d)));
         let mut entry = instance.inventory("Deleted", false);
         if let Some(terms) = self.spot_terms.remove(id) {
             terms.annotate(&mut entry);

@@ -1,11 +1,12 @@
-//! The seeded initial state: the cluster account's VPC, vSwitch and security group, the
+//! The seeded initial state: the cluster account's VPC, vSwitch and two security groups, the
 //! system image and the owner account's two private images.
 
 use std::net::Ipv4Addr;
 
 use super::{Image, SecurityGroup, State, VSwitch};
 use crate::{
-    ACCOUNT_ID, ALLOWED_IMAGE, NOT_ALLOWED_IMAGE, OWNER_ACCOUNT_ID, PUBLIC_IMAGE, SECURITY_GROUP, VPC, VSWITCH, ZONE_A,
+    ACCOUNT_ID, ALLOWED_IMAGE, NOT_ALLOWED_IMAGE, OWNER_ACCOUNT_ID, PUBLIC_IMAGE, SECURITY_GROUP, SECURITY_GROUP_B,
+    VPC, VSWITCH, ZONE_A,
 };
 
 /// First host offset allocated in a vSwitch (`10.250.0.10`).
@@ -25,9 +26,11 @@ pub(crate) fn seed(state: &mut State) {
             next_host: FIRST_HOST,
         },
     );
-    state
-        .security_groups
-        .insert(SECURITY_GROUP.to_owned(), SecurityGroup { account: ACCOUNT_ID.to_owned(), vpc: VPC.to_owned() });
+    for group in [SECURITY_GROUP, SECURITY_GROUP_B] {
+        state
+            .security_groups
+            .insert(group.to_owned(), SecurityGroup { account: ACCOUNT_ID.to_owned(), vpc: VPC.to_owned() });
+    }
     let image = |id: &str, name: &str, owner: Option<&str>, os_name: &str, platform: &str| Image {
         id: id.to_owned(),
         name: name.to_owned(),
