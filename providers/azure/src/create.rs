@@ -93,7 +93,7 @@ impl AzureDriver {
         let api = self.pool.api(&creds, spec.cloud(), ctx)?;
 
         let image_disks: Vec<_> =
-            spec.properties.storage_profile.data_disks.iter().filter(|d| d.image_ref.is_some()).collect();
+            spec.properties.storage_profile.data_disks.iter().filter(|d| d.made_before_vm()).collect();
         if !image_disks.is_empty()
             && let Some(existing) = get_vm(&api, &target, true).await?
         {
@@ -304,7 +304,7 @@ impl AzureDriver {
         machine: &Machine,
     ) -> Result<(), DriverError> {
         let name = data_disk_name(&target.name, disk);
-        if disk.image_ref.is_none() {
+        if !disk.made_before_vm() {
             return Ok(());
         }
         let body: azure_mgmt_compute::package_2024_07_01::models::Disk =

@@ -149,6 +149,20 @@ impl ArmFailure {
         self.http_status == Some(403)
     }
 
+    /// A write refused for the value it carried (400): the class field it came
+    /// from is named as INVALID_ARGUMENT (Disks - Update: a size or
+    /// performance out of the disk type's bounds, performance on a type
+    /// without it).
+    pub(crate) fn is_value_refused(&self) -> bool {
+        self.transport.is_none() && self.http_status == Some(400)
+    }
+
+    /// Whether ARM's message names the request parameter `parameter`
+    /// (`diskIOPSReadWrite`): which of a write's fields it refused.
+    pub(crate) fn names_parameter(&self, parameter: &str) -> bool {
+        self.message.to_ascii_lowercase().contains(&parameter.to_ascii_lowercase())
+    }
+
     /// The NIC is reserved for another VM for up to 180 s after that VM failed or was deleted.
     pub(crate) fn is_nic_reserved(&self) -> bool {
         self.code() == "NicReservedForAnotherVm"

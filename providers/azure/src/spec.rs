@@ -257,6 +257,83 @@ pub(crate) struct DataDisk {
     /// An image the disk is made from (created before the VM).
     #[serde(default)]
     pub(crate) image_ref: Option<ImageReference>,
+    /// Provisioned IOPS of an `UltraSSD_LRS` or `PremiumV2_LRS` disk (beyond
+    /// the Go provider, issue 32; Disk `properties.diskIOPSReadWrite`). A disk
+    /// with performance is made before the VM, as one from an image is.
+    #[serde(rename = "diskIOPSReadWrite", default)]
+    pub(crate) disk_iops_read_write: Option<i64>,
+    /// Provisioned throughput (MB/s) of an `UltraSSD_LRS` or `PremiumV2_LRS`
+    /// disk (Disk `properties.diskMBpsReadWrite`).
+    #[serde(rename = "diskMBpsReadWrite", default)]
+    pub(crate) disk_mbps_read_write: Option<i64>,
+}
+
+/// Disk types whose IOPS and throughput are provisioned apart from the size
+/// (learn.microsoft.com/azure/virtual-machines/disks-types: Ultra Disk and
+/// Premium SSD v2), and changed while attached (Disks - Update).
+pub(crate) const PROVISIONED_PERFORMANCE_TYPES: [&str; 2] = ["UltraSSD_LRS", "PremiumV2_LRS"];
+
+/// Whether disk type `sku` takes provisioned IOPS and throughput.
+pub(crate) fn has_provisioned_performance(sku: &str) -> bool {
+    PROVISIONED_PERFORMANCE_TYPES.iter().any(|t| t.eq_ignore_ascii_case(sku.trim()))
+}
+
+/// The bounds of a provisioned disk's performance
+/// (learn.microsoft.com/azure/virtual-machines/disks-types): Premium SSD v2
+/// 3,000 to 80,000 IOPS, at most 500 per GiB above 6 GiB, 125 to 1,200 MB/s,
+/// at most 0.25 MB/s per IOPS above 125; Ultra Disk 100 to 400,000 IOPS, at
+/// most 300 per GiB, 1 to 10,000 MB/s, at most 0.25 MB/s per IOPS. The
+/// ratios are checked when the class sets the IOPS.
+fn check_performance(d: &DataDisk, field: &str) -> Result<(), DriverError> {
+    if !d.has_performance() {
+        return Ok(());
+    }
+    let bad = |field: &str, problem: &str| Err(DriverError::invalid_argument(format!("providerSpec.{field}"), problem));
+    let v2 = d.storage_account_type.trim().eq_ignore_ascii_case("PremiumV2_LRS");
+    let size = d.disk_size_gb;
+    let (iops_min, iops_max) = if v2 {
+        (3_000, size.saturating_mul(500).clamp(3_000, 80_000))
+    } else {
+        (100, size.saturating_mul(300).clamp(100, 400_000))
+    };
+    if let Some(iops) = d.disk_iops_read_write
+        && !(iops_min..=iops_max).contains(&iops)
+    {
+        return bad(
+            &format!("{field}.diskIOPSReadWrite"),
+            &format!(
+                "{iops} is outside {iops_min}..={iops_max} for a {} disk of {size} GB",
+                d.storage_account_type.trim()
+            ),
+        );
+    }
+    let (mbps_min, mbps_cap) = if v2 { (125, 1_200) } else { (1, 10_000) };
+    let mbps_max = d.disk_iops_read_write.map_or(mbps_cap, |iops| (iops / 4).clamp(mbps_min, mbps_cap));
+    if let Some(mbps) = d.disk_mbps_read_write
+        && !(mbps_min..=mbps_max).contains(&mbps)
+    {
+        return bad(
+            &format!("{field}.diskMBpsReadWrite"),
+            &format!(
+                "{mbps} is outside {mbps_min}..={mbps_max} MB/s for a {} disk with its IOPS",
+                d.storage_account_type.trim()
+            ),
+        );
+    }
+    Ok(())
+}
+
+impl DataDisk {
+    /// Whether the class sets the disk's IOPS or throughput.
+    pub(crate) fn has_performance(&self) -> bool {
+        self.disk_iops_read_write.is_some() || self.disk_mbps_read_write.is_some()
+    }
+
+    /// Whether the disk is made with its own PUT before the VM (from its
+    /// image, or with its performance, which a VM PUT cannot set) and attached.
+    pub(crate) fn made_before_vm(&self) -> bool {
+        self.image_ref.is_some() || self.has_performance()
+    }
 }
 
 /// `osProfile`.
@@ -559,6 +636,24 @@ impl AzureProviderSpec {
             if let Some(image) = &d.image_ref {
                 validate_image(image, &format!("{field}.imageRef"))?;
             }
+            for (key, value) in
+                [("diskIOPSReadWrite", d.disk_iops_read_write), ("diskMBpsReadWrite", d.disk_mbps_read_write)]
+            {
+                let Some(value) = value else { continue };
+                if !has_provisioned_performance(&d.storage_account_type) {
+                    return bad(
+                        &format!("{field}.{key}"),
+                        &format!(
+                            "only an UltraSSD_LRS or PremiumV2_LRS disk takes provisioned performance, not {}",
+                            d.storage_account_type.trim()
+                        ),
+                    );
+                }
+                if value <= 0 {
+                    return bad(&format!("{field}.{key}"), "must be greater than 0");
+                }
+            }
+            check_performance(d, &field)?;
         }
         if p.os_profile.admin_username.trim().is_empty() {
             return bad("properties.osProfile.adminUsername", "is required");
@@ -764,6 +859,35 @@ mod tests {
         v["properties"]["availabilitySet"] = serde_json::Value::Null;
         v["cloudConfiguration"] = serde_json::json!({"name": "AzurePublic"});
         parse(&v).unwrap();
+    }
+
+    #[test]
+    fn provisioned_performance_only_on_its_types_within_their_bounds() {
+        let disk = |d: serde_json::Value| {
+            let mut v = example();
+            v["properties"]["storageProfile"]["dataDisks"] = serde_json::json!([d]);
+            parse(&v).err().map(|e| (e.field().unwrap_or("no field").to_string(), e.message().to_string()))
+        };
+        let iops = "providerSpec.properties.storageProfile.dataDisks[0].diskIOPSReadWrite";
+        let mbps = "providerSpec.properties.storageProfile.dataDisks[0].diskMBpsReadWrite";
+        let v2 = |i: i64, m: i64| {
+            serde_json::json!({"lun": 0, "diskSizeGB": 64, "storageAccountType": "PremiumV2_LRS",
+                               "diskIOPSReadWrite": i, "diskMBpsReadWrite": m})
+        };
+        assert_eq!(disk(v2(4000, 150)), None);
+        let (field, message) =
+            disk(serde_json::json!({"lun": 0, "diskSizeGB": 64, "storageAccountType": "Premium_LRS",
+                                                        "diskIOPSReadWrite": 4000}))
+            .unwrap();
+        assert_eq!(field, iops);
+        assert!(message.contains("Premium_LRS"), "{message}");
+        assert_eq!(disk(v2(2000, 150)).unwrap().0, iops, "below Premium SSD v2's 3,000");
+        assert_eq!(disk(v2(40_000, 150)).unwrap().0, iops, "above 500 per GiB of 64 GiB");
+        assert_eq!(disk(v2(4000, 1100)).unwrap().0, mbps, "above 0.25 MB/s per IOPS");
+        assert_eq!(disk(v2(4000, 0)).unwrap().0, mbps);
+        let ultra = serde_json::json!({"lun": 0, "diskSizeGB": 64, "storageAccountType": "UltraSSD_LRS",
+                                       "diskIOPSReadWrite": 19_200, "diskMBpsReadWrite": 4800});
+        assert_eq!(disk(ultra), None, "300 per GiB, 0.25 MB/s per IOPS");
     }
 
     #[test]

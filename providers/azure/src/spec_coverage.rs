@@ -38,7 +38,8 @@ fn base() -> Value {
                            "managedDisk": {"id": "/x", "storageAccountType": "Premium_LRS",
                                            "securityProfile": {"securityEncryptionType": "VMGuestStateOnly"}}},
                 "dataDisks": [
-                    {"name": "containerd", "lun": 0, "caching": "None", "storageAccountType": "Standard_LRS", "diskSizeGB": 64},
+                    {"name": "containerd", "lun": 0, "caching": "None", "storageAccountType": "PremiumV2_LRS", "diskSizeGB": 64,
+                     "diskIOPSReadWrite": 4000, "diskMBpsReadWrite": 150},
                     {"name": "img", "lun": 1, "caching": "ReadOnly", "storageAccountType": "Premium_LRS", "diskSizeGB": 8,
                      "imageRef": {"urn": "sap:gardenlinux:greatest:1443.3.0", "skipMarketplaceAgreement": false}}
                 ],
@@ -188,7 +189,7 @@ fn requests_of(class: &Value) -> Value {
         .storage_profile
         .data_disks
         .iter()
-        .filter(|d| d.image_ref.is_some())
+        .filter(|d| d.made_before_vm())
         .map(|d| image_disk_body(&spec, &vm, d, "uid"))
         .collect();
     json!({

@@ -68,7 +68,7 @@ pub(crate) struct PendingTags {
 impl PendingTags {
     /// The resources the VM PUT of `vm` (with NIC `nic_name`) for the machine
     /// of uid `uid` makes, to be tagged with `tags`: the OS disk, the data disks
-    /// made empty (those made from an image are tagged when made), and the NIC.
+    /// made empty (those made before the VM are tagged when made), and the NIC.
     pub(crate) fn of_create(
         spec: &AzureProviderSpec,
         vm: &VmRef,
@@ -82,7 +82,7 @@ impl PendingTags {
                 .storage_profile
                 .data_disks
                 .iter()
-                .filter(|d| d.image_ref.is_none())
+                .filter(|d| !d.made_before_vm())
                 .map(|d| vm.resource_id("Microsoft.Compute/disks", &data_disk_name(&vm.name, d))),
         );
         resources.push(vm.resource_id("Microsoft.Network/networkInterfaces", nic_name));

@@ -1,5 +1,7 @@
 //! UpdateMachine on Azure (hot update): the machine's tags changed in place
-//! on the VM, its NIC and its disks; the VM size, image and zone compared and
+//! on the VM, its NIC and its disks, a data disk grown and an Ultra Disk's or
+//! Premium SSD v2's IOPS and throughput changed; the VM size, image and zone,
+//! and what Azure changes on a disk only with the VM deallocated, compared and
 //! reported when only a new VM can have them.
 //!
 //! 1. The class (and the previous class, when given) is parsed and validated
@@ -15,8 +17,10 @@
 //!    compares them): a difference is NEEDS_REPLACEMENT, never applied.
 //! 4. The NIC and the disks the driver tags ([`crate::tagging`]: the NIC
 //!    `<vm>-nic[-1|-2]`, the OS disk, the data disks of the class or of the
-//!    previous class) as the VM record lists them attached, each read with one
-//!    `tags.getAtScope`, all at once.
+//!    previous class) as the VM record lists them attached, all at once: the
+//!    NIC with one `tags.getAtScope`, each disk with one `disks.get` (its tags,
+//!    type, size, `maxShares` and performance: the one read its tags and its
+//!    other fields need).
 //! 5. One [`TagPlan`] per resource: desired = exactly what CreateMachine puts
 //!    on each ([`vm::machine_tags`]: the class's tags, its markers and the
 //!    machine's uid; the Go provider tags its VM and NIC with the class's tags,
@@ -39,6 +43,14 @@
 //!    202 + `Azure-AsyncOperation`), and it can merge instead of replacing the
 //!    whole map.
 //!
+//! 7. Each disk of the class compared with the disk read ([`compare_disks`]):
+//!    a data disk's growth where Azure grows it attached, and an Ultra Disk's
+//!    or Premium SSD v2's `diskIOPSReadWrite`/`diskMBpsReadWrite`, are one
+//!    `disks.update` per disk (a long-running operation, waited for); an OS
+//!    disk's growth, one past 4 TiB, a shared disk's, a shrink, a type change
+//!    and performance on another type are NEEDS_REPLACEMENT with the reason
+//!    (the VM is never stopped); a class data disk the VM lacks too.
+//!
 //! A plan that would leave a resource with more than 50 tags (others' tags
 //! counted) is FAILED_PRECONDITION `TOO_MANY_TAGS` before anything is
 //! written. A repeat after success reads the same and writes nothing. A lost
@@ -46,23 +58,28 @@
 //! which reads the tags as they are now.
 //!
 //! Cost: 1 + (NIC and disks, 3 for a class with one data disk) reads, plus one
-//! write per resource whose tags differ (0 on a repeat).
+//! write per resource whose tags differ and one `disks.update` (+ its
+//! operation's polls) per disk whose size or performance changes (0 on a repeat).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use azure_mgmt_compute::package_2024_07_01::models::{DiskUpdate, DiskUpdateProperties};
 use futures::future::join_all;
 use machine_driver_api::{
-    CallContext, DriverError, ErrorKind, MachineRef, Ownership, TagPlan, UpdateMachine, UpdatePlan, UpdatedMachine,
-    foreign_not_found,
+    CallContext, CallFailure, ChangeOutcome, DriverError, ErrorKind, MachineRef, NEEDS_REPLACEMENT, Ownership, TagPlan,
+    UpdateMachine, UpdatePlan, UpdatedMachine, foreign_not_found,
 };
 use serde_json::Value;
 
+use crate::clients::Api;
 use crate::credentials::AzureCredentials;
 use crate::driver::AzureDriver;
+use crate::errors::ArmFailure;
+use crate::lro::{self, Outcome, Tracker};
 use crate::naming::{NIC_GENERATIONS, VmRef, data_disk_name};
 use crate::ownership::Marks;
-use crate::spec::{AzureProviderSpec, MAX_TAGS, Placement};
+use crate::spec::{AzureProviderSpec, MAX_TAGS, Placement, has_provisioned_performance};
 use crate::tagging::{patch_tags, read_tags_at_scope, string_tags};
 use crate::vm::{self, Provisioning};
 
@@ -127,17 +144,36 @@ impl AzureDriver {
             id: target.resource_id("Microsoft.Compute/virtualMachines", &target.name),
             current: align(string_tags(record.get("tags")), &desired, before.as_ref()),
         }];
-        let reads = join_all(dependents(&record, &target, &spec, previous.as_ref()).into_iter().map(|(what, id)| {
-            let api = &api;
-            async move { read_tags_at_scope(api, &id).await.map(|tags| tags.map(|tags| (what, id, tags))) }
+        let found_dependents = dependents(&record, &target, &spec, previous.as_ref());
+        let reads = join_all(found_dependents.iter().map(|d| {
+            let (api, target) = (&api, &target);
+            async move {
+                match d.disk {
+                    // A disk's one read gives its tags, size, type and performance.
+                    Some(_) => get_disk(api, target, &d.name)
+                        .await
+                        .map(|disk| disk.map(|disk| (string_tags(disk.get("tags")), Some(disk)))),
+                    None => read_tags_at_scope(api, &d.id).await.map(|tags| tags.map(|tags| (tags, None))),
+                }
+            }
         }))
         .await;
-        for read in reads {
+        let mut disks = Vec::new();
+        for (d, read) in found_dependents.iter().zip(reads) {
             // A dependent ARM no longer shows (detached and deleted since the VM read) has nothing to tag.
-            if let Some((what, id, tags)) = read? {
-                resources.push(Tagged { what, id, current: align(tags, &desired, before.as_ref()) });
+            if let Some((tags, disk)) = read? {
+                resources.push(Tagged {
+                    what: d.what.clone(),
+                    id: d.id.clone(),
+                    current: align(tags, &desired, before.as_ref()),
+                });
+                if let (Some(role), Some(disk)) = (d.disk, disk) {
+                    disks.push((d.name.clone(), role, disk));
+                }
             }
         }
+        let mut reasons = Vec::new();
+        let disk_writes = compare_disks(&mut plan, &mut reasons, &spec, &disks);
 
         let plans: Vec<TagPlan> =
             resources.iter().map(|r| TagPlan::new(&r.current, &desired, before.as_ref())).collect();
@@ -166,11 +202,15 @@ impl AzureDriver {
             for written in writes {
                 written?;
             }
+            let resized = join_all(disk_writes.iter().map(|w| update_disk(api, &target, w))).await;
+            for written in resized {
+                written?;
+            }
             // A poll's tagging of this process's create, still to come, carries the class's tags of now.
             self.tags_to_apply.retarget(&target, &desired);
         }
         plan.tags(TAGS_FIELD, resources.iter().zip(&plans).map(|(r, p)| (r.what.as_str(), p)));
-        plan.finish()
+        with_reasons(plan.finish(), &reasons)
     }
 }
 
@@ -236,7 +276,7 @@ fn dependents(
     target: &VmRef,
     spec: &AzureProviderSpec,
     previous: Option<&AzureProviderSpec>,
-) -> Vec<(String, String)> {
+) -> Vec<Dependent> {
     let ids = |pointer: &str, item: &str| -> Vec<String> {
         record
             .pointer(pointer)
@@ -254,23 +294,37 @@ fn dependents(
     let nics = ids("/properties/networkProfile/networkInterfaces", "/id");
     for name in (0..NIC_GENERATIONS).map(|g| target.nic_name(g)) {
         if let Some(id) = attached("Microsoft.Network/networkInterfaces", &name, &nics) {
-            out.push((format!("NIC {name}"), id));
+            out.push(Dependent { what: format!("NIC {name}"), id, name, disk: None });
         }
     }
     let mut disks = ids("/properties/storageProfile/dataDisks", "/managedDisk/id");
     disks.extend(
         record.pointer("/properties/storageProfile/osDisk/managedDisk/id").and_then(Value::as_str).map(str::to_string),
     );
-    let mut names = vec![target.os_disk_name()];
-    for s in std::iter::once(spec).chain(previous) {
-        names.extend(s.properties.storage_profile.data_disks.iter().map(|d| data_disk_name(&target.name, d)));
+    let mut names = vec![(target.os_disk_name(), DiskRole::Os)];
+    names.extend(
+        spec.properties
+            .storage_profile
+            .data_disks
+            .iter()
+            .enumerate()
+            .map(|(i, d)| (data_disk_name(&target.name, d), DiskRole::Data(i))),
+    );
+    if let Some(p) = previous {
+        names.extend(
+            p.properties
+                .storage_profile
+                .data_disks
+                .iter()
+                .map(|d| (data_disk_name(&target.name, d), DiskRole::Previous)),
+        );
     }
     let mut seen = std::collections::BTreeSet::new();
-    for name in names {
+    for (name, role) in names {
         if seen.insert(name.to_ascii_lowercase())
             && let Some(id) = attached("Microsoft.Compute/disks", &name, &disks)
         {
-            out.push((format!("disk {name}"), id));
+            out.push(Dependent { what: format!("disk {name}"), id, name, disk: Some(role) });
         }
     }
     out
@@ -305,6 +359,276 @@ fn write_of(plan: &TagPlan, current: &BTreeMap<String, String>) -> (&'static str
         )
     } else {
         ("Replace", plan.apply_to(current))
+    }
+}
+
+/// A NIC or disk of the VM that the update reads (see [`dependents`]).
+#[derive(Debug)]
+struct Dependent {
+    /// How the answer names it.
+    what: String,
+    /// Its ARM id, built from checked names.
+    id: String,
+    /// Its name.
+    name: String,
+    /// For a disk, which of the class's disks it is.
+    disk: Option<DiskRole>,
+}
+
+/// Which disk of the class a disk of the VM is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DiskRole {
+    /// The OS disk.
+    Os,
+    /// The class's data disk of this index.
+    Data(usize),
+    /// A data disk only the previous class has (its tags are compared, nothing else).
+    Previous,
+}
+
+/// One `disks.update` to make: the disk and what changes.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct DiskWrite {
+    /// The disk's name.
+    name: String,
+    /// The class fields it applies, in the order of the body's properties.
+    fields: Vec<(String, &'static str)>,
+    /// The new `diskSizeGB`.
+    size_gb: Option<i64>,
+    /// The new `diskIOPSReadWrite`.
+    iops: Option<i64>,
+    /// The new `diskMBpsReadWrite`.
+    mbps: Option<i64>,
+}
+
+/// The size beyond which a Standard HDD, Standard SSD or Premium SSD grows
+/// while attached (GiB): one of 4 TiB or less grows past 4 TiB only with the
+/// VM deallocated (learn.microsoft.com/azure/virtual-machines/linux/expand-disks,
+/// "Expand without downtime").
+const LIVE_RESIZE_BOUNDARY_GB: i64 = 4096;
+/// When to retry a disk update still running at the deadline.
+const DISK_WAIT_RETRY: Duration = Duration::from_secs(5);
+/// Time kept for the answer when waiting for a disk update.
+const ANSWER_MARGIN: Duration = Duration::from_secs(2);
+
+/// `disks.get` (learn.microsoft.com/rest/api/compute/disks/get): the disk as
+/// ARM shows it, `None` when it does not.
+async fn get_disk(api: &Api<'_>, target: &VmRef, name: &str) -> Result<Option<Value>, DriverError> {
+    let (sub, rg) = (&target.subscription, &target.resource_group);
+    let answer = api.call("compute", "disks.get", || api.compute().disks_client().get(sub, rg, name).send()).await;
+    let response = match answer {
+        Ok(a) => a.into_raw_response(),
+        Err(CallFailure::Cloud(_, f)) if f.is_not_found() => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .map_err(|_| DriverError::internal("reading compute disks.get's answer failed"))?;
+    serde_json::from_slice(&body)
+        .map(Some)
+        .map_err(|_| DriverError::internal("compute disks.get answered a body that is not JSON"))
+}
+
+/// The class field of disk `role`'s `key` (`diskSizeGB`).
+fn disk_field(role: DiskRole, key: &str) -> String {
+    match role {
+        DiskRole::Data(i) => format!("providerSpec.properties.storageProfile.dataDisks[{i}].{key}"),
+        _ => format!("providerSpec.properties.storageProfile.osDisk.{key}"),
+    }
+}
+
+/// The size, type and performance of each disk read compared with the class:
+/// what can change while the VM runs becomes a [`DiskWrite`] (APPLIED), the
+/// rest NEEDS_REPLACEMENT with its reason in `reasons` (the Azure rules:
+/// learn.microsoft.com/azure/virtual-machines/linux/expand-disks "Expand
+/// without downtime": data disks only, not shared ones, a Standard HDD/SSD or
+/// Premium SSD of 4 TiB or less not past 4 TiB; a managed disk never shrinks;
+/// only an Ultra Disk's or Premium SSD v2's IOPS and throughput are set, at
+/// most four times a day, learn.microsoft.com/azure/virtual-machines/disks-types).
+/// A class data disk the VM lacks is a replacement too.
+fn compare_disks(
+    plan: &mut UpdatePlan,
+    reasons: &mut Vec<(String, String)>,
+    spec: &AzureProviderSpec,
+    disks: &[(String, DiskRole, Value)],
+) -> Vec<DiskWrite> {
+    let storage = &spec.properties.storage_profile;
+    let mut writes = Vec::new();
+    for (i, _) in storage.data_disks.iter().enumerate() {
+        if !disks.iter().any(|(_, role, _)| *role == DiskRole::Data(i)) {
+            let field = format!("providerSpec.properties.storageProfile.dataDisks[{i}]");
+            plan.compare_replacement(&field, "", "a disk made with the VM");
+            reasons.push((field, "the VM has no such disk; the driver adds no disk to a running VM".into()));
+        }
+    }
+    for (name, role, disk) in disks {
+        let (want_size, want_type, want_iops, want_mbps) = match role {
+            DiskRole::Os => (
+                storage.os_disk.disk_size_gb,
+                storage.os_disk.managed_disk.storage_account_type.clone().filter(|t| !t.trim().is_empty()),
+                None,
+                None,
+            ),
+            DiskRole::Data(i) => {
+                let d = &storage.data_disks[*i];
+                (d.disk_size_gb, Some(d.storage_account_type.clone()), d.disk_iops_read_write, d.disk_mbps_read_write)
+            }
+            DiskRole::Previous => continue,
+        };
+        let number = |pointer: &str| disk.pointer(pointer).and_then(Value::as_i64);
+        let sku = disk.pointer("/sku/name").and_then(Value::as_str).unwrap_or("").to_string();
+        let mut write = DiskWrite { name: name.clone(), ..DiskWrite::default() };
+        if let Some(want) = want_type {
+            let key = if *role == DiskRole::Os { "managedDisk.storageAccountType" } else { "storageAccountType" };
+            let field = disk_field(*role, key);
+            let shown = if sku.eq_ignore_ascii_case(want.trim()) { sku.clone() } else { want.trim().to_string() };
+            if plan.compare_replacement(&field, &sku, &shown) {
+                reasons.push((field, format!("disk {name}: a disk's type changes only with its VM deallocated")));
+            }
+        }
+        let size_field = disk_field(*role, "diskSizeGB");
+        let size = number("/properties/diskSizeGB").unwrap_or(0);
+        if want_size == size {
+            plan.unchanged(&size_field);
+        } else if want_size < size {
+            plan.compare_replacement(&size_field, &size.to_string(), &want_size.to_string());
+            reasons.push((size_field, format!("disk {name}: a managed disk cannot shrink ({size} GB)")));
+        } else {
+            let shared = number("/properties/maxShares").unwrap_or(1) > 1;
+            let why_not = if *role == DiskRole::Os {
+                Some("an OS disk grows only with its VM deallocated, and the driver never stops a VM".to_string())
+            } else if shared {
+                Some("a shared disk (maxShares > 1) grows only detached".to_string())
+            } else if !has_provisioned_performance(&sku)
+                && size <= LIVE_RESIZE_BOUNDARY_GB
+                && want_size > LIVE_RESIZE_BOUNDARY_GB
+            {
+                Some(format!("a {sku} disk of 4 TiB or less grows past 4 TiB only with its VM deallocated"))
+            } else {
+                None
+            };
+            match why_not {
+                Some(why) => {
+                    plan.compare_replacement(&size_field, &size.to_string(), &want_size.to_string());
+                    reasons.push((size_field, format!("disk {name}: {why}")));
+                }
+                None => {
+                    plan.applied(&size_field, format!("{size} -> {want_size} GB on disk {name}"));
+                    write.size_gb = Some(want_size);
+                    write.fields.push((size_field, "diskSizeGB"));
+                }
+            }
+        }
+        for (key, want, pointer) in [
+            ("diskIOPSReadWrite", want_iops, "/properties/diskIOPSReadWrite"),
+            ("diskMBpsReadWrite", want_mbps, "/properties/diskMBpsReadWrite"),
+        ] {
+            let Some(want) = want else { continue };
+            let field = disk_field(*role, key);
+            let have = number(pointer).unwrap_or(0);
+            if have == want {
+                plan.unchanged(&field);
+            } else if has_provisioned_performance(&sku) {
+                plan.applied(&field, format!("{have} -> {want} on disk {name}"));
+                if key == "diskIOPSReadWrite" {
+                    write.iops = Some(want);
+                } else {
+                    write.mbps = Some(want);
+                }
+                write.fields.push((field, key));
+            } else {
+                plan.compare_replacement(&field, &have.to_string(), &want.to_string());
+                reasons.push((
+                    field,
+                    format!(
+                        "disk {name} is {sku}: only an Ultra Disk or a Premium SSD v2 takes provisioned performance"
+                    ),
+                ));
+            }
+        }
+        if !write.fields.is_empty() {
+            writes.push(write);
+        }
+    }
+    writes
+}
+
+/// One `disks.update` (`PATCH .../disks/{name}`, learn.microsoft.com/rest/api/compute/disks/update,
+/// api-version 2024-03-02, RBAC `Microsoft.Compute/disks/write`): the new
+/// size and performance in one body, then its operation waited for
+/// (`Azure-AsyncOperation`) within the deadline. ARM refusing a value (400) is
+/// INVALID_ARGUMENT naming the class field; any other refusal (409
+/// `OperationNotAllowed`: a resize needing the VM deallocated, a fifth
+/// performance change within 24 hours) keeps its classification, the fields
+/// named; still running at the deadline UNAVAILABLE `DISK_UPDATING`.
+async fn update_disk(api: &Api<'_>, target: &VmRef, w: &DiskWrite) -> Result<(), DriverError> {
+    let fields = w.fields.iter().map(|(f, _)| f.as_str()).collect::<Vec<_>>().join(", ");
+    let failed = |f: ArmFailure| -> DriverError {
+        if f.is_value_refused() {
+            let field = w.fields.iter().find(|(_, key)| f.names_parameter(key)).or(w.fields.first());
+            let field = field.map(|(f, _)| f.clone()).unwrap_or_default();
+            let problem = format!("compute disks.update of disk {} refused it: {}", w.name, f.message);
+            return DriverError::invalid_argument(field, problem);
+        }
+        let e = f.driver_error("compute disks.update");
+        if e.kind() == ErrorKind::Unavailable {
+            return e;
+        }
+        DriverError::new(e.kind(), e.reason().to_string(), format!("{fields}: {}", e.message()))
+    };
+    let body = DiskUpdate {
+        properties: Some(DiskUpdateProperties {
+            disk_size_gb: w.size_gb.map(|s| i32::try_from(s).unwrap_or(i32::MAX)),
+            disk_iops_read_write: w.iops,
+            disk_m_bps_read_write: w.mbps,
+            ..DiskUpdateProperties::default()
+        }),
+        ..DiskUpdate::default()
+    };
+    let (sub, rg) = (&target.subscription, &target.resource_group);
+    let answer = match api
+        .call("compute", "disks.update", || api.compute().disks_client().update(sub, rg, &w.name, body.clone()).send())
+        .await
+    {
+        Ok(answer) => answer,
+        Err(CallFailure::Cloud(_, f)) => return Err(failed(f)),
+        Err(e) => return Err(e.into()),
+    };
+    let Some(tracker) = Tracker::from_headers(answer.as_raw_response().headers()) else { return Ok(()) };
+    match lro::wait(api, "compute", &tracker, ANSWER_MARGIN).await? {
+        Outcome::Succeeded => Ok(()),
+        Outcome::Failed(f) => Err(failed(f)),
+        Outcome::Running => Err(DriverError::unavailable(
+            "DISK_UPDATING",
+            format!("{fields}: disk {} is still being updated; retry", w.name),
+            DISK_WAIT_RETRY,
+        )),
+    }
+}
+
+/// The answer with each replacement's reason: in its detail, and in the
+/// FAILED_PRECONDITION answered when only replacements differ.
+fn with_reasons(
+    answer: Result<UpdatedMachine, DriverError>,
+    reasons: &[(String, String)],
+) -> Result<UpdatedMachine, DriverError> {
+    let reason_of = |field: &str| reasons.iter().find(|(f, _)| f == field).map(|(_, r)| r.as_str());
+    match answer {
+        Ok(mut answer) => {
+            for change in &mut answer.changes {
+                if let (ChangeOutcome::NeedsReplacement, Some(why)) = (change.outcome, reason_of(&change.field)) {
+                    change.detail = format!("{}: {why}", change.detail);
+                }
+            }
+            Ok(answer)
+        }
+        Err(e) if e.reason() == NEEDS_REPLACEMENT && !reasons.is_empty() => {
+            let why: Vec<String> = reasons.iter().map(|(f, r)| format!("{f}: {r}")).collect();
+            Err(DriverError::new(e.kind(), NEEDS_REPLACEMENT, format!("{} ({})", e.message(), why.join("; "))))
+        }
+        Err(e) => Err(e),
     }
 }
 
@@ -364,7 +688,91 @@ mod tests {
                 "dataDisks": [{"managedDisk": {"id": "/subscriptions/s/resourceGroups/other/providers/Microsoft.Compute/disks/m-os-disk"}}]
             }
         }});
-        let found: Vec<String> = dependents(&record, &vm, &spec, None).into_iter().map(|(what, _)| what).collect();
+        let found: Vec<String> = dependents(&record, &vm, &spec, None).into_iter().map(|d| d.what).collect();
         assert_eq!(found, ["NIC m-nic-1", "disk m-os-disk"]);
+    }
+
+    fn disk_record(sku: &str, size: i64, extra: serde_json::Value) -> Value {
+        let mut d = json!({"sku": {"name": sku}, "properties": {"diskSizeGB": size, "diskIOPSReadWrite": 3000, "diskMBpsReadWrite": 125}});
+        if let Some(map) = extra.as_object() {
+            for (k, v) in map {
+                d["properties"][k] = v.clone();
+            }
+        }
+        d
+    }
+
+    fn class_disk(disk: serde_json::Value) -> AzureProviderSpec {
+        let mut v = crate::spec::tests_support::example();
+        v["properties"]["storageProfile"]["dataDisks"] = json!([disk]);
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn only_what_azure_changes_while_attached_is_written() {
+        let field = "providerSpec.properties.storageProfile.dataDisks[0].diskSizeGB";
+        let outcome_of = |spec: &AzureProviderSpec, disk: Value| {
+            let mut plan = UpdatePlan::new("p", false);
+            let mut reasons = Vec::new();
+            let writes = compare_disks(&mut plan, &mut reasons, spec, &[("d".into(), DiskRole::Data(0), disk)]);
+            let answer = with_reasons(plan.finish(), &reasons);
+            (writes, answer)
+        };
+        // An Ultra Disk grows past 4 TiB while attached; a Premium SSD does not.
+        let ultra = class_disk(json!({"lun": 0, "storageAccountType": "UltraSSD_LRS", "diskSizeGB": 5000}));
+        let (writes, _) = outcome_of(&ultra, disk_record("UltraSSD_LRS", 1024, json!({})));
+        assert_eq!(writes.len(), 1);
+        assert_eq!(writes[0].size_gb, Some(5000));
+        let premium = class_disk(json!({"lun": 0, "storageAccountType": "Premium_LRS", "diskSizeGB": 5000}));
+        let (writes, answer) = outcome_of(&premium, disk_record("Premium_LRS", 1024, json!({})));
+        assert!(writes.is_empty());
+        assert!(answer.unwrap_err().message().contains("past 4 TiB"));
+        // Beyond 4 TiB already: it grows.
+        let (writes, _) = outcome_of(&premium, disk_record("Premium_LRS", 4097, json!({})));
+        assert_eq!(writes.len(), 1);
+        // A shared disk grows only detached.
+        let small = class_disk(json!({"lun": 0, "storageAccountType": "Premium_LRS", "diskSizeGB": 128}));
+        let (writes, answer) = outcome_of(&small, disk_record("Premium_LRS", 64, json!({"maxShares": 2})));
+        assert!(writes.is_empty());
+        let err = answer.unwrap_err();
+        assert!(err.message().contains(field) && err.message().contains("shared"), "{}", err.message());
+        // Performance set only on the disk type that takes it; a type change is a replacement.
+        let v2 = class_disk(
+            json!({"lun": 0, "storageAccountType": "PremiumV2_LRS", "diskSizeGB": 64, "diskIOPSReadWrite": 5000}),
+        );
+        let (writes, _) = outcome_of(&v2, disk_record("PremiumV2_LRS", 64, json!({})));
+        assert_eq!(
+            writes,
+            [DiskWrite {
+                name: "d".into(),
+                fields: vec![(
+                    "providerSpec.properties.storageProfile.dataDisks[0].diskIOPSReadWrite".into(),
+                    "diskIOPSReadWrite"
+                )],
+                iops: Some(5000),
+                ..DiskWrite::default()
+            }]
+        );
+        let (writes, answer) = outcome_of(&v2, disk_record("Premium_LRS", 64, json!({})));
+        assert!(writes.is_empty());
+        let message = answer.unwrap_err().message().to_string();
+        assert!(
+            message.contains("dataDisks[0].storageAccountType") && message.contains("dataDisks[0].diskIOPSReadWrite"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_disk_of_the_previous_class_only_is_compared_for_its_tags() {
+        let spec = class_disk(json!({"lun": 0, "storageAccountType": "Premium_LRS", "diskSizeGB": 64}));
+        let mut plan = UpdatePlan::new("p", false);
+        let mut reasons = Vec::new();
+        let disks = [
+            ("d".to_string(), DiskRole::Data(0), disk_record("Premium_LRS", 64, json!({}))),
+            ("old".to_string(), DiskRole::Previous, disk_record("Premium_LRS", 512, json!({}))),
+        ];
+        assert!(compare_disks(&mut plan, &mut reasons, &spec, &disks).is_empty());
+        assert!(reasons.is_empty());
+        assert!(plan.finish().unwrap().changes.iter().all(|c| c.outcome == ChangeOutcome::Unchanged));
     }
 }

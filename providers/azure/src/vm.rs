@@ -113,8 +113,8 @@ pub(crate) fn vm_body(
                 "deleteOption": "Delete",
                 "managedDisk": {"storageAccountType": d.storage_account_type},
             });
-            if d.image_ref.is_some() {
-                // Made from its image before the VM (crate::create), attached here.
+            if d.made_before_vm() {
+                // Made from its image or with its performance before the VM (crate::create), attached here.
                 disk["createOption"] = json!("Attach");
                 disk["managedDisk"]["id"] = json!(vm.resource_id("Microsoft.Compute/disks", &name));
             } else {
@@ -182,6 +182,11 @@ pub(crate) fn vm_body(
         }
         properties["securityProfile"] = profile;
     }
+    // An Ultra Disk attaches only to a VM with Ultra Disk compatibility
+    // (learn.microsoft.com/azure/virtual-machines/disks-enable-ultra-ssd).
+    if p.storage_profile.data_disks.iter().any(|d| d.storage_account_type.trim().eq_ignore_ascii_case("UltraSSD_LRS")) {
+        properties["additionalCapabilities"] = json!({"ultraSSDEnabled": true});
+    }
     if let Some(group) = p.capacity_reservation.as_ref().and_then(|c| c.capacity_reservation_group_id.as_deref()) {
         properties["capacityReservation"] = json!({"capacityReservationGroup": {"id": group}});
     }
@@ -208,21 +213,26 @@ pub(crate) fn vm_body(
     body
 }
 
-/// The body of the PUT that makes data disk `disk` from its image before the
-/// VM (the Go provider's `createDiskCreationParams`): tagged with the
-/// machine's tags, in the VM's zone.
+/// The body of the PUT that makes data disk `disk` before the VM, from its
+/// image (the Go provider's `createDiskCreationParams`) or empty with its
+/// provisioned performance (`diskIOPSReadWrite`, `diskMBpsReadWrite`: the
+/// VM PUT's data disk cannot set them): tagged with the machine's tags, in
+/// the VM's zone.
 pub(crate) fn image_disk_body(spec: &AzureProviderSpec, vm: &VmRef, disk: &DataDisk, uid: &str) -> Value {
     let creation = disk
         .image_ref
         .as_ref()
         .map(|image| disk_creation_data(image, &vm.subscription, &spec.location))
         .unwrap_or_else(|| json!({"createOption": "Empty"}));
+    let mut properties = json!({"creationData": creation, "diskSizeGB": disk.disk_size_gb});
+    set_number(&mut properties, "diskIOPSReadWrite", disk.disk_iops_read_write);
+    set_number(&mut properties, "diskMBpsReadWrite", disk.disk_mbps_read_write);
     json!({
         "location": spec.location,
         "tags": machine_tags(spec, uid),
         "zones": match spec.placement() { Placement::Zone(z) => vec![z], _ => Vec::new() },
         "sku": {"name": disk.storage_account_type},
-        "properties": {"creationData": creation, "diskSizeGB": disk.disk_size_gb}
+        "properties": properties
     })
 }
 
@@ -274,6 +284,13 @@ pub(crate) fn disk_creation_data(image: &ImageReference, subscription: &str, loc
 
 fn set(obj: &mut Value, key: &str, value: Option<&str>) {
     if let Some(v) = value.filter(|v| !v.is_empty()) {
+        obj[key] = json!(v);
+    }
+}
+
+/// Sets `key` on `obj` when `value` is given.
+fn set_number(obj: &mut Value, key: &str, value: Option<i64>) {
+    if let Some(v) = value {
         obj[key] = json!(v);
     }
 }
@@ -692,6 +709,41 @@ mod tests {
         assert_eq!(image(json!({"sharedGalleryImageID": shared})), json!({"sharedGalleryImageId": shared}));
         let id = "/subscriptions/sub/resourceGroups/rg/providers/Microsoft.Compute/galleries/g/images/i/versions/1";
         assert_eq!(image(json!({"id": id})), json!({"id": id}));
+    }
+
+    /// A disk with provisioned performance is made empty before the VM with
+    /// it (through the SDK's `Disk`) and attached; an Ultra Disk makes the VM
+    /// Ultra Disk compatible.
+    #[test]
+    fn a_disk_with_performance_is_made_before_the_vm_and_attached() {
+        let mut class = full_class();
+        class["properties"]["storageProfile"]["dataDisks"] = json!([
+            {"name": "fast", "lun": 0, "storageAccountType": "UltraSSD_LRS", "diskSizeGB": 64,
+             "diskIOPSReadWrite": 5000, "diskMBpsReadWrite": 200},
+            {"name": "plain", "lun": 1, "storageAccountType": "Premium_LRS", "diskSizeGB": 8}
+        ]);
+        let spec = parse(&class);
+        let disks = &spec.properties.storage_profile.data_disks;
+        assert!(disks[0].made_before_vm() && !disks[1].made_before_vm());
+        let model: azure_mgmt_compute::package_2024_07_01::models::Disk =
+            through_model(&image_disk_body(&spec, &vm(), &disks[0], "uid-1"), "disk").unwrap();
+        let sent = serde_json::to_value(model).unwrap();
+        assert_eq!(sent["properties"]["creationData"], json!({"createOption": "Empty"}));
+        assert_eq!(
+            (sent["properties"]["diskIOPSReadWrite"].clone(), sent["properties"]["diskMBpsReadWrite"].clone()),
+            (json!(5000), json!(200))
+        );
+        let body = wire(&vm_body(&spec, &vm(), "n", "u", &SecretBytes::default(), None));
+        let data = &body["properties"]["storageProfile"]["dataDisks"];
+        assert_eq!(
+            (data[0]["createOption"].clone(), data[1]["createOption"].clone()),
+            (json!("Attach"), json!("Empty"))
+        );
+        assert!(data[0]["managedDisk"]["id"].as_str().unwrap().ends_with("/disks/m-1-fast-0-data-disk"), "{data}");
+        assert_eq!(body["properties"]["additionalCapabilities"], json!({"ultraSSDEnabled": true}));
+        class["properties"]["storageProfile"]["dataDisks"][0]["storageAccountType"] = json!("PremiumV2_LRS");
+        let body = wire(&vm_body(&parse(&class), &vm(), "n", "u", &SecretBytes::default(), None));
+        assert!(body["properties"].get("additionalCapabilities").is_none());
     }
 
     /// The image disk body goes through the SDK's `Disk`: the model keeps all of it.

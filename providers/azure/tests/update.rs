@@ -1,5 +1,8 @@
 //! UpdateMachine (hot update) on Azure against fake-arm: the machine's tags
 //! changed in place on the VM, its NIC and its disks through the Tags API;
+//! a data disk grown and a Premium SSD v2's performance changed through
+//! Disks - Update, what Azure does only with the VM deallocated (an OS disk's
+//! growth, past 4 TiB, a shrink) reported as replacements with the reason;
 //! VM size, image and zone reported as replacements; `validate_only`, repeats,
 //! a lost answer and another cluster's VM.
 
@@ -117,7 +120,9 @@ async fn tags_are_added_changed_and_removed_on_the_vm_nic_and_disks_then_a_repea
     // The calls one update costs: the VM GET, one tags read per dependent, one write per resource.
     let calls = cloud.calls().await;
     assert_eq!(calls.calls.get("virtualMachines.get"), Some(&1), "{:?}", calls.calls);
-    assert_eq!(calls.calls.get("tags.getAtScope"), Some(&3), "{:?}", calls.calls);
+    // The NIC's tags through the Tags API; each disk's (with its size and performance) through disks.get.
+    assert_eq!(calls.calls.get("tags.getAtScope"), Some(&1), "{:?}", calls.calls);
+    assert_eq!(calls.calls.get("disks.get"), Some(&2), "{:?}", calls.calls);
     assert_eq!(calls.calls.get("tags.updateAtScope"), Some(&4), "{:?}", calls.calls);
     assert_eq!(calls.classes.get(&OpClass::Write), Some(&4));
     println!("one tag update: {} reads + {} writes", calls.classes[&OpClass::Read], calls.classes[&OpClass::Write]);
@@ -350,4 +355,207 @@ async fn classes_are_checked_as_create_checks_them_and_the_capability_is_on() {
         .unwrap_err();
     assert_eq!(err.field(), Some("previous_machine_class.providerSpec.location"), "{err:?}");
     assert_eq!(cloud.calls().await.total, 0, "refused before any call");
+}
+
+const DATA_SIZE: &str = "providerSpec.properties.storageProfile.dataDisks[0].diskSizeGB";
+const DATA_IOPS: &str = "providerSpec.properties.storageProfile.dataDisks[0].diskIOPSReadWrite";
+const DATA_MBPS: &str = "providerSpec.properties.storageProfile.dataDisks[0].diskMBpsReadWrite";
+const OS_SIZE: &str = "providerSpec.properties.storageProfile.osDisk.diskSizeGB";
+
+/// The class with its data disk `containerd` (lun 0) replaced by `disk` (merged into the example's).
+fn with_data_disk(class: &MachineClass, disk: Value) -> MachineClass {
+    class_with(class, |spec| {
+        let data = &mut spec["properties"]["storageProfile"]["dataDisks"][0];
+        for (k, v) in disk.as_object().unwrap() {
+            data[k] = v.clone();
+        }
+    })
+}
+
+/// Disk `name` as ARM's Disks - Get shows it.
+async fn disk(cloud: &FakeCloud, name: &str) -> Value {
+    let (status, disk) = cloud.arm("GET", &cloud.arm_path("Microsoft.Compute/disks", name), "2024-03-02", None).await;
+    assert_eq!(status, 200, "disk {name}: {disk}");
+    disk
+}
+
+fn writes(calls: &fake_cloud_support::CallCounts) -> u64 {
+    calls.classes.get(&OpClass::Write).copied().unwrap_or(0)
+}
+
+#[tokio::test]
+async fn a_data_disk_grows_in_place_then_a_repeat_validate_only_and_a_lost_answer_write_nothing_more() {
+    let cloud = start().await;
+    let driver = cloud.driver();
+    running(&cloud, &driver, "dk-1", true).await;
+    let bigger = with_data_disk(&cloud.class, json!({"diskSizeGB": 128}));
+
+    // validate_only: the same answer, nothing written.
+    cloud.admin.reset_calls().await.unwrap();
+    let mut req = update(&cloud, "dk-1", &bigger, Some(&cloud.class));
+    req.validate_only = true;
+    let answer = driver.update_machine(&ctx("update", 30), req).await.unwrap();
+    assert_eq!(outcome(&answer, DATA_SIZE), ChangeOutcome::Applied);
+    assert_eq!(writes(&cloud.calls().await), 0);
+    assert_eq!(disk(&cloud, "dk-1-containerd-0-data-disk").await["properties"]["diskSizeGB"], 64);
+
+    cloud.admin.reset_calls().await.unwrap();
+    let answer =
+        driver.update_machine(&ctx("update", 30), update(&cloud, "dk-1", &bigger, Some(&cloud.class))).await.unwrap();
+    assert_eq!(outcome(&answer, DATA_SIZE), ChangeOutcome::Applied);
+    assert_eq!(outcome(&answer, OS_SIZE), ChangeOutcome::Unchanged);
+    assert_eq!(outcome(&answer, TAGS), ChangeOutcome::Unchanged);
+    let detail = &answer.changes.iter().find(|c| c.field == DATA_SIZE).unwrap().detail;
+    assert!(detail.contains("64 -> 128 GB on disk dk-1-containerd-0-data-disk"), "{detail}");
+    assert_eq!(disk(&cloud, "dk-1-containerd-0-data-disk").await["properties"]["diskSizeGB"], 128);
+    let calls = cloud.calls().await;
+    assert_eq!(calls.calls.get("disks.update"), Some(&1), "{:?}", calls.calls);
+    assert_eq!(writes(&calls), 1, "{:?}", calls.calls);
+    assert!(calls.calls.get("operations.get").copied().unwrap_or(0) >= 1, "the operation is waited for");
+
+    // A repeat reads what is and writes nothing.
+    cloud.admin.reset_calls().await.unwrap();
+    let again =
+        driver.update_machine(&ctx("update", 30), update(&cloud, "dk-1", &bigger, Some(&cloud.class))).await.unwrap();
+    assert!(again.changes.iter().all(|c| c.outcome == ChangeOutcome::Unchanged), "{again:?}");
+    assert_eq!(writes(&cloud.calls().await), 0);
+
+    // The write done, its answer lost: the retry finds the size and writes nothing.
+    cloud
+        .admin
+        .add_fault(Fault { operation: "disks.update", kind: "unavailable", times: Some(1), phase: "after" })
+        .await
+        .unwrap();
+    let biggest = with_data_disk(&cloud.class, json!({"diskSizeGB": 256}));
+    let lost = driver.update_machine(&ctx("update", 30), update(&cloud, "dk-1", &biggest, Some(&bigger))).await;
+    assert_eq!(lost.unwrap_err().kind(), ErrorKind::Unavailable);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    cloud.admin.reset_calls().await.unwrap();
+    let retry =
+        driver.update_machine(&ctx("update", 30), update(&cloud, "dk-1", &biggest, Some(&bigger))).await.unwrap();
+    assert_eq!(outcome(&retry, DATA_SIZE), ChangeOutcome::Unchanged, "{retry:?}");
+    assert_eq!(writes(&cloud.calls().await), 0);
+    assert_eq!(disk(&cloud, "dk-1-containerd-0-data-disk").await["properties"]["diskSizeGB"], 256);
+}
+
+#[tokio::test]
+async fn what_azure_grows_only_with_the_vm_deallocated_and_a_shrink_are_replacements_with_the_reason() {
+    let cloud = start().await;
+    let driver = cloud.driver();
+    running(&cloud, &driver, "dk-2", true).await;
+    cloud.admin.reset_calls().await.unwrap();
+    let cases = [
+        (
+            OS_SIZE,
+            class_with(&cloud.class, |spec| spec["properties"]["storageProfile"]["osDisk"]["diskSizeGB"] = 80.into()),
+            "an OS disk grows only with its VM deallocated",
+        ),
+        (DATA_SIZE, with_data_disk(&cloud.class, json!({"diskSizeGB": 32})), "a managed disk cannot shrink"),
+        (
+            DATA_SIZE,
+            with_data_disk(&cloud.class, json!({"diskSizeGB": 5000})),
+            "a StandardSSD_LRS disk of 4 TiB or less grows past 4 TiB only with its VM deallocated",
+        ),
+    ];
+    for (field, class, why) in cases {
+        let err = driver
+            .update_machine(&ctx("update", 30), update(&cloud, "dk-2", &class, Some(&cloud.class)))
+            .await
+            .unwrap_err();
+        assert_eq!((err.kind(), err.reason()), (ErrorKind::FailedPrecondition, NEEDS_REPLACEMENT), "{err:?}");
+        assert!(err.message().contains(field) && err.message().contains(why), "{}", err.message());
+    }
+    // With a tag change, the tag is applied and the growth reported with its reason.
+    let both = class_with(&retagged(&cloud), |spec| {
+        spec["properties"]["storageProfile"]["osDisk"]["diskSizeGB"] = 80.into();
+    });
+    cloud.admin.reset_calls().await.unwrap();
+    let answer =
+        driver.update_machine(&ctx("update", 30), update(&cloud, "dk-2", &both, Some(&cloud.class))).await.unwrap();
+    assert_eq!(outcome(&answer, TAGS), ChangeOutcome::Applied);
+    assert_eq!(outcome(&answer, OS_SIZE), ChangeOutcome::NeedsReplacement);
+    let detail = &answer.changes.iter().find(|c| c.field == OS_SIZE).unwrap().detail;
+    assert!(detail.contains("\"50\" -> \"80\"") && detail.contains("never stops a VM"), "{detail}");
+    assert_eq!(cloud.calls().await.calls.get("disks.update"), None, "no disk write");
+    assert_eq!(disk(&cloud, "dk-2-os-disk").await["properties"]["diskSizeGB"], 50);
+    assert_eq!(disk(&cloud, "dk-2-containerd-0-data-disk").await["properties"]["diskSizeGB"], 64);
+}
+
+#[tokio::test]
+async fn a_premium_v2_disks_performance_changes_in_place_within_azures_limits_and_cooldown() {
+    let cloud = start().await;
+    let driver = cloud.driver();
+    let v2 = |iops: i64, mbps: i64| {
+        with_data_disk(
+            &cloud.class,
+            json!({"storageAccountType": "PremiumV2_LRS", "diskIOPSReadWrite": iops, "diskMBpsReadWrite": mbps}),
+        )
+    };
+    let base = v2(4000, 150);
+    let create = machine_driver_api::CreateMachine { class: base.clone(), ..cloud.create_request("dk-3") };
+    driver.create_machine(&ctx("create", 30), create).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let name = "dk-3-containerd-0-data-disk";
+    let made = disk(&cloud, name).await;
+    assert_eq!(made["sku"]["name"], "PremiumV2_LRS");
+    assert_eq!(
+        (made["properties"]["diskIOPSReadWrite"].clone(), made["properties"]["diskMBpsReadWrite"].clone()),
+        (json!(4000), json!(150)),
+        "made with its performance before the VM: {made}"
+    );
+
+    cloud.admin.reset_calls().await.unwrap();
+    let faster = v2(6000, 200);
+    let answer = driver.update_machine(&ctx("update", 30), update(&cloud, "dk-3", &faster, Some(&base))).await.unwrap();
+    assert_eq!(outcome(&answer, DATA_IOPS), ChangeOutcome::Applied);
+    assert_eq!(outcome(&answer, DATA_MBPS), ChangeOutcome::Applied);
+    assert_eq!(outcome(&answer, DATA_SIZE), ChangeOutcome::Unchanged);
+    let shown = disk(&cloud, name).await;
+    assert_eq!(
+        (shown["properties"]["diskIOPSReadWrite"].clone(), shown["properties"]["diskMBpsReadWrite"].clone()),
+        (json!(6000), json!(200))
+    );
+    assert_eq!(cloud.calls().await.calls.get("disks.update"), Some(&1), "size and performance in one call");
+    let again = driver.update_machine(&ctx("update", 30), update(&cloud, "dk-3", &faster, Some(&base))).await.unwrap();
+    assert!(again.changes.iter().all(|c| c.outcome == ChangeOutcome::Unchanged), "{again:?}");
+
+    // Out of Premium SSD v2's bounds: refused before any call, the field named.
+    cloud.admin.reset_calls().await.unwrap();
+    let err = driver
+        .update_machine(&ctx("update", 30), update(&cloud, "dk-3", &v2(90_000, 200), Some(&base)))
+        .await
+        .unwrap_err();
+    assert_eq!((err.kind(), err.field()), (ErrorKind::InvalidArgument, Some(DATA_IOPS)), "{err:?}");
+    let err = driver
+        .update_machine(&ctx("update", 30), update(&cloud, "dk-3", &v2(6000, 1600), Some(&base)))
+        .await
+        .unwrap_err();
+    assert_eq!((err.kind(), err.field()), (ErrorKind::InvalidArgument, Some(DATA_MBPS)), "{err:?}");
+    assert_eq!(cloud.calls().await.total, 0);
+
+    // Four changes a day: the fifth is refused by ARM (409 OperationNotAllowed), the field named.
+    for (i, iops) in [7000, 8000, 9000].into_iter().enumerate() {
+        let answer = driver
+            .update_machine(&ctx("update", 30), update(&cloud, "dk-3", &v2(iops, 200), Some(&base)))
+            .await
+            .unwrap_or_else(|e| panic!("change {}: {e:?}", i + 2));
+        assert_eq!(outcome(&answer, DATA_IOPS), ChangeOutcome::Applied);
+    }
+    let err = driver
+        .update_machine(&ctx("update", 30), update(&cloud, "dk-3", &v2(10_000, 200), Some(&base)))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::FailedPrecondition, "{err:?}");
+    assert!(err.message().contains(DATA_IOPS) && err.message().contains("24 hours"), "{}", err.message());
+    assert_eq!(disk(&cloud, name).await["properties"]["diskIOPSReadWrite"], 9000);
+}
+
+#[tokio::test]
+async fn performance_on_a_disk_type_without_it_is_refused_naming_the_field() {
+    let cloud = start().await;
+    let driver = cloud.driver();
+    let class = with_data_disk(&cloud.class, json!({"diskIOPSReadWrite": 4000}));
+    let err = driver.update_machine(&ctx("update", 30), update(&cloud, "x-2", &class, None)).await.unwrap_err();
+    assert_eq!((err.kind(), err.field()), (ErrorKind::InvalidArgument, Some(DATA_IOPS)), "{err:?}");
+    assert!(err.message().contains("StandardSSD_LRS"), "{}", err.message());
 }

@@ -581,6 +581,16 @@ def main():
         "OperationNotAllowed",
         "attached disk delete",
     )
+    # Disks - Update: an LRO the SDK's poller follows to the updated disk; a shrink refused (400).
+    grown = wire(compute.disks.begin_update(RG, "py-disk", {"properties": {"diskSizeGB": 40}}).result())
+    check(grown["properties"]["diskSizeGB"] == 40, f"disk after update LRO: {grown}")
+    check(wire(compute.disks.get(RG, "py-disk"))["properties"]["diskSizeGB"] == 40, "the GET shows the update")
+    expect_error(
+        lambda: compute.disks.begin_update(RG, "py-disk", {"properties": {"diskSizeGB": 10}}).result(),
+        400,
+        "BadRequest",
+        "disk shrink",
+    )
     compute.disks.begin_delete(RG, "py-disk").result()
     expect_error(lambda: compute.disks.get(RG, "py-disk"), 404, "ResourceNotFound", "deleted disk")
 

@@ -54,6 +54,7 @@ pub(crate) const OPERATIONS: &[(&str, OpClass)] = &[
     ("networkInterfaces.list", OpClass::Read),
     ("networkInterfaces.delete", OpClass::Delete),
     ("disks.createOrUpdate", OpClass::Write),
+    ("disks.update", OpClass::Write),
     ("disks.get", OpClass::Read),
     ("disks.listByResourceGroup", OpClass::Read),
     ("disks.delete", OpClass::Delete),

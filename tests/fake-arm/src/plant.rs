@@ -267,6 +267,8 @@ pub(crate) fn plant(store: &Store, request: &PlantRequest) -> Result<Planted, Pl
                 phase: DiskPhase::Succeeded,
                 time_created: timestamp(SystemTime::now()),
                 unique_id: uuid::Uuid::new_v4().to_string(),
+                performance: None,
+                performance_changes: Vec::new(),
             },
         );
         if part.boot {

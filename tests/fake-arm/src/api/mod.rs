@@ -260,6 +260,7 @@ fn dispatch(ctx: &Ctx, route: &Route, method: &Method, req: &Req) -> Result<Resp
         (Route::Resource { sub, rg, kind: Kind::Nic, name }, _) => nics::delete(ctx, req, sub, rg, name),
         (Route::Resource { sub, rg, kind: Kind::Disk, name }, "PUT") => disks::put(ctx, req, sub, rg, name),
         (Route::Resource { sub, rg, kind: Kind::Disk, name }, "GET") => disks::get(ctx, sub, rg, name),
+        (Route::Resource { sub, rg, kind: Kind::Disk, name }, "PATCH") => disks::patch(ctx, req, sub, rg, name),
         (Route::Resource { sub, rg, kind: Kind::Disk, name }, _) => disks::delete(ctx, req, sub, rg, name),
         (Route::Tags { sub, rg, kind, name }, m) => tags::at_scope(ctx, req, m, sub, rg, *kind, name),
         (Route::Subnet { sub, rg, vnet, name }, _) => nics::subnet(ctx, sub, rg, vnet, name),

@@ -870,6 +870,8 @@ fn realize_data_disks(
                         phase: DiskPhase::Succeeded,
                         time_created: timestamp(SystemTime::now()),
                         unique_id: uuid::Uuid::new_v4().to_string(),
+                        performance: None,
+                        performance_changes: Vec::new(),
                     },
                 );
                 (key(sub, rg, &name), id, name)
@@ -948,6 +950,8 @@ pub(crate) fn put(ctx: &Ctx, req: &Req, sub: &str, rg: &str, name: &str) -> Resu
             phase: DiskPhase::Succeeded,
             time_created: timestamp(SystemTime::now()),
             unique_id: uuid::Uuid::new_v4().to_string(),
+            performance: None,
+            performance_changes: Vec::new(),
         },
     );
     for nic in &spec.nics {

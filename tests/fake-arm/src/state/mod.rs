@@ -298,7 +298,20 @@ pub(crate) struct DiskRecord {
     pub(crate) time_created: String,
     /// `properties.uniqueId`.
     pub(crate) unique_id: String,
+    /// `properties.diskIOPSReadWrite` and `diskMBpsReadWrite` as provisioned
+    /// (Ultra Disk and Premium SSD v2 only; `None`: the type's default, see
+    /// [`crate::state::render::disk`]).
+    pub(crate) performance: Option<(u64, u64)>,
+    /// When each accepted performance change (Disks - Update) was made: at
+    /// most [`PERFORMANCE_CHANGES_PER_DAY`] a day.
+    pub(crate) performance_changes: Vec<Instant>,
 }
+
+/// How many times a day Azure lets an Ultra Disk's or a Premium SSD v2's
+/// performance be changed (learn.microsoft.com/azure/virtual-machines/disks-types,
+/// "Ultra Disk performance" and "Premium SSD v2 performance": adjustable up
+/// to four times within 24 hours).
+pub(crate) const PERFORMANCE_CHANGES_PER_DAY: usize = 4;
 
 /// One gallery image definition with its versions.
 #[derive(Debug, Clone)]

@@ -214,6 +214,27 @@ fn etag(record: &NicRecord) -> String {
     format!("W/\"{}-{}\"", &record.guid[..8.min(record.guid.len())], record.generation)
 }
 
+/// A disk's `diskIOPSReadWrite` and `diskMBpsReadWrite`: as provisioned, or its type's default.
+pub(crate) fn performance(record: &DiskRecord) -> (u64, u64) {
+    record.performance.unwrap_or_else(|| default_performance(&record.sku, record.size_gb))
+}
+
+/// The performance a disk of `sku` and `size` GiB has when none is asked for:
+/// Premium SSD v2 its baseline, 3,000 IOPS and 125 MB/s; an Ultra Disk (the
+/// fake's choice, Azure's differs by size) 300 IOPS per GiB up to 400,000 and
+/// a quarter of that in MB/s; every other type the fake's fixed 500 IOPS and
+/// 100 MB/s.
+pub(crate) fn default_performance(sku: &str, size: u64) -> (u64, u64) {
+    if sku.eq_ignore_ascii_case("PremiumV2_LRS") {
+        (3_000, 125)
+    } else if sku.eq_ignore_ascii_case("UltraSSD_LRS") {
+        let iops = size.saturating_mul(300).clamp(100, 400_000);
+        (iops, (iops / 4).clamp(1, 10_000))
+    } else {
+        (500, 100)
+    }
+}
+
 /// A disk as `disks.get` returns it.
 pub(crate) fn disk(record: &DiskRecord) -> Value {
     let state = match record.phase {
@@ -226,8 +247,8 @@ pub(crate) fn disk(record: &DiskRecord) -> Value {
         "creationData": record.creation_data,
         "diskSizeGB": record.size_gb,
         "diskSizeBytes": record.size_gb * 1024 * 1024 * 1024,
-        "diskIOPSReadWrite": 500,
-        "diskMBpsReadWrite": 100,
+        "diskIOPSReadWrite": performance(record).0,
+        "diskMBpsReadWrite": performance(record).1,
         "encryption": {"type": "EncryptionAtRestWithPlatformKey"},
         "networkAccessPolicy": "AllowAll",
         "publicNetworkAccess": "Enabled",
