@@ -87,8 +87,10 @@ type MachineDriverServiceClient interface {
 	// OK, with initialization.initialized = false, the pending step
 	// "await-visibility" and vm_state "pending": never NOT_FOUND (the caller
 	// would create it again) nor an error (the caller would record a failed
-	// create). Every provider answers it the same way. OUT_OF_RANGE when more than one live VM exists for the
-	// machine (the caller triggers orphan collection). Otherwise the common table.
+	// create). Every provider answers it the same way. OUT_OF_RANGE, reason
+	// DUPLICATE_VMS, when more than one live VM exists for the machine (the
+	// message names them; the caller triggers orphan collection). Otherwise the
+	// common table.
 	GetMachineStatus(ctx context.Context, in *GetMachineStatusRequest, opts ...grpc.CallOption) (*GetMachineStatusResponse, error)
 	// Deletes the VM of a Machine, by machine.provider_id alone (orphan collection)
 	// or by the machine's name/uid.
@@ -331,8 +333,10 @@ type MachineDriverServiceServer interface {
 	// OK, with initialization.initialized = false, the pending step
 	// "await-visibility" and vm_state "pending": never NOT_FOUND (the caller
 	// would create it again) nor an error (the caller would record a failed
-	// create). Every provider answers it the same way. OUT_OF_RANGE when more than one live VM exists for the
-	// machine (the caller triggers orphan collection). Otherwise the common table.
+	// create). Every provider answers it the same way. OUT_OF_RANGE, reason
+	// DUPLICATE_VMS, when more than one live VM exists for the machine (the
+	// message names them; the caller triggers orphan collection). Otherwise the
+	// common table.
 	GetMachineStatus(context.Context, *GetMachineStatusRequest) (*GetMachineStatusResponse, error)
 	// Deletes the VM of a Machine, by machine.provider_id alone (orphan collection)
 	// or by the machine's name/uid.
