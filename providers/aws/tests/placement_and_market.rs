@@ -6,58 +6,20 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::collections::BTreeMap;
-use std::time::Duration;
+mod support;
 
-use fake_cloud_support::{AdminClient, Fault};
-use machine_driver_api::{CallContext, CreateMachine, Driver, ErrorKind, Machine, MachineClass, SecretData};
-use machine_driver_aws::{AwsConfig, AwsDriver};
-
-fn ctx() -> CallContext {
-    CallContext::with_timeout("test", Duration::from_secs(20))
-}
-
-fn secret() -> SecretData {
-    let secret: BTreeMap<String, String> = serde_json::from_str(include_str!("../examples/secret.json")).unwrap();
-    secret.into_iter().collect()
-}
-
-fn class(patch: serde_json::Value) -> MachineClass {
-    let mut spec: serde_json::Value = serde_json::from_str(include_str!("../examples/machine-class.json")).unwrap();
-    for (k, v) in patch.as_object().unwrap() {
-        spec[k] = v.clone();
-    }
-    MachineClass {
-        name: "class".into(),
-        provider: "AWS".into(),
-        provider_spec: serde_json::to_vec(&spec).unwrap(),
-        node_template: None,
-    }
-}
-
-fn create(name: &str, class: &MachineClass) -> CreateMachine {
-    CreateMachine {
-        machine: Machine { name: name.into(), uid: format!("uid-{name}"), ..Default::default() },
-        class: class.clone(),
-        secret: secret(),
-        user_data: Default::default(),
-    }
-}
-
-async fn start() -> (fake_ec2::FakeHandle, AdminClient, AwsDriver) {
-    let fake = fake_ec2::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
-    let admin = AdminClient::for_cloud_url(&fake.url()).unwrap();
-    let driver = AwsDriver::new(AwsConfig::default().with_endpoints(Some(fake.url().to_string()), |_| None)).unwrap();
-    (fake, admin, driver)
-}
+use fake_cloud_support::Fault;
+use machine_driver_api::{Driver, ErrorKind};
+use support::{FakeCloud, class, create, ctx};
 
 #[tokio::test]
 async fn an_instance_type_the_zone_does_not_offer_is_resource_exhausted() {
-    let (_fake, admin, driver) = start().await;
+    let cloud = FakeCloud::start().await;
+    let (admin, driver) = (&cloud.admin, cloud.driver());
     let placed = class(serde_json::json!({"placement": {"availabilityZone": "eu-west-1c"}}));
     for (kind, reason) in [("placement", "Unsupported"), ("capacity", "InsufficientInstanceCapacity")] {
         admin.add_fault(Fault { operation: "create", kind, times: Some(1), phase: "before" }).await.unwrap();
-        let err = driver.create_machine(&ctx(), create(&format!("m-{kind}"), &placed)).await.unwrap_err();
+        let err = driver.create_machine(&ctx("test", 20), create(&format!("m-{kind}"), &placed)).await.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::ResourceExhausted, "{kind}: {err}");
         assert_eq!(err.reason(), reason);
         assert_eq!(err.retry_after(), None, "{kind}: not a retry of the same request");
@@ -72,24 +34,25 @@ async fn an_instance_type_the_zone_does_not_offer_is_resource_exhausted() {
     }
     assert!(admin.instances().await.unwrap().is_empty(), "nothing was launched");
     // Once the zone takes it, the same class launches.
-    driver.create_machine(&ctx(), create("m-placed", &placed)).await.unwrap();
+    driver.create_machine(&ctx("test", 20), create("m-placed", &placed)).await.unwrap();
 }
 
 #[tokio::test]
 async fn an_interruptible_capacity_reservation_class_launches_in_that_market() {
-    let (_fake, admin, driver) = start().await;
+    let cloud = FakeCloud::start().await;
+    let (admin, driver) = (&cloud.admin, cloud.driver());
     let icr = class(serde_json::json!({
         "instanceMarketOptions": {"marketType": "interruptible-capacity-reservation"},
         "capacityReservation": {"capacityReservationId": "cr-0123456789abcdef0"}
     }));
-    let created = driver.create_machine(&ctx(), create("m-icr", &icr)).await.unwrap();
+    let created = driver.create_machine(&ctx("test", 20), create("m-icr", &icr)).await.unwrap();
     let live = admin.live_named("m-icr").await.unwrap();
     assert_eq!(live.len(), 1);
     assert!(created.provider_id.ends_with(&live[0].id));
     assert_eq!(live[0].extra["instance_lifecycle"], "interruptible-capacity-reservation");
 
     let on_demand = class(serde_json::json!({"instanceMarketOptions": {"marketType": "on-demand"}}));
-    let err = driver.create_machine(&ctx(), create("m-od", &on_demand)).await.unwrap_err();
+    let err = driver.create_machine(&ctx("test", 20), create("m-od", &on_demand)).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidArgument);
     assert_eq!(err.field(), Some("providerSpec.instanceMarketOptions.marketType"));
 }

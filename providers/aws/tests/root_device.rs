@@ -5,30 +5,21 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::time::Duration;
+mod support;
 
-use fake_cloud_support::AdminClient;
-use machine_driver_api::{CallContext, CreateMachine, Driver, Machine, MachineClass, SecretData};
-use machine_driver_aws::{AwsConfig, AwsDriver};
+use std::sync::Arc;
+
+use machine_driver_api::{CreateMachine, Driver, Machine};
+use support::{FakeCloud, ctx};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_creates_of_one_ami_make_one_image_lookup() {
-    let fake = fake_ec2::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
-    let admin = AdminClient::for_cloud_url(&fake.url()).unwrap();
+    let cloud = FakeCloud::start().await;
+    let admin = &cloud.admin;
     // DescribeImages answers slowly, so that every create asks while the first lookup is in flight.
     admin.post("latency", serde_json::json!({"operation": "DescribeImages", "ms": 300})).await.unwrap();
-    let driver =
-        Arc::new(AwsDriver::new(AwsConfig::default().with_endpoints(Some(fake.url().to_string()), |_| None)).unwrap());
-    let secret: BTreeMap<String, String> = serde_json::from_str(include_str!("../examples/secret.json")).unwrap();
-    let secret: SecretData = secret.into_iter().collect();
-    let class = MachineClass {
-        name: "class".into(),
-        provider: "AWS".into(),
-        provider_spec: include_bytes!("../examples/machine-class.json").to_vec(),
-        node_template: None,
-    };
+    let driver = Arc::new(cloud.driver());
+    let (class, secret) = (&cloud.class, &cloud.secret);
     let create = |i: usize| CreateMachine {
         machine: Machine { name: format!("sf-{i}"), uid: format!("uid-sf-{i}"), ..Default::default() },
         class: class.clone(),
@@ -38,9 +29,7 @@ async fn concurrent_creates_of_one_ami_make_one_image_lookup() {
     let mut set = tokio::task::JoinSet::new();
     for i in 0..100 {
         let (driver, req) = (Arc::clone(&driver), create(i));
-        set.spawn(async move {
-            driver.create_machine(&CallContext::with_timeout("test", Duration::from_secs(60)), req).await
-        });
+        set.spawn(async move { driver.create_machine(&ctx("test", 60), req).await });
     }
     for created in set.join_all().await {
         created.unwrap();
@@ -49,7 +38,7 @@ async fn concurrent_creates_of_one_ami_make_one_image_lookup() {
     assert_eq!(calls.calls.get("DescribeImages").copied(), Some(1), "{:?}", calls.calls);
     assert_eq!(calls.calls.get("RunInstances").copied(), Some(100), "{:?}", calls.calls);
 
-    driver.create_machine(&CallContext::with_timeout("test", Duration::from_secs(20)), create(100)).await.unwrap();
+    driver.create_machine(&ctx("test", 20), create(100)).await.unwrap();
     let calls = admin.calls().await.unwrap();
     assert_eq!(calls.calls.get("DescribeImages").copied(), Some(1), "cached afterwards: {:?}", calls.calls);
 }

@@ -8,44 +8,22 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::collections::BTreeMap;
+use std::ops::Deref;
 use std::time::Duration;
 
-use fake_cloud_support::AdminClient;
 use machine_driver_api::{
-    CallContext, CreateMachine, Driver, DriverError, ErrorKind, ListMachines, Machine, MachineClass, MachineRef,
-    SPOT_RECLAIMED, SecretData,
+    CreateMachine, Driver, DriverError, ErrorKind, ListMachines, Machine, MachineClass, MachineRef, SPOT_RECLAIMED,
 };
-use machine_driver_aws::{AwsConfig, AwsDriver};
-use serde_json::{Value, json};
-
-fn ctx() -> CallContext {
-    CallContext::with_timeout("test", Duration::from_secs(20))
-}
-
-fn secret() -> SecretData {
-    let secret: BTreeMap<String, String> = serde_json::from_str(include_str!("../examples/secret.json")).unwrap();
-    secret.into_iter().collect()
-}
-
-/// The example class with `patch`'s top-level keys set.
-fn class(patch: Value) -> MachineClass {
-    let mut spec: Value = serde_json::from_str(include_str!("../examples/machine-class.json")).unwrap();
-    for (k, v) in patch.as_object().unwrap() {
-        spec[k] = v.clone();
-    }
-    MachineClass {
-        name: "class".into(),
-        provider: "AWS".into(),
-        provider_spec: serde_json::to_vec(&spec).unwrap(),
-        node_template: None,
-    }
-}
+use machine_driver_aws::AwsDriver;
+use serde_json::json;
+use support::{FakeCloud, class, ctx, examples, instance_id, machine, secret};
 
 /// The Spot patch of `examples/conformance.json` (what the conformance scenario launches).
 fn conformance_spot_class() -> MachineClass {
-    let file: Value = serde_json::from_str(include_str!("../examples/conformance.json")).unwrap();
-    class(file["spot"]["patch"].clone())
+    class(examples().json("conformance.json")["spot"]["patch"].clone())
 }
 
 /// A Spot class whose instances EC2 stops on interruption (a persistent request).
@@ -54,26 +32,30 @@ fn stopping_spot_class() -> MachineClass {
         "spotInstanceType": "persistent", "instanceInterruptionBehavior": "stop"}}}))
 }
 
+/// The fake and one driver on it.
 struct Setup {
-    fake: fake_ec2::FakeHandle,
-    admin: AdminClient,
+    cloud: FakeCloud,
     driver: AwsDriver,
+}
+
+impl Deref for Setup {
+    type Target = FakeCloud;
+    fn deref(&self) -> &FakeCloud {
+        &self.cloud
+    }
 }
 
 impl Setup {
     async fn start() -> Self {
-        let fake = fake_ec2::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
-        let admin = AdminClient::for_cloud_url(&fake.url()).unwrap();
-        admin.post("timing", json!({"boot_ms": 50, "stop_ms": 50})).await.unwrap();
-        let driver =
-            AwsDriver::new(AwsConfig::default().with_endpoints(Some(fake.url().to_string()), |_| None)).unwrap();
-        Self { fake, admin, driver }
+        let cloud = FakeCloud::start_timed(50, 50).await;
+        let driver = cloud.driver();
+        Self { cloud, driver }
     }
 
     async fn create(&self, m: &Machine, class: &MachineClass) -> Result<String, DriverError> {
         let req =
             CreateMachine { machine: m.clone(), class: class.clone(), secret: secret(), user_data: Default::default() };
-        self.driver.create_machine(&ctx(), req).await.map(|c| c.provider_id)
+        self.driver.create_machine(&ctx("test", 20), req).await.map(|c| c.provider_id)
     }
 
     fn at(&self, m: &Machine, provider_id: &str, class: &MachineClass) -> MachineRef {
@@ -81,44 +63,10 @@ impl Setup {
         MachineRef { machine, class: class.clone(), secret: secret() }
     }
 
-    /// An EC2 client of the cluster account (the example secret's keys) against the fake.
-    fn ec2(&self) -> aws_sdk_ec2::Client {
-        let secret: BTreeMap<String, String> = serde_json::from_str(include_str!("../examples/secret.json")).unwrap();
-        let key = |k: &str| secret.iter().find(|(name, _)| name.as_str() == k).map(|(_, v)| v.clone()).unwrap();
-        let config = aws_sdk_ec2::Config::builder()
-            .behavior_version(aws_sdk_ec2::config::BehaviorVersion::latest())
-            .region(aws_sdk_ec2::config::Region::new("eu-west-1"))
-            .credentials_provider(aws_sdk_ec2::config::Credentials::new(
-                key("accessKeyID"),
-                key("secretAccessKey"),
-                None,
-                None,
-                "test",
-            ))
-            .endpoint_url(self.fake.url())
-            .build();
-        aws_sdk_ec2::Client::from_conf(config)
-    }
-
-    /// The EC2 calls made since the last time, reset.
-    async fn take_calls(&self) -> BTreeMap<String, u64> {
-        let calls = self.admin.calls().await.unwrap();
-        self.admin.reset_calls().await.unwrap();
-        calls.calls
-    }
-
     async fn listed(&self, class: &MachineClass) -> Vec<String> {
         let req = ListMachines { class: class.clone(), secret: secret() };
-        self.driver.list_machines(&ctx(), req).await.unwrap().into_iter().map(|(id, _)| id).collect()
+        self.driver.list_machines(&ctx("test", 20), req).await.unwrap().into_iter().map(|(id, _)| id).collect()
     }
-}
-
-fn machine(name: &str) -> Machine {
-    Machine { name: name.into(), uid: format!("uid-{name}"), ..Default::default() }
-}
-
-fn instance_id(provider_id: &str) -> &str {
-    provider_id.rsplit('/').next().unwrap()
 }
 
 fn assert_reclaimed(err: &DriverError, id: &str, code: &str) {
@@ -138,8 +86,8 @@ async fn a_reclaimed_spot_instance_is_answered_spot_reclaimed_and_deleted_withou
     let entry = inventory.iter().find(|i| i.id == id).unwrap();
     assert_eq!(entry.extra["instance_lifecycle"], json!("spot"), "the conformance patch launches a Spot instance");
     // As the controller does: InitializeMachine right after the create.
-    s.driver.initialize_machine(&ctx(), s.at(&m, &pid, &spot)).await.unwrap();
-    let running = s.driver.get_machine_status(&ctx(), s.at(&m, &pid, &spot)).await.unwrap();
+    s.driver.initialize_machine(&ctx("test", 20), s.at(&m, &pid, &spot)).await.unwrap();
+    let running = s.driver.get_machine_status(&ctx("test", 20), s.at(&m, &pid, &spot)).await.unwrap();
     assert_eq!(running.provider_id, pid, "a Spot instance that runs reads as any other");
     s.take_calls().await;
 
@@ -147,18 +95,18 @@ async fn a_reclaimed_spot_instance_is_answered_spot_reclaimed_and_deleted_withou
     assert!(shown.contains("Server.SpotInstanceTermination"), "{shown}");
     assert!(s.take_calls().await.is_empty(), "the reclaim is out of band");
 
-    let err = s.driver.get_machine_status(&ctx(), s.at(&m, &pid, &spot)).await.unwrap_err();
+    let err = s.driver.get_machine_status(&ctx("test", 20), s.at(&m, &pid, &spot)).await.unwrap_err();
     assert_reclaimed(&err, &id, "Server.SpotInstanceTermination");
     assert!(err.message().contains("terminated"), "{}", err.message());
     let calls = s.take_calls().await;
     assert_eq!(calls, BTreeMap::from([("DescribeInstances".to_string(), 2)]), "as for any ended instance: {calls:?}");
 
-    let err = s.driver.initialize_machine(&ctx(), s.at(&m, &pid, &spot)).await.unwrap_err();
+    let err = s.driver.initialize_machine(&ctx("test", 20), s.at(&m, &pid, &spot)).await.unwrap_err();
     assert_reclaimed(&err, &id, "Server.SpotInstanceTermination");
     assert!(s.listed(&spot).await.is_empty(), "a terminated instance is no VM to list");
 
     s.take_calls().await;
-    let deleted = s.driver.delete_machine(&ctx(), s.at(&m, &pid, &spot)).await.unwrap();
+    let deleted = s.driver.delete_machine(&ctx("test", 20), s.at(&m, &pid, &spot)).await.unwrap();
     assert!(deleted.already_gone);
     assert_eq!(s.take_calls().await.get("TerminateInstances"), None, "nothing left to terminate");
     assert!(s.admin.live_named(&m.name).await.unwrap().is_empty());
@@ -175,7 +123,7 @@ async fn a_reclaimed_spot_instance_is_answered_spot_reclaimed_and_deleted_withou
         assert_eq!(err.as_service_error().and_then(|e| e.meta().code()), Some("InvalidNetworkInterfaceID.NotFound"));
     }
 
-    let err = s.driver.get_machine_status(&ctx(), s.at(&m, &pid, &spot)).await.unwrap_err();
+    let err = s.driver.get_machine_status(&ctx("test", 20), s.at(&m, &pid, &spot)).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
 }
 
@@ -187,7 +135,7 @@ async fn create_after_a_reclaim_relaunches_once_and_never_answers_the_reclaimed_
     let first = s.create(&m, &spot).await.unwrap();
     s.admin.reclaim(instance_id(&first)).await.unwrap();
     assert_reclaimed(
-        &s.driver.get_machine_status(&ctx(), s.at(&m, &first, &spot)).await.unwrap_err(),
+        &s.driver.get_machine_status(&ctx("test", 20), s.at(&m, &first, &spot)).await.unwrap_err(),
         instance_id(&first),
         "Server.SpotInstanceTermination",
     );
@@ -202,10 +150,10 @@ async fn create_after_a_reclaim_relaunches_once_and_never_answers_the_reclaimed_
     assert_eq!(live.len(), 1, "{live:?}");
     assert_eq!(live[0].id, instance_id(&second));
     assert_eq!(live[0].extra["instance_lifecycle"], json!("spot"));
-    let status = s.driver.get_machine_status(&ctx(), s.at(&m, &second, &spot)).await.unwrap();
+    let status = s.driver.get_machine_status(&ctx("test", 20), s.at(&m, &second, &spot)).await.unwrap();
     assert_eq!(status.provider_id, second);
     // The old providerID: the relaunched instance is this machine's live one.
-    let by_old = s.driver.get_machine_status(&ctx(), s.at(&m, &first, &spot)).await.unwrap();
+    let by_old = s.driver.get_machine_status(&ctx("test", 20), s.at(&m, &first, &spot)).await.unwrap();
     assert_eq!(by_old.provider_id, second);
 }
 
@@ -216,17 +164,17 @@ async fn a_spot_instance_ec2_stopped_is_reclaimed_listed_never_answered_by_creat
     let m = machine("spot-stop");
     let pid = s.create(&m, &spot).await.unwrap();
     let id = instance_id(&pid).to_string();
-    s.driver.initialize_machine(&ctx(), s.at(&m, &pid, &spot)).await.unwrap();
+    s.driver.initialize_machine(&ctx("test", 20), s.at(&m, &pid, &spot)).await.unwrap();
     s.admin.reclaim(&id).await.unwrap();
     s.take_calls().await;
 
-    let err = s.driver.get_machine_status(&ctx(), s.at(&m, &pid, &spot)).await.unwrap_err();
+    let err = s.driver.get_machine_status(&ctx("test", 20), s.at(&m, &pid, &spot)).await.unwrap_err();
     assert_reclaimed(&err, &id, "Server.SpotInstanceShutdown");
     assert!(err.message().contains("stopped"), "{}", err.message());
     let calls = s.take_calls().await;
     assert_eq!(calls, BTreeMap::from([("DescribeInstances".to_string(), 1)]), "one read decides: {calls:?}");
     assert_reclaimed(
-        &s.driver.initialize_machine(&ctx(), s.at(&m, &pid, &spot)).await.unwrap_err(),
+        &s.driver.initialize_machine(&ctx("test", 20), s.at(&m, &pid, &spot)).await.unwrap_err(),
         &id,
         "Server.SpotInstanceShutdown",
     );
@@ -239,12 +187,12 @@ async fn a_spot_instance_ec2_stopped_is_reclaimed_listed_never_answered_by_creat
     assert_eq!(s.admin.live_named(&m.name).await.unwrap().len(), 1, "no duplicate");
 
     s.take_calls().await;
-    let deleted = s.driver.delete_machine(&ctx(), s.at(&m, &pid, &spot)).await.unwrap();
+    let deleted = s.driver.delete_machine(&ctx("test", 20), s.at(&m, &pid, &spot)).await.unwrap();
     assert!(!deleted.already_gone);
     assert_eq!(s.take_calls().await.get("TerminateInstances"), Some(&1));
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(s.admin.instances().await.unwrap().iter().all(|i| !i.live), "nothing is left");
-    let err = s.driver.get_machine_status(&ctx(), s.at(&m, &pid, &spot)).await.unwrap_err();
+    let err = s.driver.get_machine_status(&ctx("test", 20), s.at(&m, &pid, &spot)).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
     assert_ne!(err.reason(), SPOT_RECLAIMED, "terminated by its user now, not by EC2: {err}");
 }
@@ -255,17 +203,17 @@ async fn an_on_demand_instance_is_not_reclaimed_and_reads_as_before() {
     let on_demand = class(json!({}));
     let m = machine("on-demand-1");
     let pid = s.create(&m, &on_demand).await.unwrap();
-    let before = s.driver.get_machine_status(&ctx(), s.at(&m, &pid, &on_demand)).await.unwrap();
+    let before = s.driver.get_machine_status(&ctx("test", 20), s.at(&m, &pid, &on_demand)).await.unwrap();
     let err = s.admin.reclaim(instance_id(&pid)).await.unwrap_err();
     assert!(err.contains("HTTP 409"), "{err}");
-    let after = s.driver.get_machine_status(&ctx(), s.at(&m, &pid, &on_demand)).await.unwrap();
+    let after = s.driver.get_machine_status(&ctx("test", 20), s.at(&m, &pid, &on_demand)).await.unwrap();
     assert_eq!((after.provider_id, after.node_name), (before.provider_id, before.node_name));
     assert_eq!(s.listed(&on_demand).await, vec![pid.clone()]);
 
     // Ended by its user (not EC2): plain NOT_FOUND, as before.
-    s.driver.delete_machine(&ctx(), s.at(&m, &pid, &on_demand)).await.unwrap();
+    s.driver.delete_machine(&ctx("test", 20), s.at(&m, &pid, &on_demand)).await.unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let err = s.driver.get_machine_status(&ctx(), s.at(&m, &pid, &on_demand)).await.unwrap_err();
+    let err = s.driver.get_machine_status(&ctx("test", 20), s.at(&m, &pid, &on_demand)).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotFound);
     assert_ne!(err.reason(), SPOT_RECLAIMED, "{err}");
 }
@@ -284,10 +232,10 @@ async fn another_machines_reclaimed_instance_is_never_reported_as_this_ones() {
     // Another machine (another uid) whose providerID names their instances.
     let mine = machine("spot-mine");
     for (pid, class) in [(&pid, &spot), (&stopped_pid, &stopping)] {
-        let err = s.driver.get_machine_status(&ctx(), s.at(&mine, pid, class)).await.unwrap_err();
+        let err = s.driver.get_machine_status(&ctx("test", 20), s.at(&mine, pid, class)).await.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
         assert_ne!(err.reason(), SPOT_RECLAIMED, "not this machine's: {err}");
-        let err = s.driver.initialize_machine(&ctx(), s.at(&mine, pid, class)).await.unwrap_err();
+        let err = s.driver.initialize_machine(&ctx("test", 20), s.at(&mine, pid, class)).await.unwrap_err();
         assert_ne!(err.reason(), SPOT_RECLAIMED, "{err}");
     }
 }

@@ -1,60 +1,24 @@
-//! What the driver tests against `fake-arm` share: the fake, the example
-//! machine class and secret, drivers on the fake, and the fake's admin API.
+//! What the driver tests against `fake-arm` share: the generic provider
+//! fixture (`machine-driver-provider-fixture`) on `fake-arm` with this
+//! provider's examples, and ARM requests of the tests' own.
 
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used)] // each test binary uses a part of it
 
-use std::collections::BTreeMap;
-
-use fake_cloud_support::{AdminClient, CallCounts, Inventory};
-use machine_driver_api::{
-    CallContext, CloudOptions, CreateMachine, ListMachines, Machine, MachineClass, MachineRef, SecretData,
-};
-use machine_driver_azure::{AzureConfig, AzureDriver};
+use machine_driver_api::MachineClass;
+use machine_driver_azure::AzureDriver;
+use machine_driver_provider_fixture::Fixture;
+pub use machine_driver_provider_fixture::ctx;
 use serde_json::Value;
 
-/// A running fake ARM with the example class and secret.
-pub struct FakeCloud {
-    pub fake: fake_arm::FakeHandle,
-    pub admin: AdminClient,
-    pub class: MachineClass,
-    pub secret: SecretData,
+machine_driver_provider_fixture::fake_cloud! {
+    /// A running fake ARM with the example class and secret.
+    pub struct FakeCloud(AzureDriver);
 }
 
 impl FakeCloud {
     /// Starts the fake on a free port.
     pub async fn start() -> Self {
-        let fake = fake_arm::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
-        let secret: BTreeMap<String, String> =
-            serde_json::from_str(include_str!("../../examples/secret.json")).unwrap();
-        let class = MachineClass {
-            name: "class".into(),
-            provider: "Azure".into(),
-            provider_spec: include_bytes!("../../examples/machine-class.json").to_vec(),
-            node_template: None,
-        };
-        let admin = AdminClient::for_cloud_url(&fake.url()).unwrap();
-        Self { fake, admin, class, secret: secret.into_iter().collect() }
-    }
-
-    /// A driver on this fake, without a client-side rate limit.
-    pub fn driver(&self) -> AzureDriver {
-        let options = CloudOptions { endpoint: Some(self.fake.url()), rate_limit: 0.0, burst: 0 };
-        AzureDriver::new(AzureConfig::from_options(&options).unwrap())
-    }
-
-    /// `POST /_admin<path>`; fails the test unless it succeeds.
-    pub async fn admin(&self, path: &str, body: Value) {
-        self.admin.post(path, body).await.unwrap();
-    }
-
-    /// ARM calls since the last reset.
-    pub async fn calls(&self) -> CallCounts {
-        self.admin.calls().await.unwrap()
-    }
-
-    /// The fake's inventory: VMs, and NICs and disks as dependents.
-    pub async fn inventory(&self) -> Inventory {
-        self.admin.inventory().await.unwrap()
+        Self(Fixture::start("Azure", concat!(env!("CARGO_MANIFEST_DIR"), "/examples"), fake_arm::start).await)
     }
 
     /// Live VMs, NICs and disks whose name starts with `name`.
@@ -67,44 +31,10 @@ impl FakeCloud {
             .map(|i| i.name)
             .collect()
     }
-
-    /// A machine named `name` with uid `uid-<name>`.
-    pub fn machine(&self, name: &str) -> Machine {
-        Machine { name: name.into(), uid: format!("uid-{name}"), ..Default::default() }
-    }
-
-    /// The request addressing machine `name`.
-    pub fn machine_ref(&self, name: &str) -> MachineRef {
-        MachineRef { machine: self.machine(name), class: self.class.clone(), secret: self.secret.clone() }
-    }
-
-    /// CreateMachine of machine `name`.
-    pub fn create_request(&self, name: &str) -> CreateMachine {
-        CreateMachine {
-            machine: self.machine(name),
-            class: self.class.clone(),
-            secret: self.secret.clone(),
-            user_data: Default::default(),
-        }
-    }
-
-    /// ListMachines of the example class.
-    pub fn list_request(&self) -> ListMachines {
-        ListMachines { class: self.class.clone(), secret: self.secret.clone() }
-    }
 }
 
-/// A context of `secs` seconds for `rpc`.
-pub fn ctx(rpc: &'static str, secs: u64) -> CallContext {
-    CallContext::with_timeout(rpc, std::time::Duration::from_secs(secs))
-}
-
-/// The example class with `patch` applied to its providerSpec (a JSON merge patch).
-pub fn class_with(class: &MachineClass, patch: impl FnOnce(&mut Value)) -> MachineClass {
-    let mut spec: Value = serde_json::from_slice(&class.provider_spec).unwrap();
-    patch(&mut spec);
-    MachineClass { provider_spec: serde_json::to_vec(&spec).unwrap(), ..class.clone() }
-}
+/// The example class with `patch` applied to its providerSpec.
+pub use machine_driver_provider_fixture::patched_class as class_with;
 
 impl FakeCloud {
     /// The example class as another cluster of the same resource group has it
