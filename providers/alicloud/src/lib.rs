@@ -1,5 +1,4 @@
 #![doc = include_str!("../README.md")]
-#![warn(missing_docs)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod clients;

@@ -13,7 +13,6 @@
 //! # let _ = auth_url; Ok(()) }
 //! ```
 
-#![warn(missing_docs)]
 
 mod api;
 mod clock;
