@@ -13,7 +13,6 @@
 //! # let _ = auth_url; Ok(()) }
 //! ```
 
-
 mod api;
 mod clock;
 mod error;
