@@ -286,6 +286,12 @@ impl AwsFailure {
         self.code() == Some("InvalidNetworkInterfaceID.NotFound")
     }
 
+    /// EC2 does not know (any more) a Spot request id
+    /// (`InvalidSpotInstanceRequestID.NotFound`): nothing is left to cancel.
+    pub(crate) fn is_spot_request_not_found(&self) -> bool {
+        self.code() == Some("InvalidSpotInstanceRequestID.NotFound")
+    }
+
     /// The image id is well formed but names no image this account can see.
     pub(crate) fn is_image_not_found(&self) -> bool {
         self.code().is_some_and(|c| c.starts_with("InvalidAMIID.") && c != "InvalidAMIID.Malformed")

@@ -417,6 +417,63 @@ def market_types(fake):
     client.terminate_instances(InstanceIds=[instance_id])
 
 
+def spot_requests_and_volume_defaults(fake):
+    client = ec2(fake)
+    persistent = {
+        "MarketType": "spot",
+        "SpotOptions": {"SpotInstanceType": "persistent", "InstanceInterruptionBehavior": "stop"},
+    }
+    named = [{"ResourceType": "instance", "Tags": [{"Key": "Name", "Value": "crosscheck-spot"}]}]
+    launched = client.run_instances(**run_args(InstanceMarketOptions=persistent, TagSpecifications=named))
+    instance = launched["Instances"][0]
+    instance_id, request_id = instance["InstanceId"], instance["SpotInstanceRequestId"]
+    check(re.fullmatch(r"sir-[0-9a-f]{8}", request_id) is not None, f"a Spot launch names its request {request_id}")
+    requests = client.describe_spot_instance_requests(SpotInstanceRequestIds=[request_id])["SpotInstanceRequests"]
+    equal(
+        (requests[0]["State"], requests[0]["Type"], requests[0]["InstanceId"], requests[0]["Status"]["Code"]),
+        ("active", "persistent", instance_id, "fulfilled"),
+        "DescribeSpotInstanceRequests of the launch",
+    )
+    attached = [
+        (a["Device"], v.get("Iops"), v.get("Throughput"))
+        for v in client.describe_volumes()["Volumes"]
+        for a in v.get("Attachments", [])
+        if a["InstanceId"] == instance_id
+    ]
+    equal(
+        sorted(attached),
+        [("/dev/xvda", 3000, 125), ("/dev/xvdb", 3000, None)],
+        "DescribeVolumes: a gp3 launched without Iops/Throughput has EC2's 3000 and 125, the io2 its own Iops",
+    )
+    client.terminate_instances(InstanceIds=[instance_id])
+    equal(
+        client.describe_spot_instance_requests(SpotInstanceRequestIds=[request_id])["SpotInstanceRequests"][0]["State"],
+        "open",
+        "a persistent request re-opens when its instance is terminated",
+    )
+    time.sleep(1.2)
+    relaunched = client.describe_spot_instance_requests(SpotInstanceRequestIds=[request_id])["SpotInstanceRequests"][0]
+    check(
+        relaunched["State"] == "active" and relaunched["InstanceId"] != instance_id,
+        f"EC2 launched another instance for the open request: {relaunched['State']} {relaunched.get('InstanceId')}",
+    )
+    cancelled = client.cancel_spot_instance_requests(SpotInstanceRequestIds=[request_id])
+    equal(
+        cancelled["CancelledSpotInstanceRequests"],
+        [{"SpotInstanceRequestId": request_id, "State": "cancelled"}],
+        "CancelSpotInstanceRequests",
+    )
+    again = client.cancel_spot_instance_requests(SpotInstanceRequestIds=[request_id])
+    equal(again["CancelledSpotInstanceRequests"][0]["State"], "cancelled", "cancelling again is idempotent")
+    expect_error(
+        lambda: client.cancel_spot_instance_requests(SpotInstanceRequestIds=["sir-0000beef"]),
+        400,
+        "InvalidSpotInstanceRequestID.NotFound",
+        "an unknown Spot request",
+    )
+    client.terminate_instances(InstanceIds=[relaunched["InstanceId"]])
+
+
 def run_errors(fake):
     client = ec2(fake)
     expect_error(
@@ -1294,6 +1351,7 @@ def main():
     scenario("auth and faults", lambda: auth_and_faults(fake))
     scenario("STS AssumeRoleWithWebIdentity", lambda: web_identity(fake))
     scenario("RunInstances market types", lambda: market_types(fake))
+    scenario("Spot requests and volume defaults", lambda: spot_requests_and_volume_defaults(fake))
     admin(fake, "reset")
     run.finish()
 

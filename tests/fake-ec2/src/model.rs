@@ -231,7 +231,37 @@ impl VolumeModification {
     }
 }
 
+/// The IOPS EC2 gives a volume of `volume_type` and `size_gib` when none is
+/// asked for (EBS User Guide, "Amazon EBS General Purpose SSD volumes"): gp3
+/// 3000; gp2 its baseline of 3 IOPS per GiB, at least 100 and at most 16000;
+/// other types none.
+pub(crate) fn default_iops(volume_type: &str, size_gib: i64) -> Option<i64> {
+    match volume_type {
+        "gp3" => Some(3_000),
+        "gp2" => Some((size_gib * 3).clamp(100, 16_000)),
+        _ => None,
+    }
+}
+
+/// The throughput in MiB/s EC2 gives a volume of `volume_type` when none is
+/// asked for: gp3 125; other types show none.
+pub(crate) fn default_throughput(volume_type: &str) -> Option<i64> {
+    (volume_type == "gp3").then_some(125)
+}
+
 impl Volume {
+    /// Fills in what EC2 shows for IOPS and throughput the launch did not set
+    /// ([`default_iops`], [`default_throughput`]); a gp2 volume always shows
+    /// its baseline.
+    pub(crate) fn with_defaults(mut self) -> Self {
+        if self.volume_type == "gp2" {
+            self.iops = default_iops("gp2", self.size_gib);
+        }
+        self.iops = self.iops.or_else(|| default_iops(&self.volume_type, self.size_gib));
+        self.throughput = self.throughput.or_else(|| default_throughput(&self.volume_type));
+        self
+    }
+
     /// The volume's own attributes: what it was launched with, or the target
     /// of its last modification (ModifyVolume sets them).
     pub(crate) fn own_performance(&self) -> VolumePerformance {
@@ -407,4 +437,75 @@ pub(crate) struct Snapshot {
     pub(crate) public: bool,
     pub(crate) create_volume_users: BTreeSet<String>,
     pub(crate) tags: Tags,
+}
+
+/// The state of a Spot Instance request (EC2 API reference, SpotInstanceRequest
+/// `state`; EC2 User Guide, "State changes for a Spot request",
+/// <https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instances-request-status-lifecycle.html>).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SpotRequestState {
+    /// Waiting for an instance: a persistent request whose instance ended.
+    Open,
+    /// Fulfilled: its instance is pending or running.
+    Active,
+    /// Its instance was stopped by EC2 (a persistent request).
+    Disabled,
+    /// Ended by EC2 (a one-time request whose instance ended).
+    Closed,
+    /// Cancelled by the user: EC2 launches no instance for it any more.
+    Cancelled,
+}
+
+impl SpotRequestState {
+    /// The API value.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Open => "open",
+            Self::Active => "active",
+            Self::Disabled => "disabled",
+            Self::Closed => "closed",
+            Self::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// A Spot Instance request, as RunInstances with Spot market options makes
+/// one per instance (EC2 User Guide, "Spot Instance requests",
+/// <https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-requests.html>).
+#[derive(Debug, Clone)]
+pub(crate) struct SpotRequest {
+    /// `sir-` and 8 hex digits.
+    pub(crate) id: String,
+    pub(crate) owner: String,
+    /// `one-time` or `persistent`.
+    pub(crate) request_type: String,
+    pub(crate) interruption: Interruption,
+    /// `spotPrice`: the maximum price asked for (`None`: the On-Demand price).
+    pub(crate) max_price: Option<String>,
+    pub(crate) created_wall: SystemTime,
+    pub(crate) state: SpotRequestState,
+    /// `status.code` (EC2 User Guide, "Spot request status codes").
+    pub(crate) status_code: &'static str,
+    pub(crate) status_updated: SystemTime,
+    /// Its current (or last) instance.
+    pub(crate) instance_id: String,
+    /// When EC2 launches the next instance of this open persistent request,
+    /// and how long that instance stays pending.
+    pub(crate) relaunch: Option<(Instant, Duration)>,
+    /// The instance as first launched: what a relaunch is made from.
+    pub(crate) template: Box<Instance>,
+}
+
+impl SpotRequest {
+    /// Whether it is a `persistent` request.
+    pub(crate) fn is_persistent(&self) -> bool {
+        self.request_type == "persistent"
+    }
+
+    /// Moves it to `state` with the status `code`.
+    pub(crate) fn set(&mut self, state: SpotRequestState, code: &'static str) {
+        self.state = state;
+        self.status_code = code;
+        self.status_updated = SystemTime::now();
+    }
 }

@@ -13,7 +13,7 @@ use serde_json::json;
 
 use crate::caller::{AMAZON_ACCOUNT, OWNER_ACCOUNT};
 use crate::errors::{Ec2Error, StsError};
-use crate::model::{EndReason, Image, Instance, InstanceState, Interruption, Snapshot};
+use crate::model::{EndReason, Image, Instance, InstanceState, Interruption, Snapshot, SpotRequest};
 
 /// The public Amazon Linux image every account can launch.
 pub const PUBLIC_IMAGE: &str = "ami-0123456789abcdef0";
@@ -30,6 +30,8 @@ pub(crate) const DEFAULT_SUBNET: &str = "subnet-0de0fa0000000000a";
 #[derive(Debug, Default)]
 pub(crate) struct World {
     pub(crate) instances: Vec<Instance>,
+    /// The Spot Instance requests of Spot launches (one per instance).
+    pub(crate) spot_requests: Vec<SpotRequest>,
     pub(crate) images: Vec<Image>,
     pub(crate) snapshots: Vec<Snapshot>,
     /// RunInstances client tokens by (account, token): the instance ids launched.
@@ -132,7 +134,8 @@ pub(crate) fn operation_class(operation: &str) -> Option<OpClass> {
         | "DescribeImageAttribute"
         | "DescribeSnapshotAttribute"
         | "DescribeVolumes"
-        | "DescribeVolumesModifications" => OpClass::Read,
+        | "DescribeVolumesModifications"
+        | "DescribeSpotInstanceRequests" => OpClass::Read,
         "ModifyNetworkInterfaceAttribute"
         | "AssignIpv6Addresses"
         | "ModifyImageAttribute"
@@ -141,7 +144,7 @@ pub(crate) fn operation_class(operation: &str) -> Option<OpClass> {
         | "DeleteTags"
         | "ModifyVolume"
         | "ModifyInstanceMetadataOptions" => OpClass::Write,
-        "TerminateInstances" => OpClass::Delete,
+        "TerminateInstances" | "CancelSpotInstanceRequests" => OpClass::Delete,
         _ => return None,
     })
 }
@@ -239,7 +242,8 @@ impl CloudHooks for Store {
 
     fn inventory(&self) -> Inventory {
         let now = Instant::now();
-        let world = self.world();
+        let mut world = self.world();
+        crate::actions::spot::settle(&mut world, now);
         let images = world
             .images
             .iter()
@@ -300,6 +304,9 @@ impl CloudHooks for Store {
     ///   volumes stay (only EC2 restarts it, when capacity returns, which the
     ///   fake never does).
     ///
+    /// Its Spot request is `closed` (one-time, terminated) or `disabled`
+    /// (persistent, stopped): [`crate::actions::spot`].
+    ///
     /// Spot-ness is what RunInstances recorded (`instanceLifecycle` `spot`);
     /// any other instance (on-demand, capacity-block, interruptible capacity
     /// reservation) is [`Reclaim::NotSpot`]. Only a pending or running
@@ -337,6 +344,7 @@ impl CloudHooks for Store {
             reason.transition
         );
         instance.end_reason = Some(reason);
+        crate::actions::spot::interrupted(&mut world, id, interruption);
         Reclaim::Reclaimed(shown)
     }
 

@@ -106,8 +106,13 @@ pub(crate) fn terminate_instances(world: &mut World, ctx: &Ctx<'_>, params: &Par
     for id in &ids {
         let Some(instance) = world.instances.iter_mut().find(|i| &i.id == id) else { continue };
         let previous = instance.state(ctx.now);
+        let first = instance.terminate_requested.is_none();
         instance.terminate_by_user(ctx.now, ctx.timing.stop());
+        let ended = instance.terminate_requested.map_or(ctx.now, |(at, stop)| at + stop);
         changes.push((id.clone(), previous, instance.state(ctx.now)));
+        if first {
+            crate::actions::spot::user_terminated(world, id, ended, ctx.timing.boot());
+        }
     }
     let mut x = Xml::new();
     x.items("instancesSet", changes, |x, (id, previous, current)| render::state_change(x, &id, previous, current));

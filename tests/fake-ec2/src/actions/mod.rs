@@ -5,6 +5,7 @@ mod instances;
 mod interfaces;
 pub(crate) mod metadata;
 pub(crate) mod run;
+pub(crate) mod spot;
 mod tags;
 mod volumes;
 
@@ -36,6 +37,8 @@ pub(crate) fn dispatch(world: &mut World, ctx: &Ctx<'_>, action: &str, params: &
             "Request would have succeeded, but DryRun flag is set.",
         ));
     }
+    // What EC2 did on its own since the last call (relaunches of open persistent Spot requests).
+    spot::settle(world, ctx.now);
     match action {
         "RunInstances" => run::run_instances(world, ctx, params),
         "DescribeInstances" => instances::describe_instances(world, ctx, params),
@@ -54,6 +57,8 @@ pub(crate) fn dispatch(world: &mut World, ctx: &Ctx<'_>, action: &str, params: &
         "DescribeVolumes" => volumes::describe_volumes(world, ctx, params),
         "ModifyVolume" => volumes::modify_volume(world, ctx, params),
         "DescribeVolumesModifications" => volumes::describe_volumes_modifications(world, ctx, params),
+        "DescribeSpotInstanceRequests" => spot::describe_spot_instance_requests(world, ctx, params),
+        "CancelSpotInstanceRequests" => spot::cancel_spot_instance_requests(world, ctx, params),
         _ => Err(Ec2Error::invalid_action(action)),
     }
 }

@@ -207,7 +207,8 @@ pub(crate) fn modify_volume(world: &mut World, ctx: &Ctx<'_>, params: &Params) -
                 "The parameter iops is not supported for {target_type} volumes."
             )));
         }
-        (None, None) => None,
+        // gp2: its baseline for the new size (st1, sc1, standard: none).
+        (None, None) => crate::model::default_iops(&target_type, target_size),
         (Some((lo, hi)), Some(v)) if !(lo..=hi).contains(&v) => {
             return Err(Ec2Error::client(
                 "InvalidParameterValue",
