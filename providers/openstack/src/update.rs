@@ -31,14 +31,23 @@
 //!   each machine port's groups (by id, resolved as create resolves them) are
 //!   completed with the class's, and a group only the previous class named is
 //!   taken off: `PUT /ports/{id}` with the port's revision (`If-Match`: a
-//!   concurrent change is 412, UNAVAILABLE, and the retry reads again).
+//!   concurrent change is 412, UNAVAILABLE, and the retry reads again). A
+//!   class that names no group where the previous class named some is
+//!   NEEDS_REPLACEMENT (a new server gets Neutron's `default`; the ports keep theirs).
 //! - replacement only, from the server read (no further call): the flavor
 //!   (`flavor.original_name`, microversion 2.47 on), the availability zone
-//!   (`OS-EXT-AZ:availability_zone`), the boot source (`rootDiskSize` 0 boots
-//!   from the image, more from a volume: Nova shows `image` `""` then) and, for a
-//!   server booted from the image, `imageID` (`image.id`). A class naming its
-//!   image by `imageName`, or booting from a volume, has its image not
-//!   compared: the name, or the volume's image, would take a Glance or Cinder read.
+//!   (`OS-EXT-AZ:availability_zone`), the region (the providerID's, where the
+//!   server is read), the boot source (`rootDiskSize` 0 boots from the image,
+//!   more from a volume: Nova shows `image` `""` then) and, for a server booted
+//!   from the image, `imageID` (`image.id`).
+//! - replacement only, from the previous class (Nova's record does not show
+//!   them; a Cinder, Glance or Neutron read each would): another non-zero
+//!   `rootDiskSize` of a boot volume (the volume keeps its size), the image of
+//!   a boot volume or by `imageName`, `networkID`, `subnetID`, `subnetIDs`,
+//!   `networks`, `podNetworkCidr`, `podNetworkCIDRs`, `keyName`,
+//!   `serverGroupID`, `useConfigDrive`, `rootDiskType`: NEEDS_REPLACEMENT when
+//!   the class changes them, else not reported (never UNCHANGED: nothing was
+//!   read to tell); without a previous class they are not compared.
 //!
 //! `validate_only` makes the reads only. A repeat after success writes nothing.
 //! Cost of a tag change: 2 reads, 1 write on the server, 1 per port whose tags change.
@@ -136,8 +145,12 @@ impl OpenStackDriver {
                 SECURITY_GROUPS_FIELD,
                 changes.iter().filter_map(|c| c.groups.as_ref().map(|g| (c.what.as_str(), g))),
             );
+        } else if let Some(before) = previous.as_ref().filter(|p| !p.security_groups.is_empty()) {
+            // The class names no group any more: create would leave Neutron's
+            // `default`; the ports keep the groups they have.
+            plan.compare_replacement(SECURITY_GROUPS_FIELD, &before.security_groups.join(", "), "Neutron's default");
         }
-        compare_replacements(&mut plan, &spec, &server);
+        compare_replacements(&mut plan, &spec, previous.as_ref(), &server, &region);
 
         if !plan.validate_only() {
             let writes = changes.iter().map(|c| write_port(&api, c));
@@ -203,8 +216,17 @@ fn applied_list(current: &[String], plan: &TagPlan) -> Vec<String> {
     out
 }
 
-/// The fields only a new server can change, from the server's record.
-fn compare_replacements(plan: &mut UpdatePlan, spec: &OpenStackSpec, server: &Server) {
+/// The fields only a new server can change: compared with the server's
+/// record where it shows them (the flavor, the availability zone, the
+/// providerID's region, the boot source and, for a server booted from the
+/// image, `imageID`), else with the previous class (see [`compare_with_previous`]).
+fn compare_replacements(
+    plan: &mut UpdatePlan,
+    spec: &OpenStackSpec,
+    previous: Option<&OpenStackSpec>,
+    server: &Server,
+    region: &str,
+) {
     let flavor = server.flavor.original_name.as_deref().or(server.flavor.id.as_deref()).unwrap_or_default();
     plan.compare_replacement("providerSpec.spec.flavorName", flavor, spec.flavor_name.trim());
     plan.compare_replacement(
@@ -212,15 +234,83 @@ fn compare_replacements(plan: &mut UpdatePlan, spec: &OpenStackSpec, server: &Se
         &server.availability_zone,
         spec.availability_zone.trim(),
     );
+    plan.compare_replacement("providerSpec.spec.region", region, spec.region.trim());
     let boot = |from_volume: bool| if from_volume { "boots from a volume" } else { "boots from the image" };
     let booted_from_volume = server.image.is_none();
-    let differs = plan.compare_replacement(
-        "providerSpec.spec.rootDiskSize",
-        boot(booted_from_volume),
-        boot(spec.root_disk_size > 0),
-    );
-    if let (false, Some(current), ImageRef::Id(desired)) = (differs, server.image.as_deref(), spec.image()) {
-        plan.compare_replacement("providerSpec.spec.imageID", current, desired);
+    let wants_volume = spec.root_disk_size > 0;
+    if booted_from_volume != wants_volume {
+        plan.compare_replacement(ROOT_DISK_SIZE_FIELD, boot(booted_from_volume), boot(wants_volume));
+    } else if !booted_from_volume {
+        plan.unchanged(ROOT_DISK_SIZE_FIELD);
+    } else if let Some(before) = previous.map(|p| p.root_disk_size).filter(|size| *size > 0) {
+        // Nova does not show the boot volume's size (a Cinder read): only the
+        // previous class tells whether it changes; the volume keeps its size.
+        let gb = |size: i64| format!("a boot volume of {size} GB");
+        if before != spec.root_disk_size {
+            plan.compare_replacement(ROOT_DISK_SIZE_FIELD, &gb(before), &gb(spec.root_disk_size));
+        }
+    }
+    if booted_from_volume == wants_volume {
+        match (server.image.as_deref(), spec.image()) {
+            (Some(current), ImageRef::Id(desired)) => {
+                plan.compare_replacement("providerSpec.spec.imageID", current, desired);
+            }
+            (_, desired) => {
+                if let Some(before) = previous.map(OpenStackSpec::image).filter(|before| *before != desired) {
+                    let field = match desired {
+                        ImageRef::Id(_) => "providerSpec.spec.imageID",
+                        ImageRef::Name(_) => "providerSpec.spec.imageName",
+                    };
+                    plan.compare_replacement(field, &image_text(before), &image_text(desired));
+                }
+            }
+        }
+    }
+    if let Some(previous) = previous {
+        compare_with_previous(plan, spec, previous);
+    }
+}
+
+/// The class field of the boot volume's size.
+const ROOT_DISK_SIZE_FIELD: &str = "providerSpec.spec.rootDiskSize";
+
+/// An image reference in an answer.
+fn image_text(image: ImageRef<'_>) -> String {
+    match image {
+        ImageRef::Id(id) => format!("imageID {id:?}"),
+        ImageRef::Name(name) => format!("imageName {name:?}"),
+    }
+}
+
+/// The fields fixed at `POST /servers` that Nova's record does not show
+/// (the ports' networks and subnets, the pod CIDRs of their address pairs, the
+/// key pair, the server group, the config drive, the boot volume's type):
+/// NEEDS_REPLACEMENT when the class changes them from the previous class;
+/// not reported otherwise, nor without a previous class (only a read of each
+/// would tell).
+fn compare_with_previous(plan: &mut UpdatePlan, spec: &OpenStackSpec, previous: &OpenStackSpec) {
+    let one = |value: &Option<String>| value.as_deref().map(str::trim).unwrap_or_default().to_string();
+    let list = |values: &[String]| values.iter().map(|v| v.trim()).collect::<Vec<_>>().join(", ");
+    let fields = [
+        ("networkID", one(&previous.network_id), one(&spec.network_id)),
+        ("subnetID", one(&previous.subnet_id), one(&spec.subnet_id)),
+        ("subnetIDs", list(&previous.subnet_ids), list(&spec.subnet_ids)),
+        ("networks", format!("{:?}", previous.networks), format!("{:?}", spec.networks)),
+        ("podNetworkCidr", one(&previous.pod_network_cidr), one(&spec.pod_network_cidr)),
+        ("podNetworkCIDRs", list(&previous.pod_network_cidrs), list(&spec.pod_network_cidrs)),
+        ("keyName", one(&previous.key_name), one(&spec.key_name)),
+        ("serverGroupID", one(&previous.server_group_id), one(&spec.server_group_id)),
+        (
+            "useConfigDrive",
+            previous.use_config_drive.unwrap_or_default().to_string(),
+            spec.use_config_drive.unwrap_or_default().to_string(),
+        ),
+        ("rootDiskType", one(&previous.root_disk_type), one(&spec.root_disk_type)),
+    ];
+    for (field, before, now) in fields {
+        if before != now {
+            plan.compare_replacement(format!("providerSpec.spec.{field}"), &before, &now);
+        }
     }
 }
 
@@ -265,9 +355,9 @@ async fn write_port(api: &Api<'_>, change: &PortChange<'_>) -> Result<(), Driver
 }
 
 /// A previous class that does not parse: INVALID_ARGUMENT naming the field
-/// under `previousMachineClass`.
+/// under `previous_machine_class` (the request field, as the server names it).
 fn previous_class_error(e: DriverError) -> DriverError {
-    let field = format!("previousMachineClass.{}", e.field().unwrap_or("providerSpec"));
+    let field = format!("previous_machine_class.{}", e.field().unwrap_or("providerSpec"));
     DriverError::invalid_argument(field, e.message().to_string())
 }
 
@@ -302,17 +392,81 @@ mod tests {
             ..Server::default()
         };
         let mut plan = UpdatePlan::new("s", true);
-        compare_replacements(&mut plan, &spec(serde_json::json!({})), &server);
+        compare_replacements(&mut plan, &spec(serde_json::json!({})), None, &server, "RegionOne");
         assert!(outcomes(plan).iter().all(|(_, o)| *o == ChangeOutcome::Unchanged));
         let mut plan = UpdatePlan::new("s", true);
-        compare_replacements(&mut plan, &spec(serde_json::json!({"flavorName": "m1.xlarge", "imageID": "x"})), &server);
+        let changed = spec(serde_json::json!({"flavorName": "m1.xlarge", "imageID": "x"}));
+        compare_replacements(&mut plan, &changed, None, &server, "RegionOne");
         let all = outcomes(plan);
         assert_eq!(all.len(), 1, "{all:?}");
         assert!(all[0].0.contains("flavorName") && all[0].0.contains("imageID"), "{all:?}");
         let mut plan = UpdatePlan::new("s", true);
-        compare_replacements(&mut plan, &spec(serde_json::json!({"rootDiskSize": 20})), &server);
+        compare_replacements(&mut plan, &spec(serde_json::json!({"rootDiskSize": 20})), None, &server, "RegionOne");
         let all = outcomes(plan);
         assert!(all[0].0.contains("rootDiskSize") && !all[0].0.contains("imageID"), "{all:?}");
+        let mut plan = UpdatePlan::new("s", true);
+        compare_replacements(&mut plan, &spec(serde_json::json!({})), None, &server, "RegionTwo");
+        let all = outcomes(plan);
+        assert!(all[0].0.contains("providerSpec.spec.region"), "the providerID's region is the server's: {all:?}");
+    }
+
+    /// (field, outcome) of every field `compare_replacements` reports for a
+    /// server booted from a volume, from `previous` to `now`.
+    fn from_volume(previous: serde_json::Value, now: serde_json::Value) -> Vec<(String, ChangeOutcome)> {
+        let server = Server {
+            flavor: ServerFlavor { original_name: Some("m1.large".into()), id: None },
+            image: None,
+            availability_zone: "nova".into(),
+            ..Server::default()
+        };
+        let mut plan = UpdatePlan::new("s", false);
+        // `applied` keeps `finish` from folding the answer into one error.
+        plan.applied("providerSpec.spec.tags", "t");
+        compare_replacements(&mut plan, &spec(now), Some(&spec(previous)), &server, "RegionOne");
+        let mut all = outcomes(plan);
+        all.retain(|(field, _)| field != "providerSpec.spec.tags");
+        all
+    }
+
+    #[test]
+    fn what_nova_does_not_show_is_compared_with_the_previous_class() {
+        let unchanged = |field: &str| (format!("providerSpec.spec.{field}"), ChangeOutcome::Unchanged);
+        let replace = |field: &str| (format!("providerSpec.spec.{field}"), ChangeOutcome::NeedsReplacement);
+        let base = [unchanged("availabilityZone"), unchanged("flavorName"), unchanged("region")];
+        // Another size of the boot volume: never UNCHANGED (the volume keeps its size).
+        let all = from_volume(serde_json::json!({"rootDiskSize": 20}), serde_json::json!({"rootDiskSize": 40}));
+        assert_eq!(all, [&base[..], &[replace("rootDiskSize")]].concat());
+        // The same size: nothing claimed about a volume that was not read.
+        let all = from_volume(serde_json::json!({"rootDiskSize": 20}), serde_json::json!({"rootDiskSize": 20}));
+        assert_eq!(all, base.to_vec());
+        // Without a previous class nothing tells the size: not reported either.
+        let mut plan = UpdatePlan::new("s", true);
+        let server = Server { image: None, availability_zone: "nova".into(), ..Server::default() };
+        compare_replacements(&mut plan, &spec(serde_json::json!({"rootDiskSize": 40})), None, &server, "RegionOne");
+        assert!(!format!("{:?}", outcomes(plan)).contains("rootDiskSize"));
+
+        let all = from_volume(
+            serde_json::json!({"rootDiskSize": 20, "keyName": "a", "serverGroupID": "g1", "rootDiskType": "ssd",
+                "useConfigDrive": false, "imageID": "i-1"}),
+            serde_json::json!({"rootDiskSize": 20, "keyName": "b", "serverGroupID": "g2", "rootDiskType": "hdd",
+                "useConfigDrive": true, "imageID": "i-2"}),
+        );
+        let expected = [
+            &base[..],
+            &[
+                replace("imageID"),
+                replace("keyName"),
+                replace("rootDiskType"),
+                replace("serverGroupID"),
+                replace("useConfigDrive"),
+            ],
+        ]
+        .concat();
+        let mut sorted = all.clone();
+        sorted.sort();
+        let mut expected = expected;
+        expected.sort();
+        assert_eq!(sorted, expected);
     }
 
     #[test]
@@ -326,5 +480,7 @@ mod tests {
         let spec = spec(serde_json::json!({}));
         assert!(!desired_metadata(&spec, "").contains_key(MACHINE_UID_KEY), "an empty uid is never written");
         assert_eq!(desired_metadata(&spec, "u").get(MACHINE_UID_KEY).map(String::as_str), Some("u"));
+        let e = previous_class_error(DriverError::invalid_argument("providerSpec.spec.tags", "bad"));
+        assert_eq!(e.field(), Some("previous_machine_class.providerSpec.spec.tags"));
     }
 }

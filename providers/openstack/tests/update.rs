@@ -305,3 +305,99 @@ async fn security_groups_of_the_port_follow_the_class() {
     assert_eq!(outcome(&done, "providerSpec.spec.securityGroups"), ChangeOutcome::Applied);
     assert_eq!(groups(&ports(&cloud, &pid).await[0]), vec![fake_openstack::SECURITY_GROUP_ID.to_string()]);
 }
+
+/// The sizes of the volumes attached to the server, as Cinder answers them.
+async fn attached_volume_sizes(cloud: &FakeCloud, pid: &str) -> Vec<u64> {
+    let path = format!("/volume/v3/{}/volumes/detail", fake_openstack::PROJECT_ID);
+    let answer = cloud.os(reqwest::Method::GET, &path, None).await;
+    answer["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["attachments"].as_array().unwrap().iter().any(|a| a["server_id"] == server_id(pid)))
+        .map(|v| v["size"].as_u64().unwrap())
+        .collect()
+}
+
+/// Issue 32: another size of the boot volume was answered UNCHANGED while the
+/// volume kept its size. Nova does not show the size; the previous class
+/// does: NEEDS_REPLACEMENT, alone (FAILED_PRECONDITION) or beside a tag change.
+#[tokio::test]
+async fn another_boot_volume_size_needs_a_replacement() {
+    let cloud = start().await;
+    let driver = cloud.driver();
+    let small = cloud.class_with(json!({"rootDiskSize": 20}));
+    let pid = machine(&cloud, &driver, "m-disk", &small).await;
+    assert_eq!(server(&cloud, &pid).await["image"], "", "boots from a volume");
+    assert_eq!(attached_volume_sizes(&cloud, &pid).await, vec![20]);
+    cloud.admin.reset_calls().await.unwrap();
+
+    let big = cloud.class_with(json!({"rootDiskSize": 40}));
+    let e = driver
+        .update_machine(&ctx("update", 30), request(&cloud, "m-disk", &pid, big.clone(), Some(small.clone())))
+        .await
+        .unwrap_err();
+    assert_eq!((e.kind(), e.reason()), (ErrorKind::FailedPrecondition, NEEDS_REPLACEMENT), "{e}");
+    assert!(e.message().contains("providerSpec.spec.rootDiskSize"), "{}", e.message());
+    assert_eq!(writes(&cloud.calls().await), 0);
+
+    let mut both = big.clone();
+    let mut spec: Value = serde_json::from_slice(&both.provider_spec).unwrap();
+    spec["spec"]["tags"]["team"] = json!("t");
+    both.provider_spec = serde_json::to_vec(&spec).unwrap();
+    let done = driver
+        .update_machine(&ctx("update", 30), request(&cloud, "m-disk", &pid, both, Some(small.clone())))
+        .await
+        .unwrap();
+    assert_eq!(outcome(&done, "providerSpec.spec.rootDiskSize"), ChangeOutcome::NeedsReplacement, "{done:?}");
+    assert_eq!(outcome(&done, "providerSpec.spec.tags"), ChangeOutcome::Applied);
+    assert_eq!(attached_volume_sizes(&cloud, &pid).await, vec![20], "the volume keeps its size");
+
+    // The same size again, or no previous class: nothing is claimed about the volume.
+    let same = driver
+        .update_machine(&ctx("update", 30), request(&cloud, "m-disk", &pid, small.clone(), Some(small.clone())))
+        .await
+        .unwrap();
+    assert!(same.changes.iter().all(|c| c.field != "providerSpec.spec.rootDiskSize"), "{same:?}");
+    // From the image to a volume is told from the server itself.
+    let image_boot = cloud.class_with(json!({"rootDiskSize": 0, "rootDiskType": null}));
+    let e =
+        driver.update_machine(&ctx("update", 30), request(&cloud, "m-disk", &pid, image_boot, None)).await.unwrap_err();
+    assert!(e.message().contains("providerSpec.spec.rootDiskSize"), "{}", e.message());
+}
+
+/// Fields Nova's record does not show, changed from the previous class:
+/// NEEDS_REPLACEMENT, never UNCHANGED; the class's region against the providerID's.
+#[tokio::test]
+async fn fields_fixed_at_create_that_change_need_a_replacement() {
+    let cloud = start().await;
+    let driver = cloud.driver();
+    let pid = machine(&cloud, &driver, "m-fixed", &cloud.class).await;
+    for (patch, field) in [
+        (json!({"keyName": "another-key"}), "providerSpec.spec.keyName"),
+        (json!({"serverGroupID": "0a1b2c3d-0000-4000-8000-000000000001"}), "providerSpec.spec.serverGroupID"),
+        (json!({"useConfigDrive": true}), "providerSpec.spec.useConfigDrive"),
+        (json!({"podNetworkCidr": "10.200.0.0/16"}), "providerSpec.spec.podNetworkCidr"),
+    ] {
+        let changed = cloud.class_with(patch.clone());
+        let e = driver
+            .update_machine(&ctx("update", 30), request(&cloud, "m-fixed", &pid, changed, Some(cloud.class.clone())))
+            .await
+            .unwrap_err();
+        assert_eq!(e.reason(), NEEDS_REPLACEMENT, "{patch}: {e}");
+        assert!(e.message().contains(field), "{patch}: {}", e.message());
+    }
+    // The class drops its security groups: the ports keep theirs.
+    let none = cloud.class_with(json!({"securityGroups": []}));
+    let e = driver
+        .update_machine(&ctx("update", 30), request(&cloud, "m-fixed", &pid, none, Some(cloud.class.clone())))
+        .await
+        .unwrap_err();
+    assert!(e.message().contains("providerSpec.spec.securityGroups"), "{}", e.message());
+    let elsewhere = cloud.class_with(json!({"region": "RegionTwo"}));
+    // The server is read in the providerID's region, whatever the class says.
+    let e =
+        driver.update_machine(&ctx("update", 30), request(&cloud, "m-fixed", &pid, elsewhere, None)).await.unwrap_err();
+    assert_eq!(e.reason(), NEEDS_REPLACEMENT, "{e}");
+    assert!(e.message().contains("providerSpec.spec.region"), "{}", e.message());
+}
