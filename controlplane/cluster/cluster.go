@@ -318,24 +318,62 @@ func randomToken() (string, error) {
 	return hex.EncodeToString(buf), nil
 }
 
-// freePorts reserves n distinct loopback ports (held together so that none repeats, then released).
+// handedOut are the ports FreePort and freePorts gave out in this process. A port is released
+// between the moment it is picked and the moment its process binds it; the kernel may pick it
+// again for the next caller meanwhile (seen with five providers' fleets starting side by side:
+// a sidecar's metrics port went to another process, whose /healthz then answered for it). So
+// no port is handed out twice in one process.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
+// FreePort is a free loopback port that no earlier FreePort or Start of this process got.
+func FreePort() (int, error) {
+	ports, err := freePorts(1)
+	if err != nil {
+		return 0, err
+	}
+	return ports[0], nil
+}
+
+// freePorts reserves n distinct loopback ports (held together so that none repeats, then
+// released), none of them handed out before in this process.
 func freePorts(n int) ([]int, error) {
+	handedOut.Lock()
+	defer handedOut.Unlock()
 	var ports []int
-	var ls []net.Listener
+	var releases []func()
 	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
+		for _, release := range releases {
+			release()
 		}
 	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for tries := 0; len(ports) < n; tries++ {
+		if tries > 100*n {
+			return nil, fmt.Errorf("no loopback port that was not handed out before after %d tries", tries)
+		}
+		port, release, err := pickPort()
 		if err != nil {
 			return nil, err
 		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		releases = append(releases, release) // held: the kernel picks another for the next try
+		if handedOut.ports[port] {
+			continue
+		}
+		handedOut.ports[port] = true
+		ports = append(ports, port)
 	}
 	return ports, nil
+}
+
+// pickPort is a port the kernel picks on loopback, held until release (a variable for tests).
+var pickPort = func() (port int, release func(), err error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, nil, err
+	}
+	return l.Addr().(*net.TCPAddr).Port, func() { _ = l.Close() }, nil
 }
 
 // waitHTTP polls url until it answers 200, the process exits, or the timeout passes.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -473,13 +472,13 @@ func (f *fleet) classAndSecret(ctx context.Context, name string) {
 	}
 }
 
+// freePort is a loopback port no other process of this test got (cluster.FreePort).
 func freePort(t testing.TB) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := cluster.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // start starts a process whose log stays in f.dir; Cleanup stops it (SIGTERM, then SIGKILL).
@@ -513,7 +512,17 @@ func waitFor(t testing.TB, what string, timeout time.Duration, p *cluster.Proces
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	// An answer from the port is no proof that this process gave it: had another process
+	// taken the port, this one would exit at once, unable to listen.
+	time.Sleep(readyGrace)
+	if exited, err := p.Exited(); exited {
+		t.Fatalf("%s: %s exited (%v) although its port answered: another process has the port\n%s", what, p.Name(), err, tail(p.Log(), 30))
+	}
 }
+
+// readyGrace is how long a process that answered its readiness check must live on: one that
+// cannot listen exits well within it.
+const readyGrace = 300 * time.Millisecond
 
 func httpOK(url string) bool {
 	resp, err := http.Get(url)
