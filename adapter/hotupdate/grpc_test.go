@@ -7,21 +7,18 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gardener/machine-controller-manager/pkg/apis/machine/v1alpha1"
 	machinefake "github.com/gardener/machine-controller-manager/pkg/client/clientset/versioned/fake"
 	machineinformers "github.com/gardener/machine-controller-manager/pkg/client/informers/externalversions"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	grpccodes "google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/machine-driver/adapter/driver"
@@ -35,31 +32,16 @@ import (
 // class's machineType is not m5.large (the VMs' type), else the tags APPLIED;
 // each call takes 50 ms.
 type updatingSidecar struct {
-	pb.UnimplementedIdentityServiceServer
+	sidecartest.Identity
 	pb.UnimplementedMachineDriverServiceServer
 
-	inFlight, maxInFlight atomic.Int32
-	mu                    sync.Mutex
-	calls                 map[string][]*pb.UpdateMachineRequest // by machine name
-}
-
-func (*updatingSidecar) GetPluginInfo(context.Context, *pb.GetPluginInfoRequest) (*pb.GetPluginInfoResponse, error) {
-	return &pb.GetPluginInfoResponse{Name: "fake", VendorVersion: "0", Provider: "fake"}, nil
-}
-
-func (*updatingSidecar) GetPluginCapabilities(context.Context, *pb.GetPluginCapabilitiesRequest) (*pb.GetPluginCapabilitiesResponse, error) {
-	return &pb.GetPluginCapabilitiesResponse{Capabilities: []pb.Capability{pb.Capability_CAPABILITY_UPDATE_MACHINE}}, nil
+	inFlight sidecartest.InFlight
+	mu       sync.Mutex
+	calls    map[string][]*pb.UpdateMachineRequest // by machine name
 }
 
 func (s *updatingSidecar) UpdateMachine(_ context.Context, req *pb.UpdateMachineRequest) (*pb.UpdateMachineResponse, error) {
-	n := s.inFlight.Add(1)
-	defer s.inFlight.Add(-1)
-	for {
-		top := s.maxInFlight.Load()
-		if n <= top || s.maxInFlight.CompareAndSwap(top, n) {
-			break
-		}
-	}
+	defer s.inFlight.Enter()()
 	s.mu.Lock()
 	s.calls[req.GetMachine().GetName()] = append(s.calls[req.GetMachine().GetName()], req)
 	s.mu.Unlock()
@@ -71,13 +53,9 @@ func (s *updatingSidecar) UpdateMachine(_ context.Context, req *pb.UpdateMachine
 		return nil, grpcstatus.Error(grpccodes.InvalidArgument, "providerSpec: "+err.Error())
 	}
 	if spec.MachineType != "m5.large" {
-		st, err := grpcstatus.New(grpccodes.FailedPrecondition,
-			"VM "+req.GetMachine().GetProviderId()+": only a replacement can change providerSpec.machineType (nothing can be changed in place)").
-			WithDetails(&errdetails.ErrorInfo{Reason: driver.ReasonNeedsReplacement, Domain: driver.ErrorDomain})
-		if err != nil {
-			return nil, err
-		}
-		return nil, st.Err()
+		return nil, sidecartest.StatusError(grpccodes.FailedPrecondition,
+			"VM "+req.GetMachine().GetProviderId()+": only a replacement can change providerSpec.machineType (nothing can be changed in place)",
+			driver.ReasonNeedsReplacement)
 	}
 	return &pb.UpdateMachineResponse{ProviderId: req.GetMachine().GetProviderId(), Changes: []*pb.FieldChange{
 		{Field: "providerSpec.machineType", Outcome: pb.FieldChangeOutcome_FIELD_CHANGE_OUTCOME_UNCHANGED},
@@ -116,15 +94,10 @@ func (s *updatingSidecar) called() []string {
 // machine never. Then a machineType edit: NEEDS_REPLACEMENT for every
 // machine, one call each, a Warning event each, no retry.
 func TestThroughTheGRPCClientAClassEditReachesItsRunningMachines(t *testing.T) {
-	sidecar := &updatingSidecar{calls: map[string][]*pb.UpdateMachineRequest{}}
+	sidecar := &updatingSidecar{Identity: sidecartest.Identity{Capabilities: []pb.Capability{pb.Capability_CAPABILITY_UPDATE_MACHINE}},
+		calls: map[string][]*pb.UpdateMachineRequest{}}
 	_, socket := sidecartest.Serve(t, sidecar, sidecar)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	d, err := driver.Dial(ctx, socket, 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Close() })
+	ctx, d := sidecartest.Dial(t, socket)
 
 	v1 := hashOf(t, specV1)
 	objs := []runtime.Object{class(classN, specV1), class(otherN, specV1)}
@@ -161,17 +134,7 @@ func TestThroughTheGRPCClientAClassEditReachesItsRunningMachines(t *testing.T) {
 		t.Fatal(err)
 	}
 	factory.Start(ctx.Done())
-	go r.Run(ctx)
-	if !cache.WaitForCacheSync(ctx.Done(), r.synced...) {
-		t.Fatal("caches never synced")
-	}
-	for _, c := range []<-chan struct{}{machinesWatched, classesWatched} {
-		select {
-		case <-c:
-		case <-time.After(10 * time.Second):
-			t.Fatal("an informer never watched")
-		}
-	}
+	sidecartest.AwaitRunning(t, ctx, r.Run, r.synced, machinesWatched, classesWatched)
 	get := func(name string) (*v1alpha1.Machine, *Result) {
 		m, err := machines.MachineV1alpha1().Machines(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -247,7 +210,7 @@ func TestThroughTheGRPCClientAClassEditReachesItsRunningMachines(t *testing.T) {
 			t.Errorf("%s annotated: %v", name, m.Annotations)
 		}
 	}
-	if m := sidecar.maxInFlight.Load(); m > 3 || m < 2 {
+	if m := sidecar.inFlight.Max(); m > 3 || m < 2 {
 		t.Errorf("%d calls open at once, want 2 or 3 (at most the 3 workers)", m)
 	}
 	if n := count(t, OutcomeApplied) - before; n != float64(len(running)) {

@@ -262,9 +262,6 @@ func New(cfg Config) (*Reconciler, error) {
 		cfg.RetryMax = max(DefaultRetryMax, cfg.RetryBase)
 	}
 	machineInformer := cfg.MachineInformer.Informer()
-	if err := machineInformer.AddIndexers(cache.Indexers{byClass: classOfMachine}); err != nil {
-		return nil, fmt.Errorf("machine index: %w", err)
-	}
 	classInformer := cfg.ClassInformer.Informer()
 	r := &Reconciler{
 		cfg:      cfg,
@@ -278,11 +275,7 @@ func New(cfg Config) (*Reconciler, error) {
 		handled:  map[types.UID]string{},
 		attempts: map[string]*attempt{},
 	}
-	if _, err := machineInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    r.machineChanged,
-		UpdateFunc: func(_, obj any) { r.machineChanged(obj) },
-		DeleteFunc: r.machineDeleted,
-	}); err != nil {
+	if err := ownctl.WatchMachines(machineInformer, byClass, classOfMachine, r.machineChanged, r.machineDeleted); err != nil {
 		return nil, err
 	}
 	if _, err := classInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{

@@ -15,7 +15,6 @@ import (
 	machineinformers "github.com/gardener/machine-controller-manager/pkg/client/informers/externalversions"
 	"github.com/gardener/machine-controller-manager/pkg/util/provider/machinecodes/codes"
 	"github.com/gardener/machine-controller-manager/pkg/util/provider/machinecodes/status"
-	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	grpccodes "google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
@@ -29,6 +28,7 @@ import (
 
 	"github.com/machine-driver/adapter/driver"
 	pb "github.com/machine-driver/adapter/gen/machinedriver/v1"
+	"github.com/machine-driver/adapter/internal/sidecartest"
 )
 
 const (
@@ -108,17 +108,6 @@ func appliedTags(req *driver.UpdateMachineRequest) (*driver.UpdateMachineRespons
 	}}, nil
 }
 
-// sidecarError is an error as the adapter's driver returns it for the
-// sidecar's answer: MCM's status, the sidecar's gRPC status (with ErrorInfo) as its cause.
-func sidecarError(t *testing.T, c grpccodes.Code, msg, reason string) error {
-	t.Helper()
-	s, err := grpcstatus.New(c, msg).WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: driver.ErrorDomain})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return status.WrapError(codes.Code(c), msg, s.Err())
-}
-
 // fixture is a reconciler on fake clusters whose informers' caches the test
 // fills itself (no informer runs).
 type fixture struct {
@@ -169,16 +158,12 @@ func newFixture(t *testing.T, d *fakeDriver, classes []*v1alpha1.MachineClass, m
 
 func (f *fixture) cacheClass(t *testing.T, c *v1alpha1.MachineClass) {
 	t.Helper()
-	if err := f.factory.Machine().V1alpha1().MachineClasses().Informer().GetIndexer().Update(c); err != nil {
-		t.Fatal(err)
-	}
+	sidecartest.Cache(t, f.factory.Machine().V1alpha1().MachineClasses().Informer(), c)
 }
 
 func (f *fixture) cacheMachine(t *testing.T, m *v1alpha1.Machine) {
 	t.Helper()
-	if err := f.factory.Machine().V1alpha1().Machines().Informer().GetIndexer().Update(m); err != nil {
-		t.Fatal(err)
-	}
+	sidecartest.Cache(t, f.factory.Machine().V1alpha1().Machines().Informer(), m)
 }
 
 // stored is the machine as the API server has it, with its result (nil without one).
@@ -213,11 +198,7 @@ func (f *fixture) events() []string {
 
 func count(t *testing.T, outcome string) float64 {
 	t.Helper()
-	var m dto.Metric
-	if err := Updates.WithLabelValues(outcome).Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	return m.GetCounter().GetValue()
+	return sidecartest.Counter(t, Updates.WithLabelValues(outcome))
 }
 
 func TestSpecHashIgnoresKeyOrderAndWhitespace(t *testing.T) {
@@ -367,7 +348,7 @@ func TestNoCallForOtherMachines(t *testing.T) {
 func TestNeedsReplacementIsReportedAndNotRetried(t *testing.T) {
 	msg := "VM i-m1: only a replacement can change providerSpec.machineType (nothing can be changed in place)"
 	d := &fakeDriver{capable: true, answer: func(*driver.UpdateMachineRequest) (*driver.UpdateMachineResponse, error) {
-		return nil, sidecarError(t, grpccodes.FailedPrecondition, msg, driver.ReasonNeedsReplacement)
+		return nil, sidecartest.DriverError(t, grpccodes.FailedPrecondition, msg, driver.ReasonNeedsReplacement)
 	}}
 	f := newFixture(t, d, []*v1alpha1.MachineClass{class(classN, specV3)}, machine("m1", classN, v1alpha1.MachineRunning, hashOf(t, specV2)))
 	before := count(t, OutcomeNeedsReplacement)
@@ -438,7 +419,7 @@ func TestUnavailableIsRetriedWithBackoff(t *testing.T) {
 			d := &fakeDriver{capable: true, answer: func(req *driver.UpdateMachineRequest) (*driver.UpdateMachineResponse, error) {
 				if fail > 0 {
 					fail--
-					return nil, sidecarError(t, c, "throttled", "THROTTLED")
+					return nil, sidecartest.DriverError(t, c, "throttled", "THROTTLED")
 				}
 				return appliedTags(req)
 			}}
@@ -520,7 +501,7 @@ func TestPermissionErrorsAreRecordedAndRetriedLater(t *testing.T) {
 			fixed := false
 			d := &fakeDriver{capable: true, answer: func(req *driver.UpdateMachineRequest) (*driver.UpdateMachineResponse, error) {
 				if !fixed {
-					return nil, sidecarError(t, c.code, "ec2:CreateTags denied", "CLOUD_ERROR")
+					return nil, sidecartest.DriverError(t, c.code, "ec2:CreateTags denied", "CLOUD_ERROR")
 				}
 				return appliedTags(req)
 			}}
@@ -563,7 +544,7 @@ func TestPermissionErrorsAreRecordedAndRetriedLater(t *testing.T) {
 // A class edited while a machine waits for its retry is tried at once.
 func TestAClassEditEndsTheWait(t *testing.T) {
 	d := &fakeDriver{capable: true, answer: func(*driver.UpdateMachineRequest) (*driver.UpdateMachineResponse, error) {
-		return nil, sidecarError(t, grpccodes.PermissionDenied, "denied", "CLOUD_ERROR")
+		return nil, sidecartest.DriverError(t, grpccodes.PermissionDenied, "denied", "CLOUD_ERROR")
 	}}
 	f := newFixture(t, d, []*v1alpha1.MachineClass{class(classN, specV2)}, machine("m1", classN, v1alpha1.MachineRunning, hashOf(t, specV1)))
 	if after := f.r.sync(context.Background(), "m1"); after != 3*time.Minute {
@@ -580,7 +561,7 @@ func TestAClassEditEndsTheWait(t *testing.T) {
 // hash (another process tries again), this process does not.
 func TestOtherErrorsAreRecordedNotRetried(t *testing.T) {
 	d := &fakeDriver{capable: true, answer: func(*driver.UpdateMachineRequest) (*driver.UpdateMachineResponse, error) {
-		return nil, sidecarError(t, grpccodes.NotFound, "VM i-m1 not found", "NOT_FOUND")
+		return nil, sidecartest.DriverError(t, grpccodes.NotFound, "VM i-m1 not found", "NOT_FOUND")
 	}}
 	old := hashOf(t, specV1)
 	f := newFixture(t, d, []*v1alpha1.MachineClass{class(classN, specV2)}, machine("m1", classN, v1alpha1.MachineRunning, old))

@@ -2,6 +2,7 @@ package ownctl
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"k8s.io/client-go/tools/cache"
@@ -37,4 +38,20 @@ func Run(ctx context.Context, queue workqueue.TypedDelayingInterface[string], sy
 		}()
 	}
 	<-ctx.Done()
+}
+
+// WatchMachines indexes the machines of informer by index (under name) and
+// calls changed with each machine added or updated and deleted with each one
+// deleted (a *v1alpha1.Machine or a cache.DeletedFinalStateUnknown); the
+// caller starts informer.
+func WatchMachines(informer cache.SharedIndexInformer, name string, index cache.IndexFunc, changed, deleted func(obj any)) error {
+	if err := informer.AddIndexers(cache.Indexers{name: index}); err != nil {
+		return fmt.Errorf("machine index: %w", err)
+	}
+	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    changed,
+		UpdateFunc: func(_, obj any) { changed(obj) },
+		DeleteFunc: deleted,
+	})
+	return err
 }

@@ -1,7 +1,8 @@
 // Package ownctl is what the adapter's own controllers beside MCM's (the
 // spot reclaim watcher, package reclaim, and the hot-update reconciler,
 // package hotupdate) share: the class secret as MCM sends it to a driver,
-// and the loop of workers on a delaying queue of machine names.
+// the wiring of the machine informer, and the loop of workers on a delaying
+// queue of machine names.
 package ownctl
 
 import (

@@ -5,23 +5,19 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gardener/machine-controller-manager/pkg/apis/machine/v1alpha1"
 	machinefake "github.com/gardener/machine-controller-manager/pkg/client/clientset/versioned/fake"
 	machineinformers "github.com/gardener/machine-controller-manager/pkg/client/informers/externalversions"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	grpccodes "google.golang.org/grpc/codes"
-	grpcstatus "google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	kubeinformers "k8s.io/client-go/informers"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/machine-driver/adapter/driver"
@@ -34,33 +30,18 @@ import (
 // ErrorInfo (domain machinedriver) whose reason is SPOT_RECLAIMED for the VMs
 // in reclaimed and NOT_FOUND otherwise; each call takes 50 ms.
 type fakeSidecar struct {
-	pb.UnimplementedIdentityServiceServer
+	sidecartest.Identity
 	pb.UnimplementedMachineDriverServiceServer
 	reclaimed map[string]bool // provider ids
 
-	inFlight, maxInFlight atomic.Int32
-	mu                    sync.Mutex
-	asked                 map[string]int  // machine name → calls
-	secrets               map[string]bool // secret keys seen
-}
-
-func (*fakeSidecar) GetPluginInfo(context.Context, *pb.GetPluginInfoRequest) (*pb.GetPluginInfoResponse, error) {
-	return &pb.GetPluginInfoResponse{Name: "fake", VendorVersion: "0", Provider: "fake"}, nil
-}
-
-func (*fakeSidecar) GetPluginCapabilities(context.Context, *pb.GetPluginCapabilitiesRequest) (*pb.GetPluginCapabilitiesResponse, error) {
-	return &pb.GetPluginCapabilitiesResponse{}, nil
+	inFlight sidecartest.InFlight
+	mu       sync.Mutex
+	asked    map[string]int  // machine name → calls
+	secrets  map[string]bool // secret keys seen
 }
 
 func (s *fakeSidecar) GetMachineStatus(_ context.Context, req *pb.GetMachineStatusRequest) (*pb.GetMachineStatusResponse, error) {
-	n := s.inFlight.Add(1)
-	defer s.inFlight.Add(-1)
-	for {
-		top := s.maxInFlight.Load()
-		if n <= top || s.maxInFlight.CompareAndSwap(top, n) {
-			break
-		}
-	}
+	defer s.inFlight.Enter()()
 	s.mu.Lock()
 	s.asked[req.GetMachine().GetName()]++
 	for k := range req.GetSecret().GetData() {
@@ -70,17 +51,10 @@ func (s *fakeSidecar) GetMachineStatus(_ context.Context, req *pb.GetMachineStat
 	time.Sleep(50 * time.Millisecond)
 	id := req.GetMachine().GetProviderId()
 	vm := strings.TrimPrefix(id, "aws:///eu-west-1a/")
-	st := grpcstatus.New(grpccodes.NotFound, "VM "+vm+" not found")
-	reason := "NOT_FOUND"
 	if s.reclaimed[id] {
-		st = grpcstatus.New(grpccodes.NotFound, "the cloud reclaimed Spot VM "+vm+": Server.SpotInstanceTermination")
-		reason = driver.ReasonSpotReclaimed
+		return nil, sidecartest.StatusError(grpccodes.NotFound, "the cloud reclaimed Spot VM "+vm+": Server.SpotInstanceTermination", driver.ReasonSpotReclaimed)
 	}
-	st, err := st.WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: driver.ErrorDomain})
-	if err != nil {
-		return nil, err
-	}
-	return nil, st.Err()
+	return nil, sidecartest.StatusError(grpccodes.NotFound, "VM "+vm+" not found", "NOT_FOUND")
 }
 
 // The watcher on running informers, through the adapter's real gRPC client:
@@ -92,13 +66,7 @@ func TestThroughTheGRPCClientTheReclaimedMachinesFail(t *testing.T) {
 	id := func(i int) string { return fmt.Sprintf("aws:///eu-west-1a/i-%d", i) }
 	sidecar := &fakeSidecar{reclaimed: map[string]bool{id(0): true, id(4): true}, asked: map[string]int{}, secrets: map[string]bool{}}
 	_, socket := sidecartest.Serve(t, sidecar, sidecar)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	d, err := driver.Dial(ctx, socket, 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.Close() })
+	ctx, d := sidecartest.Dial(t, socket)
 
 	machineObjs := []runtime.Object{class()}
 	var nodes []runtime.Object
@@ -137,15 +105,7 @@ func TestThroughTheGRPCClientTheReclaimedMachinesFail(t *testing.T) {
 	}
 	mFactory.Start(ctx.Done())
 	nFactory.Start(ctx.Done())
-	go w.Run(ctx)
-	if !cache.WaitForCacheSync(ctx.Done(), w.synced...) {
-		t.Fatal("caches never synced")
-	}
-	select {
-	case <-nodesWatched:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the node informer never watched")
-	}
+	sidecartest.AwaitRunning(t, ctx, w.Run, w.synced, nodesWatched)
 	before := reclaims(t)
 	if len(sidecar.asked) != 0 {
 		t.Fatalf("calls while every node is Ready: %v", sidecar.asked)
@@ -199,7 +159,7 @@ func TestThroughTheGRPCClientTheReclaimedMachinesFail(t *testing.T) {
 	if !sidecar.secrets["accessKeyID"] || !sidecar.secrets["userData"] {
 		t.Errorf("secret keys sent: %v", sidecar.secrets)
 	}
-	if m := sidecar.maxInFlight.Load(); m > 2 {
+	if m := sidecar.inFlight.Max(); m > 2 {
 		t.Errorf("%d calls open at once, want at most 2", m)
 	}
 	m0, err := machines.MachineV1alpha1().Machines(ns).Get(ctx, "worker-0", metav1.GetOptions{})

@@ -156,9 +156,6 @@ func New(cfg Config) (*Watcher, error) {
 		cfg.Workers = DefaultWorkers
 	}
 	machineInformer := cfg.MachineInformer.Informer()
-	if err := machineInformer.AddIndexers(cache.Indexers{byNode: nodeOfMachine}); err != nil {
-		return nil, fmt.Errorf("machine index: %w", err)
-	}
 	nodeInformer := cfg.NodeInformer.Informer()
 	if err := nodeInformer.SetTransform(slimNode); err != nil {
 		return nil, fmt.Errorf("node informer: %w", err)
@@ -173,11 +170,7 @@ func New(cfg Config) (*Watcher, error) {
 		now:      time.Now,
 		pace:     map[string]*pace{},
 	}
-	if _, err := machineInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    w.machineChanged,
-		UpdateFunc: func(_, obj any) { w.machineChanged(obj) },
-		DeleteFunc: w.machineDeleted,
-	}); err != nil {
+	if err := ownctl.WatchMachines(machineInformer, byNode, nodeOfMachine, w.machineChanged, w.machineDeleted); err != nil {
 		return nil, err
 	}
 	if _, err := nodeInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{

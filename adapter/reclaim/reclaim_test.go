@@ -13,10 +13,7 @@ import (
 	mcmdriver "github.com/gardener/machine-controller-manager/pkg/util/provider/driver"
 	"github.com/gardener/machine-controller-manager/pkg/util/provider/machinecodes/codes"
 	"github.com/gardener/machine-controller-manager/pkg/util/provider/machinecodes/status"
-	dto "github.com/prometheus/client_model/go"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	grpccodes "google.golang.org/grpc/codes"
-	grpcstatus "google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -26,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/machine-driver/adapter/driver"
+	"github.com/machine-driver/adapter/internal/sidecartest"
 )
 
 const (
@@ -124,17 +122,13 @@ func newFixture(t *testing.T, m *v1alpha1.Machine, n *corev1.Node, answer error)
 
 func (f *fixture) cacheMachine(t *testing.T, m *v1alpha1.Machine) {
 	t.Helper()
-	if err := f.mFactory.Machine().V1alpha1().Machines().Informer().GetIndexer().Update(m); err != nil {
-		t.Fatal(err)
-	}
+	sidecartest.Cache(t, f.mFactory.Machine().V1alpha1().Machines().Informer(), m)
 }
 
 func (f *fixture) cacheNode(t *testing.T, n *corev1.Node) {
 	t.Helper()
 	slim, _ := slimNode(n.DeepCopy())
-	if err := f.nFactory.Core().V1().Nodes().Informer().GetIndexer().Update(slim); err != nil {
-		t.Fatal(err)
-	}
+	sidecartest.Cache(t, f.nFactory.Core().V1().Nodes().Informer(), slim)
 }
 
 func (f *fixture) stored(t *testing.T) *v1alpha1.Machine {
@@ -169,25 +163,9 @@ func (d *fakeDriver) calls() int {
 	return len(d.reqs)
 }
 
-// sidecarError is an error as the adapter's driver returns it for the
-// sidecar's answer (code, message, ErrorInfo reason): MCM's status, the
-// sidecar's gRPC status as its cause.
-func sidecarError(t *testing.T, c grpccodes.Code, msg, reason string) error {
-	t.Helper()
-	s, err := grpcstatus.New(c, msg).WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: driver.ErrorDomain})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return status.WrapError(codes.Code(c), msg, s.Err())
-}
-
 func reclaims(t *testing.T) float64 {
 	t.Helper()
-	var m dto.Metric
-	if err := Reclaims.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	return m.GetCounter().GetValue()
+	return sidecartest.Counter(t, Reclaims)
 }
 
 func TestAReclaimedSpotVMFailsItsMachine(t *testing.T) {
@@ -207,7 +185,7 @@ func TestAReclaimedSpotVMFailsItsMachine(t *testing.T) {
 				m := machine(phase)
 				expiry := metav1.NewTime(time.Now().Add(time.Hour).Truncate(time.Second))
 				m.Status.CurrentStatus.PreserveExpiryTime = &expiry
-				f := newFixture(t, m, n, sidecarError(t, grpccodes.NotFound, reclaimMsg, driver.ReasonSpotReclaimed))
+				f := newFixture(t, m, n, sidecartest.DriverError(t, grpccodes.NotFound, reclaimMsg, driver.ReasonSpotReclaimed))
 				before := reclaims(t)
 
 				if after := f.w.check(context.Background(), machineN); after != 0 {
@@ -252,9 +230,9 @@ func TestAReclaimedSpotVMFailsItsMachine(t *testing.T) {
 // Any other answer leaves the machine to MCM's health timeout, and it is asked about again later.
 func TestOtherAnswersLeaveTheMachineAlone(t *testing.T) {
 	for name, answer := range map[string]error{
-		"NOT_FOUND without the reason": sidecarError(t, grpccodes.NotFound, "VM i-0abc not found", "NOT_FOUND"),
+		"NOT_FOUND without the reason": sidecartest.DriverError(t, grpccodes.NotFound, "VM i-0abc not found", "NOT_FOUND"),
 		"NOT_FOUND without details":    status.Error(codes.NotFound, reclaimMsg),
-		"the reason on another code":   sidecarError(t, grpccodes.Unavailable, reclaimMsg, driver.ReasonSpotReclaimed),
+		"the reason on another code":   sidecartest.DriverError(t, grpccodes.Unavailable, reclaimMsg, driver.ReasonSpotReclaimed),
 		"the VM runs":                  nil,
 		"Uninitialized":                status.Error(codes.Uninitialized, "initialization pending: x"),
 	} {
@@ -310,7 +288,7 @@ func TestNoCallWithoutADownNodeOrForOtherMachines(t *testing.T) {
 		"Available (no target)": {machine(v1alpha1.MachineAvailable), nil},
 	} {
 		t.Run(name, func(t *testing.T) {
-			f := newFixture(t, c.m, c.n, sidecarError(t, grpccodes.NotFound, reclaimMsg, driver.ReasonSpotReclaimed))
+			f := newFixture(t, c.m, c.n, sidecartest.DriverError(t, grpccodes.NotFound, reclaimMsg, driver.ReasonSpotReclaimed))
 			if after := f.w.check(context.Background(), machineN); after != 0 || f.driver.calls() != 0 {
 				t.Fatalf("%d driver calls, looks again after %s; want none", f.driver.calls(), after)
 			}
@@ -324,7 +302,7 @@ func TestNoCallWithoutADownNodeOrForOtherMachines(t *testing.T) {
 // At most one call per machine per period: at once, then after 1, 2, 4, 8, 8 periods
 // while the node stays down; a node Ready again starts over.
 func TestAtMostOneCallPerMachinePerPeriod(t *testing.T) {
-	f := newFixture(t, machine(v1alpha1.MachineUnknown), node(corev1.ConditionUnknown), sidecarError(t, grpccodes.Unavailable, "throttled", "THROTTLED"))
+	f := newFixture(t, machine(v1alpha1.MachineUnknown), node(corev1.ConditionUnknown), sidecartest.DriverError(t, grpccodes.Unavailable, "throttled", "THROTTLED"))
 	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 	f.w.now = func() time.Time { return now }
 	ctx := context.Background()

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -10,9 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gardener/machine-controller-manager/pkg/apis/machine/v1alpha1"
 	machineclient "github.com/gardener/machine-controller-manager/pkg/client/clientset/versioned"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/machine-driver/controlplane/cluster"
@@ -147,4 +151,78 @@ func (c *clusters) createNode(t *testing.T, node *corev1.Node) {
 	if _, err := c.tc.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// runningMachine is what (*clusters).createRunningMachine makes: namespace ns,
+// the class secret (userData "#!/bin/sh"), the machine class (provider fake,
+// providerSpec spec, the secret as its secretRef), a node of the target
+// cluster whose Ready condition is ready (for reason), and a Running machine
+// of the class on that node (its last operation a successful create), both
+// with providerID.
+type runningMachine struct {
+	ns, secret, class, spec string
+	node, providerID        string
+	ready                   corev1.ConditionStatus
+	readyReason             string
+	name                    string
+}
+
+// createRunningMachine creates r's objects and answers the machine.
+func (c *clusters) createRunningMachine(t *testing.T, r runningMachine) *v1alpha1.Machine {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := c.kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.kc.CoreV1().Secrets(r.ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: r.secret, Namespace: r.ns},
+		Data: map[string][]byte{"userData": []byte("#!/bin/sh")}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.mc.MachineV1alpha1().MachineClasses(r.ns).Create(ctx, &v1alpha1.MachineClass{
+		ObjectMeta:   metav1.ObjectMeta{Name: r.class, Namespace: r.ns, Finalizers: []string{"machine.sapcloud.io/machine-controller"}},
+		Provider:     "fake",
+		ProviderSpec: runtime.RawExtension{Raw: []byte(r.spec)},
+		SecretRef:    &corev1.SecretReference{Name: r.secret, Namespace: r.ns},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.createNode(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: r.node},
+		Spec: corev1.NodeSpec{ProviderID: r.providerID},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: r.ready,
+			Reason: r.readyReason, LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}},
+	})
+	m, err := c.mc.MachineV1alpha1().Machines(r.ns).Create(ctx, &v1alpha1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Name: r.name, Namespace: r.ns, Labels: map[string]string{v1alpha1.NodeLabelKey: r.node}},
+		Spec:       v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: r.class}, ProviderID: r.providerID},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Status.CurrentStatus = v1alpha1.CurrentStatus{Phase: v1alpha1.MachineRunning, LastUpdateTime: metav1.Now()}
+	m.Status.LastOperation = v1alpha1.LastOperation{Description: "Machine " + r.name + " successfully joined the cluster",
+		State: v1alpha1.MachineStateSuccessful, Type: v1alpha1.MachineOperationCreate, LastUpdateTime: metav1.Now()}
+	if _, err := c.mc.MachineV1alpha1().Machines(r.ns).UpdateStatus(ctx, m, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// controllerArgs are the machine-controller's flags for the sidecar on
+// socket, namespace ns, metrics on port and the kubeconfigs startClusters
+// wrote to dir, then more.
+func controllerArgs(socket, ns, port, dir string, more ...string) []string {
+	return append([]string{"--machine-driver-socket=" + socket, "--namespace=" + ns, "--port=" + port,
+		"--control-kubeconfig=" + filepath.Join(dir, "control"), "--target-kubeconfig=" + filepath.Join(dir, "target")}, more...)
+}
+
+// scrape is the body of the machine-controller's /metrics on port (empty
+// when it does not answer).
+func scrape(port string) string {
+	resp, err := http.Get("http://127.0.0.1:" + port + "/metrics")
+	if err != nil {
+		return ""
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	return string(body)
 }

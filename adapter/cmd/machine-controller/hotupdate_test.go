@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -14,7 +12,6 @@ import (
 	"github.com/gardener/machine-controller-manager/pkg/apis/machine/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	pb "github.com/machine-driver/adapter/gen/machinedriver/v1"
 	"github.com/machine-driver/adapter/hotupdate"
@@ -24,27 +21,11 @@ import (
 // updatingSidecar answers UpdateMachine with the tags applied and records
 // the calls; it advertises CAPABILITY_UPDATE_MACHINE when capable.
 type updatingSidecar struct {
-	pb.UnimplementedIdentityServiceServer
+	identity
 	pb.UnimplementedMachineDriverServiceServer
-	capable bool
 
 	mu    sync.Mutex
 	calls []*pb.UpdateMachineRequest
-}
-
-func (s *updatingSidecar) GetPluginInfo(context.Context, *pb.GetPluginInfoRequest) (*pb.GetPluginInfoResponse, error) {
-	return &pb.GetPluginInfoResponse{Name: "fake", VendorVersion: "0", Provider: "fake"}, nil
-}
-
-func (s *updatingSidecar) GetPluginCapabilities(context.Context, *pb.GetPluginCapabilitiesRequest) (*pb.GetPluginCapabilitiesResponse, error) {
-	if !s.capable {
-		return &pb.GetPluginCapabilitiesResponse{}, nil
-	}
-	return &pb.GetPluginCapabilitiesResponse{Capabilities: []pb.Capability{pb.Capability_CAPABILITY_UPDATE_MACHINE}}, nil
-}
-
-func (s *updatingSidecar) Probe(context.Context, *pb.ProbeRequest) (*pb.ProbeResponse, error) {
-	return &pb.ProbeResponse{Ready: true}, nil
 }
 
 func (s *updatingSidecar) UpdateMachine(_ context.Context, req *pb.UpdateMachineRequest) (*pb.UpdateMachineResponse, error) {
@@ -92,7 +73,10 @@ func hotUpdateScenario(t *testing.T, flag, capable bool) {
 		after      = `{"machineType":"m5.large","tags":{"team":"b"}}`
 	)
 	on := flag && capable
-	sidecar := &updatingSidecar{capable: capable}
+	sidecar := &updatingSidecar{}
+	if capable {
+		sidecar.Capabilities = []pb.Capability{pb.Capability_CAPABILITY_UPDATE_MACHINE}
+	}
 	dir, socket := sidecartest.Serve(t, sidecar, sidecar)
 
 	cl := startClusters(t, dir)
@@ -100,39 +84,9 @@ func hotUpdateScenario(t *testing.T, flag, capable bool) {
 	ns := nsBase + cl.suffix
 	nodeName := "ip-10-0-1-" + nodeSuffix + cl.suffix + ".ec2.internal"
 
-	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kc.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: class, Namespace: ns},
-		Data: map[string][]byte{"userData": []byte("#!/bin/sh")}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := mc.MachineV1alpha1().MachineClasses(ns).Create(ctx, &v1alpha1.MachineClass{
-		ObjectMeta:   metav1.ObjectMeta{Name: class, Namespace: ns, Finalizers: []string{"machine.sapcloud.io/machine-controller"}},
-		Provider:     "fake",
-		ProviderSpec: runtime.RawExtension{Raw: []byte(before)},
-		SecretRef:    &corev1.SecretReference{Name: class, Namespace: ns},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	cl.createNode(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName},
-		Spec: corev1.NodeSpec{ProviderID: "aws:///eu-west-1a/i-0hot" + cl.suffix},
-		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue,
-			Reason: "KubeletReady", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}},
-	})
-	m, err := mc.MachineV1alpha1().Machines(ns).Create(ctx, &v1alpha1.Machine{
-		ObjectMeta: metav1.ObjectMeta{Name: "worker-hot-abc12", Namespace: ns, Labels: map[string]string{v1alpha1.NodeLabelKey: nodeName}},
-		Spec:       v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: class}, ProviderID: "aws:///eu-west-1a/i-0hot" + cl.suffix},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Status.CurrentStatus = v1alpha1.CurrentStatus{Phase: v1alpha1.MachineRunning, LastUpdateTime: metav1.Now()}
-	m.Status.LastOperation = v1alpha1.LastOperation{Description: "Machine worker-hot-abc12 successfully joined the cluster",
-		State: v1alpha1.MachineStateSuccessful, Type: v1alpha1.MachineOperationCreate, LastUpdateTime: metav1.Now()}
-	if _, err := mc.MachineV1alpha1().Machines(ns).UpdateStatus(ctx, m, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	m := cl.createRunningMachine(t, runningMachine{ns: ns, secret: class, class: class, spec: before,
+		node: nodeName, providerID: "aws:///eu-west-1a/i-0hot" + cl.suffix, ready: corev1.ConditionTrue, readyReason: "KubeletReady",
+		name: "worker-hot-abc12"})
 
 	beforeHash, _ := hotupdate.SpecHash([]byte(before))
 	afterHash, _ := hotupdate.SpecHash([]byte(after))
@@ -143,6 +97,7 @@ func hotUpdateScenario(t *testing.T, flag, capable bool) {
 		metrics string
 	)
 	look := func() {
+		var err error
 		if got, err = mc.MachineV1alpha1().Machines(ns).Get(ctx, m.Name, metav1.GetOptions{}); err != nil {
 			t.Error(err)
 		}
@@ -190,14 +145,9 @@ func hotUpdateScenario(t *testing.T, flag, capable bool) {
 			wait = 20 * time.Second
 		}
 		until(wait, func() bool { return on && got.Annotations[hotupdate.ResultAnnotation] != "" && len(events) > 0 })
-		if resp, err := http.Get("http://127.0.0.1:" + port + "/metrics"); err == nil {
-			body, _ := io.ReadAll(resp.Body)
-			_ = resp.Body.Close()
-			metrics = string(body)
-		}
+		metrics = scrape(port)
 	}
-	args := []string{"--machine-driver-socket=" + socket, "--namespace=" + ns, "--port=" + port,
-		"--control-kubeconfig=" + filepath.Join(dir, "control"), "--target-kubeconfig=" + filepath.Join(dir, "target")}
+	args := controllerArgs(socket, ns, port, dir)
 	if flag {
 		args = append(args, "--hot-update", "--hot-update-concurrency=2")
 	}

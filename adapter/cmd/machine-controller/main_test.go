@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc"
 
 	pb "github.com/machine-driver/adapter/gen/machinedriver/v1"
+	"github.com/machine-driver/adapter/internal/sidecartest"
 )
 
 // The test binary is also the machine-controller (MC_RUN=1: main's run with
@@ -49,8 +50,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// identity is the fake driver's IdentityService: ready, unless hang (then
+// its Probe never answers).
 type identity struct {
-	pb.UnimplementedIdentityServiceServer
+	sidecartest.Identity
 	hang bool
 }
 
@@ -62,14 +65,6 @@ func (i identity) Probe(context.Context, *pb.ProbeRequest) (*pb.ProbeResponse, e
 		select {} // hung: not even a cancelled call ends it
 	}
 	return &pb.ProbeResponse{Ready: true}, nil
-}
-
-func (identity) GetPluginInfo(context.Context, *pb.GetPluginInfoRequest) (*pb.GetPluginInfoResponse, error) {
-	return &pb.GetPluginInfoResponse{Name: "fake", VendorVersion: "0", Provider: "fake"}, nil
-}
-
-func (identity) GetPluginCapabilities(context.Context, *pb.GetPluginCapabilitiesRequest) (*pb.GetPluginCapabilitiesResponse, error) {
-	return &pb.GetPluginCapabilitiesResponse{}, nil
 }
 
 func fakeDriver(mode string) int {

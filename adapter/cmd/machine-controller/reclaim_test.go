@@ -3,9 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -13,12 +10,9 @@ import (
 	"time"
 
 	"github.com/gardener/machine-controller-manager/pkg/apis/machine/v1alpha1"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	grpccodes "google.golang.org/grpc/codes"
-	grpcstatus "google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/machine-driver/adapter/driver"
 	pb "github.com/machine-driver/adapter/gen/machinedriver/v1"
@@ -36,12 +30,7 @@ const reclaimedMessage = "the cloud reclaimed Spot VM i-0spot: Server.SpotInstan
 
 func (s *reclaimingSidecar) GetMachineStatus(context.Context, *pb.GetMachineStatusRequest) (*pb.GetMachineStatusResponse, error) {
 	s.calls.Add(1)
-	st, err := grpcstatus.New(grpccodes.NotFound, reclaimedMessage).
-		WithDetails(&errdetails.ErrorInfo{Reason: driver.ReasonSpotReclaimed, Domain: driver.ErrorDomain})
-	if err != nil {
-		return nil, err
-	}
-	return nil, st.Err()
+	return nil, sidecartest.StatusError(grpccodes.NotFound, reclaimedMessage, driver.ReasonSpotReclaimed)
 }
 
 // The machine-controller as deployed (leader election, MCM's controllers, the
@@ -69,39 +58,10 @@ func reclaimScenario(t *testing.T, watch bool) {
 	ns := nsBase + cl.suffix
 	nodeName := "ip-10-0-1-" + nodeSuffix + cl.suffix + ".ec2.internal"
 
-	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kc.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "cloudprovider", Namespace: ns},
-		Data: map[string][]byte{"userData": []byte("#!/bin/sh")}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := mc.MachineV1alpha1().MachineClasses(ns).Create(ctx, &v1alpha1.MachineClass{
-		ObjectMeta: metav1.ObjectMeta{Name: "spot", Namespace: ns, Finalizers: []string{"machine.sapcloud.io/machine-controller"}},
-		// The CRD requires a providerSpec; the sidecar here reads none.
-		Provider: "fake", ProviderSpec: runtime.RawExtension{Raw: []byte(`{"machineType":"m5.large"}`)},
-		SecretRef: &corev1.SecretReference{Name: "cloudprovider", Namespace: ns},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	cl.createNode(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName},
-		Spec: corev1.NodeSpec{ProviderID: "aws:///eu-west-1a/i-0spot" + cl.suffix},
-		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown,
-			Reason: "NodeStatusUnknown", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}},
-	})
-	m, err := mc.MachineV1alpha1().Machines(ns).Create(ctx, &v1alpha1.Machine{
-		ObjectMeta: metav1.ObjectMeta{Name: "worker-spot-abc12", Namespace: ns, Labels: map[string]string{v1alpha1.NodeLabelKey: nodeName}},
-		Spec:       v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: "spot"}, ProviderID: "aws:///eu-west-1a/i-0spot" + cl.suffix},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Status.CurrentStatus = v1alpha1.CurrentStatus{Phase: v1alpha1.MachineRunning, LastUpdateTime: metav1.Now()}
-	m.Status.LastOperation = v1alpha1.LastOperation{Description: "Machine worker-spot-abc12 successfully joined the cluster",
-		State: v1alpha1.MachineStateSuccessful, Type: v1alpha1.MachineOperationCreate, LastUpdateTime: metav1.Now()}
-	if _, err := mc.MachineV1alpha1().Machines(ns).UpdateStatus(ctx, m, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	// The CRD requires a providerSpec; the sidecar here reads none.
+	m := cl.createRunningMachine(t, runningMachine{ns: ns, secret: "cloudprovider", class: "spot", spec: `{"machineType":"m5.large"}`,
+		node: nodeName, providerID: "aws:///eu-west-1a/i-0spot" + cl.suffix, ready: corev1.ConditionUnknown, readyReason: "NodeStatusUnknown",
+		name: "worker-spot-abc12"})
 
 	port := freePort(t)
 	var (
@@ -110,6 +70,7 @@ func reclaimScenario(t *testing.T, watch bool) {
 		reclaimEvents []string
 	)
 	look := func() {
+		var err error
 		if got, err = mc.MachineV1alpha1().Machines(ns).Get(ctx, m.Name, metav1.GetOptions{}); err != nil {
 			t.Error(err)
 		}
@@ -138,16 +99,10 @@ func reclaimScenario(t *testing.T, watch bool) {
 				break
 			}
 		}
-		if resp, err := http.Get("http://127.0.0.1:" + port + "/metrics"); err == nil {
-			body, _ := io.ReadAll(resp.Body)
-			_ = resp.Body.Close()
-			metrics = string(body)
-		}
+		metrics = scrape(port)
 	}
 	code, out, _ := machineController(t, mcRun{signal: syscall.SIGTERM, when: observe},
-		"--machine-driver-socket="+socket, "--namespace="+ns, "--port="+port,
-		"--control-kubeconfig="+filepath.Join(dir, "control"), "--target-kubeconfig="+filepath.Join(dir, "target"),
-		fmt.Sprintf("--spot-reclaim-watch=%v", watch), "--spot-reclaim-check-period=1h")
+		controllerArgs(socket, ns, port, dir, fmt.Sprintf("--spot-reclaim-watch=%v", watch), "--spot-reclaim-check-period=1h")...)
 	if code != exitOK {
 		t.Fatalf("exit status %d:\n%s", code, out)
 	}

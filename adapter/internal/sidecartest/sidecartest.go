@@ -1,7 +1,10 @@
 // Package sidecartest is test support for the adapter's controllers beside
 // MCM's (packages reclaim and hotupdate, and the machine-controller's tests
-// of them): a fake machine driver sidecar served on a Unix socket, and a
-// signal that an informer's watch of a fake clientset has opened.
+// of them): a fake machine driver sidecar served on a Unix socket (its
+// identity, a count of the calls open at once, its errors with an ErrorInfo),
+// the adapter's real gRPC client dialled to it, a signal that an informer's
+// watch of a fake clientset has opened, a wait for a controller's informers,
+// an informer cache filled by hand, and a counter's value.
 package sidecartest
 
 import (
