@@ -10,42 +10,11 @@ pub(crate) struct Params {
     values: BTreeMap<String, String>,
 }
 
-fn percent_decode(raw: &str) -> String {
-    let bytes = raw.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < bytes.len() => {
-                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok());
-                match hex {
-                    Some(byte) => {
-                        out.push(byte);
-                        i += 2;
-                    }
-                    None => out.push(b'%'),
-                }
-            }
-            byte => out.push(byte),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 impl Params {
-    /// Parses an `application/x-www-form-urlencoded` body or query string.
+    /// Parses an `application/x-www-form-urlencoded` body or query string
+    /// ([`fake_cloud_support::wire::parse_form`]; a repeated key keeps its last value).
     pub(crate) fn parse(raw: &str) -> Self {
-        let values = raw
-            .split('&')
-            .filter(|pair| !pair.is_empty())
-            .map(|pair| match pair.split_once('=') {
-                Some((key, value)) => (percent_decode(key), percent_decode(value)),
-                None => (percent_decode(pair), String::new()),
-            })
-            .collect();
-        Self { values }
+        Self { values: fake_cloud_support::wire::parse_form(raw).into_iter().collect() }
     }
 
     /// Builds parameters from pairs (tests).

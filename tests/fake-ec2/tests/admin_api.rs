@@ -3,8 +3,8 @@
 mod support;
 
 use aws_sdk_ec2::types::InstanceType;
-use serde_json::json;
-use support::{CLUSTER_KEY, admin, code, ec2, fake, raw};
+use fake_cloud_support::Fault;
+use support::{CLUSTER_KEY, admin_client, admin_get, calls, code, ec2, fake, raw};
 
 fn run(client: &aws_sdk_ec2::Client) -> aws_sdk_ec2::operation::run_instances::builders::RunInstancesFluentBuilder {
     client
@@ -19,63 +19,69 @@ fn run(client: &aws_sdk_ec2::Client) -> aws_sdk_ec2::operation::run_instances::b
 async fn injected_faults_reach_the_sdk_with_real_codes() {
     let handle = fake().await;
     let client = ec2(&handle, CLUSTER_KEY);
-    admin(&handle, "POST", "/faults", Some(json!({"operation": "create", "kind": "throttle", "times": 1}))).await;
+    admin_client(&handle)
+        .add_fault(Fault { operation: "create", kind: "throttle", times: Some(1), phase: "before" })
+        .await
+        .expect("fault");
     let throttled = run(&client).send().await.expect_err("throttle");
     assert_eq!(code(&throttled), "RequestLimitExceeded");
     assert_eq!(throttled.raw_response().map(|r| r.status().as_u16()), Some(503));
     run(&client).send().await.expect("fault used up");
 
-    admin(&handle, "POST", "/faults", Some(json!({"operation": "DescribeInstances", "kind": "capacity"}))).await;
+    admin_client(&handle)
+        .add_fault(Fault { operation: "DescribeInstances", kind: "capacity", times: None, phase: "before" })
+        .await
+        .expect("fault");
     let capacity = client.describe_instances().send().await.expect_err("capacity");
     assert_eq!(code(&capacity), "InsufficientInstanceCapacity");
-    admin(&handle, "DELETE", "/faults", None).await;
+    admin_client(&handle).clear_faults().await.expect("clear faults");
     client.describe_instances().send().await.expect("faults cleared");
 
-    admin(&handle, "POST", "/faults", Some(json!({"operation": "*", "kind": "permission", "times": 1}))).await;
+    admin_client(&handle)
+        .add_fault(Fault { operation: "*", kind: "permission", times: Some(1), phase: "before" })
+        .await
+        .expect("fault");
     assert_eq!(code(&client.describe_images().send().await.expect_err("permission")), "UnauthorizedOperation");
 
-    let calls = admin(&handle, "GET", "/calls", None).await;
-    assert_eq!(calls["calls"]["RunInstances"], 2);
-    assert_eq!(calls["calls"]["DescribeInstances"], 2);
-    assert_eq!(calls["total"], 5);
-    admin(&handle, "POST", "/calls/reset", None).await;
-    assert_eq!(admin(&handle, "GET", "/calls", None).await["total"], 0);
+    let counts = calls(&handle).await;
+    assert_eq!(counts.of("RunInstances"), 2);
+    assert_eq!(counts.of("DescribeInstances"), 2);
+    assert_eq!(counts.total, 5);
+    admin_client(&handle).reset_calls().await.expect("reset calls");
+    assert_eq!(calls(&handle).await.total, 0);
 }
 
 #[tokio::test]
 async fn after_fault_loses_the_response_but_keeps_the_effect() {
     let handle = fake().await;
     let client = ec2(&handle, CLUSTER_KEY);
-    admin(
-        &handle,
-        "POST",
-        "/faults",
-        Some(json!({"operation": "RunInstances", "kind": "internal", "times": 1, "phase": "after"})),
-    )
-    .await;
+    admin_client(&handle)
+        .add_fault(Fault { operation: "RunInstances", kind: "internal", times: Some(1), phase: "after" })
+        .await
+        .expect("fault");
     let lost = run(&client).client_token("lost-1").send().await.expect_err("lost response");
     assert_eq!(code(&lost), "InternalError");
-    let inventory = admin(&handle, "GET", "/inventory", None).await;
+    let inventory = admin_get(&handle, "/inventory").await;
     assert_eq!(inventory["instances"].as_array().map(Vec::len), Some(1), "the instance exists");
     let retried = run(&client).client_token("lost-1").send().await.expect("retry with same token");
     assert_eq!(
         retried.instances()[0].instance_id().map(str::to_owned),
         inventory["instances"][0]["id"].as_str().map(str::to_owned)
     );
-    assert_eq!(admin(&handle, "GET", "/inventory", None).await["instances"].as_array().map(Vec::len), Some(1));
+    assert_eq!(admin_get(&handle, "/inventory").await["instances"].as_array().map(Vec::len), Some(1));
 }
 
 #[tokio::test]
 async fn rate_limit_throttles_and_counts() {
     let handle = fake().await;
     let client = ec2(&handle, CLUSTER_KEY);
-    admin(&handle, "POST", "/rate-limit", Some(json!({"per_second": 1, "burst": 2}))).await;
+    admin_client(&handle).set_rate_limit(1, 2).await.expect("rate limit");
     client.describe_instances().send().await.expect("1");
     client.describe_instances().send().await.expect("2");
     let third = client.describe_instances().send().await.expect_err("3 is throttled");
     assert_eq!(code(&third), "RequestLimitExceeded");
-    assert_eq!(admin(&handle, "GET", "/calls", None).await["throttled"], 1);
-    admin(&handle, "POST", "/reset", None).await;
+    assert_eq!(calls(&handle).await.throttled, 1);
+    admin_client(&handle).reset().await.expect("reset");
     client.describe_instances().send().await.expect("reset lifts the limit");
 }
 
@@ -133,7 +139,10 @@ async fn wire_format_matches_ec2() {
 async fn a_placement_fault_is_ec2s_unsupported_naming_the_type_and_zone() {
     let handle = fake().await;
     let client = ec2(&handle, CLUSTER_KEY);
-    admin(&handle, "POST", "/faults", Some(json!({"operation": "create", "kind": "placement", "times": 1}))).await;
+    admin_client(&handle)
+        .add_fault(Fault { operation: "create", kind: "placement", times: Some(1), phase: "before" })
+        .await
+        .expect("fault");
     let refused = run(&client)
         .placement(aws_sdk_ec2::types::Placement::builder().availability_zone("eu-west-1b").build())
         .send()
@@ -147,17 +156,14 @@ async fn a_placement_fault_is_ec2s_unsupported_naming_the_type_and_zone() {
         "Your requested instance type (m5.large) is not supported in your requested Availability Zone (eu-west-1b). \
          Please retry your request by not specifying an Availability Zone or choosing eu-west-1a, eu-west-1c."
     );
-    let inventory = admin(&handle, "GET", "/inventory", None).await;
+    let inventory = admin_get(&handle, "/inventory").await;
     assert_eq!(inventory["instances"].as_array().map(Vec::len), Some(0), "a refused launch creates nothing");
 
     // Phase after: the instance exists, the answer is the same refusal (the zone defaults to the region's first).
-    admin(
-        &handle,
-        "POST",
-        "/faults",
-        Some(json!({"operation": "RunInstances", "kind": "placement", "times": 1, "phase": "after"})),
-    )
-    .await;
+    admin_client(&handle)
+        .add_fault(Fault { operation: "RunInstances", kind: "placement", times: Some(1), phase: "after" })
+        .await
+        .expect("fault");
     let lost = run(&client).send().await.expect_err("placement after");
     assert_eq!(code(&lost), "Unsupported");
     assert!(
@@ -166,8 +172,10 @@ async fn a_placement_fault_is_ec2s_unsupported_naming_the_type_and_zone() {
         "{lost:?}"
     );
     // On another action there is no request to name: EC2's generic wording.
-    admin(&handle, "POST", "/faults", Some(json!({"operation": "DescribeInstances", "kind": "placement", "times": 1})))
-        .await;
+    admin_client(&handle)
+        .add_fault(Fault { operation: "DescribeInstances", kind: "placement", times: Some(1), phase: "before" })
+        .await
+        .expect("fault");
     let other = client.describe_instances().send().await.expect_err("placement on a read");
     assert_eq!(code(&other), "Unsupported");
 }

@@ -9,7 +9,7 @@ use aws_sdk_ec2::types::{
     TagSpecification, VolumeType,
 };
 use serde_json::json;
-use support::{CLUSTER_KEY, admin, code, ec2, fake, inventory_instance};
+use support::{CLUSTER_KEY, admin_client, admin_get, code, ec2, fake, inventory_instance};
 
 const USER_DATA: &str = "I2Nsb3VkLWNvbmZpZwpydW5jbWQ6IFtlY2hvLCBoaV0K";
 
@@ -137,7 +137,7 @@ async fn client_token_is_idempotent_and_detects_mismatch() {
         ids.insert(out.instances()[0].instance_id().expect("id").to_owned());
     }
     assert_eq!(ids.len(), 1);
-    let inventory = admin(&handle, "GET", "/inventory", None).await;
+    let inventory = admin_get(&handle, "/inventory").await;
     assert_eq!(inventory["instances"].as_array().map(Vec::len), Some(2));
 }
 
@@ -256,7 +256,7 @@ async fn not_found_and_validation_codes() {
 #[tokio::test]
 async fn new_instances_are_invisible_for_the_consistency_window() {
     let handle = fake().await;
-    admin(&handle, "POST", "/consistency", Some(json!({"invisible_ms": 400}))).await;
+    admin_client(&handle).set_invisible_ms(400).await.expect("consistency");
     let client = ec2(&handle, CLUSTER_KEY);
     let out = run(&client, "late").send().await.expect("run");
     let id = out.instances()[0].instance_id().expect("id").to_owned();

@@ -270,7 +270,7 @@ async fn image_and_snapshot_grants_control_visibility() {
         .expect_err("only the owner reads permissions");
     assert_eq!(code(&foreign_attr), "AuthFailure");
 
-    let inventory = support::admin(&handle, "GET", "/inventory", None).await;
+    let inventory = support::admin_get(&handle, "/inventory").await;
     let image = inventory["images"]
         .as_array()
         .expect("images")

@@ -9,9 +9,9 @@ use aws_sdk_ec2::types::{
     InstanceNetworkInterfaceSpecification, InstanceStateName, InstanceType, MarketType, SpotInstanceType,
     SpotMarketOptions,
 };
-use fake_cloud_support::AdminClient;
+use fake_cloud_support::{AdminClient, ReclaimAnswer};
 use serde_json::json;
-use support::{CLUSTER_KEY, admin, code, ec2, fake, inventory_instance, raw};
+use support::{CLUSTER_KEY, calls, code, ec2, fake, inventory_instance};
 
 fn run(client: &aws_sdk_ec2::Client) -> aws_sdk_ec2::operation::run_instances::builders::RunInstancesFluentBuilder {
     client
@@ -59,10 +59,10 @@ async fn a_reclaimed_spot_instance_reads_back_terminated_with_the_spot_state_rea
     assert_eq!(launched.state_reason(), None, "a running instance has no state reason");
     let eni = launched.network_interfaces()[0].network_interface_id().expect("eni").to_owned();
 
-    admin(&handle, "POST", "/calls/reset", None).await;
+    admin_client.reset_calls().await.expect("reset calls");
     let shown = admin_client.reclaim(&id).await.expect("reclaimed");
     assert!(shown.contains("terminated (48)") && shown.contains("Server.SpotInstanceTermination"), "{shown}");
-    assert_eq!(admin(&handle, "GET", "/calls", None).await["total"], 0, "a reclaim counts no call");
+    assert_eq!(calls(&handle).await.total, 0, "a reclaim counts no call");
 
     let reclaimed = describe(&client, &id).await;
     let state = reclaimed.state().expect("state");
@@ -158,10 +158,10 @@ async fn only_spot_instances_are_reclaimed_and_only_live_ones() {
     }
     assert_eq!(describe(&client, &id).await.instance_lifecycle(), None, "on-demand shows no lifecycle");
 
-    let (status, body) =
-        raw(&handle, "POST", "/_admin/instances/i-0000000000000dead/reclaim", "application/json", "", None).await;
-    assert_eq!(status, 404, "{body}");
-    assert!(body.contains("no live instance"), "{body}");
+    match admin_client.reclaim_answer("i-0000000000000dead").await.expect("an answer") {
+        ReclaimAnswer::NotFound(why) => assert!(why.contains("no live instance"), "{why}"),
+        other => panic!("a missing instance is 404: {other}"),
+    }
 }
 
 #[tokio::test]

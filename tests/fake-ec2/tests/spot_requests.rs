@@ -13,8 +13,8 @@ use aws_sdk_ec2::types::{
     InstanceType, MarketType, ResourceType, SpotInstanceState, SpotInstanceType, SpotMarketOptions, Tag,
     TagSpecification,
 };
-use fake_cloud_support::AdminClient;
-use support::{CLUSTER_KEY, OWNER_KEY, admin, code, ec2, fake, inventory_instance};
+use fake_cloud_support::{AdminClient, OpClass};
+use support::{CLUSTER_KEY, OWNER_KEY, calls, code, ec2, fake, inventory_instance};
 
 /// boot_ms and stop_ms of `support::fake`.
 const STEP: Duration = Duration::from_millis(100);
@@ -176,12 +176,12 @@ async fn an_interruption_disables_a_persistent_request_and_counts_are_classed() 
     assert_eq!(r.state(), Some(&SpotInstanceState::Disabled));
     assert_eq!(r.status().and_then(|s| s.code()), Some("instance-stopped-no-capacity"));
 
-    admin(&handle, "POST", "/calls/reset", None).await;
+    admin_client.reset_calls().await.expect("reset calls");
     client.describe_spot_instance_requests().send().await.expect("describe all");
     client.cancel_spot_instance_requests().spot_instance_request_ids(&sir).send().await.expect("cancel");
-    let calls = admin(&handle, "GET", "/calls", None).await;
-    assert_eq!(calls["calls"]["DescribeSpotInstanceRequests"], 1, "{calls}");
-    assert_eq!(calls["calls"]["CancelSpotInstanceRequests"], 1, "{calls}");
-    assert_eq!(calls["classes"]["read"], 1, "{calls}");
-    assert_eq!(calls["classes"]["delete"], 1, "{calls}");
+    let counts = calls(&handle).await;
+    assert_eq!(counts.of("DescribeSpotInstanceRequests"), 1, "{counts:?}");
+    assert_eq!(counts.of("CancelSpotInstanceRequests"), 1, "{counts:?}");
+    assert_eq!(counts.of_class(OpClass::Read), 1, "{counts:?}");
+    assert_eq!(counts.of_class(OpClass::Delete), 1, "{counts:?}");
 }

@@ -12,7 +12,9 @@ use hmac::{Hmac, KeyInit, Mac};
 use sha2::{Digest, Sha256};
 
 use crate::error::EcsError;
-use crate::wire::{encode, parse_request_time, request_time};
+use fake_cloud_support::wire::encode_component;
+
+use crate::wire::{parse_request_time, request_time};
 
 /// The V3 algorithm name.
 pub(crate) const V3_ALGORITHM: &str = "ACS3-HMAC-SHA256";
@@ -114,7 +116,8 @@ pub(crate) struct Signed<'a> {
 
 /// `k=v&...`: pairs sorted by name (then value), names and values RFC 3986-encoded.
 pub(crate) fn canonical_query<'a>(pairs: impl IntoIterator<Item = &'a (String, String)>) -> String {
-    let mut encoded: Vec<(String, String)> = pairs.into_iter().map(|(k, v)| (encode(k), encode(v))).collect();
+    let mut encoded: Vec<(String, String)> =
+        pairs.into_iter().map(|(k, v)| (encode_component(k), encode_component(v))).collect();
     encoded.sort();
     encoded.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join("&")
 }
@@ -204,7 +207,7 @@ pub(crate) fn verify_v3(req: &Signed<'_>, auth: &V3Authorization, secret: &str) 
 /// The V1 string to sign: `METHOD&%2F&` + pct(canonical query of every parameter but `Signature`).
 pub(crate) fn v1_string_to_sign(method: &str, params: &[(String, String)]) -> String {
     let canonical = canonical_query(params.iter().filter(|(k, _)| k != "Signature"));
-    format!("{method}&{}&{}", encode("/"), encode(&canonical))
+    format!("{method}&{}&{}", encode_component("/"), encode_component(&canonical))
 }
 
 /// The V1 signature: base64(HMAC-SHA1(secret + "&", string to sign)).

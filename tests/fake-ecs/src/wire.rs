@@ -1,5 +1,5 @@
-//! Small wire helpers: request ids, resource ids, RFC 3986 percent-encoding, form/query
-//! parsing and ECS's timestamps.
+//! Small wire helpers: request ids, resource ids and ECS's timestamps (percent-encoding
+//! and form parsing are [`fake_cloud_support::wire`]'s).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -41,57 +41,6 @@ pub(crate) fn eni_id() -> String {
 pub(crate) fn order_id() -> String {
     let mut rng = rand::rng();
     (0..15).map(|i| char::from(b'0' + if i == 0 { rng.random_range(1..10) } else { rng.random_range(0..10) })).collect()
-}
-
-/// Percent-encodes per RFC 3986: unreserved `A-Z a-z 0-9 - _ . ~` stay, everything else
-/// (space included) becomes `%XX` with uppercase hex.
-pub(crate) fn encode(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for byte in value.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'~') {
-            out.push(char::from(byte));
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
-}
-
-/// Decodes one `application/x-www-form-urlencoded` component: `+` is a space, `%XX` a byte
-/// (invalid escapes stay as they are).
-pub(crate) fn decode(component: &str) -> String {
-    let bytes = component.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < bytes.len() => {
-                match std::str::from_utf8(&bytes[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok()) {
-                    Some(byte) => {
-                        out.push(byte);
-                        i += 3;
-                        continue;
-                    }
-                    None => out.push(b'%'),
-                }
-            }
-            other => out.push(other),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// The `name=value` pairs of a query string or form body, decoded, in order.
-pub(crate) fn parse_pairs(raw: &str) -> Vec<(String, String)> {
-    raw.split('&')
-        .filter(|pair| !pair.is_empty())
-        .map(|pair| {
-            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            (decode(k), decode(v))
-        })
-        .collect()
 }
 
 /// ECS's `CreationTime` shape: `2025-01-01T10:00Z` (UTC, minutes).
@@ -143,22 +92,6 @@ fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn encoding_round_trips() {
-        assert_eq!(encode("a b+c/~*"), "a%20b%2Bc%2F~%2A");
-        assert_eq!(encode("[\"i-1\"]"), "%5B%22i-1%22%5D");
-        assert_eq!(decode("a+b%2Bc%zz%4"), "a b+c%zz%4");
-        assert_eq!(
-            parse_pairs("A=1&Tag.1.Key=k%20x&Empty=&Flag"),
-            vec![
-                ("A".into(), "1".into()),
-                ("Tag.1.Key".into(), "k x".into()),
-                ("Empty".into(), String::new()),
-                ("Flag".into(), String::new())
-            ]
-        );
-    }
 
     #[test]
     fn timestamps_parse_and_format() {

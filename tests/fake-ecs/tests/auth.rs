@@ -6,11 +6,11 @@
 
 mod common;
 
+use fake_cloud_support::{Fault, OpClass};
 use std::time::{Duration, SystemTime};
 
 use common::{CLUSTER, Fake, OWNER, V3, nonce, timestamp};
 use fake_ecs::{ACCOUNT_ID, ECS_VERSION, OWNER_ACCOUNT_ID, REGION, STS_VERSION};
-use serde_json::json;
 
 const DESCRIBE: (&str, &[(&str, &str)]) = ("DescribeInstances", &[("RegionId", REGION)]);
 
@@ -122,9 +122,9 @@ async fn routing_errors_and_refusal_counting() {
     fake.send_v3(V3::new(DESCRIBE.0, DESCRIBE.1).signed_by((CLUSTER.0, "wrong"))).await;
     fake.call(DESCRIBE.0, DESCRIBE.1).await.ok();
 
-    let calls = fake.admin_get("calls").await;
-    assert_eq!(calls["total"], 1, "refused requests are not calls: {calls}");
-    assert_eq!(calls["calls"]["DescribeInstances"], 1);
+    let calls = fake.calls().await;
+    assert_eq!(calls.total, 1, "refused requests are not calls: {calls:?}");
+    assert_eq!(calls.of("DescribeInstances"), 1);
     let refused = fake.admin_get("ecs/refused").await;
     assert_eq!(refused["total"], 5, "{refused}");
     assert_eq!(refused["refused"]["InvalidVersion"], 2);
@@ -146,11 +146,14 @@ async fn get_caller_identity_names_the_account() {
         assert_eq!(body["PrincipalId"], account);
         assert_eq!(body["UserId"], account);
     }
-    fake.admin("faults", json!({"operation": "GetCallerIdentity", "kind": "throttle", "times": 1})).await;
+    fake.admin_client
+        .add_fault(Fault { operation: "GetCallerIdentity", kind: "throttle", times: Some(1), phase: "before" })
+        .await
+        .expect("fault");
     let mut req = V3::new("GetCallerIdentity", &[]);
     req.version = STS_VERSION.into();
     let answer = fake.send_v3(req).await;
     answer.expect(400, "Throttling.User");
     assert_eq!(answer.body["HostId"], "sts.aliyuncs.com");
-    assert_eq!(fake.admin_get("calls").await["classes"]["read"], 3);
+    assert_eq!(fake.calls().await.of_class(OpClass::Read), 3);
 }

@@ -199,8 +199,8 @@ async fn resize_disk_grows_online_where_the_reference_allows_it() {
     fake.call("ResizeDisk", &[("DiskId", &basic_disk), ("NewSize", "80")]).await.ok();
 
     // Counted: ResizeDisk is a write, DescribeDisks a read.
-    let calls = fake.admin_get("calls").await;
-    assert!(calls["calls"]["ResizeDisk"].as_u64().unwrap() >= 3, "{calls}");
+    let calls = fake.calls().await;
+    assert!(calls.of("ResizeDisk") >= 3, "{calls:?}");
 }
 
 #[tokio::test]

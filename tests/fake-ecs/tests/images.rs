@@ -110,7 +110,7 @@ async fn visibility_follows_sharing_and_revocation() {
         .ok();
     assert_eq!(permission["ShareGroups"]["ShareGroup"], json!([{"Group": "all"}]));
 
-    fake.admin("reset", json!({})).await;
+    fake.admin_client.reset().await.expect("reset");
     assert_eq!(images(&fake, CLUSTER, &[]).await["TotalCount"], 1, "reset restores the seeds");
 }
 

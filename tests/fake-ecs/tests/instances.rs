@@ -5,6 +5,7 @@
 
 mod common;
 
+use fake_cloud_support::{Fault, OpClass, Timing};
 use std::time::Duration;
 
 use base64::Engine;
@@ -18,7 +19,7 @@ const ROLE_TAG: &str = "kubernetes.io/role/node";
 #[tokio::test]
 async fn run_boots_pending_starting_running_with_the_requested_shape() {
     let fake = Fake::start().await;
-    fake.admin("timing", json!({"boot_ms": 400, "stop_ms": 200})).await;
+    fake.admin_client.set_timing(Timing { boot_ms: 400, stop_ms: 200, operation_ms: None }).await.expect("timing");
     let user_data = base64::engine::general_purpose::STANDARD.encode("#cloud-config\nruncmd: [echo, hi]\n");
     let ids = fake
         .run(&[
@@ -110,7 +111,10 @@ async fn client_token_replays_and_mismatches() {
     assert_eq!(fake.inventory().await["instances"].as_array().unwrap().len(), 1);
 
     // A lost answer (phase `after`): the retry with the same token gets the created instance.
-    fake.admin("faults", json!({"operation": "create", "kind": "internal", "times": 1, "phase": "after"})).await;
+    fake.admin_client
+        .add_fault(Fault { operation: "create", kind: "internal", times: Some(1), phase: "after" })
+        .await
+        .expect("fault");
     let lost = [("InstanceName", "m-3"), ("ClientToken", "machine-uid-0003")];
     fake.run_as(CLUSTER, &lost).await.expect(500, "InternalError");
     let retried = fake.run(&lost).await;
@@ -260,7 +264,7 @@ async fn delete_follows_the_state_rules() {
 #[tokio::test]
 async fn new_instances_are_invisible_for_the_consistency_window() {
     let fake = Fake::start().await;
-    fake.admin("consistency", json!({"invisible_ms": 300})).await;
+    fake.admin_client.set_invisible_ms(300).await.expect("consistency");
     let id = fake.run(&[]).await.remove(0);
     assert!(fake.describe_one(&id).await.is_null());
     tokio::time::sleep(Duration::from_millis(350)).await;
@@ -280,32 +284,38 @@ async fn faults_answer_with_ecs_errors_and_are_counted() {
         ("permission", 403, "Forbidden.RAM"),
         ("invalid", 400, "InvalidParameter"),
     ] {
-        fake.admin("faults", json!({"operation": "RunInstances", "kind": kind, "times": 1})).await;
+        fake.admin_client
+            .add_fault(Fault { operation: "RunInstances", kind, times: Some(1), phase: "before" })
+            .await
+            .expect("fault");
         fake.run_as(CLUSTER, &[]).await.expect(status, code);
     }
     assert_eq!(fake.inventory().await["instances"].as_array().unwrap().len(), 0, "before-faults have no effect");
-    fake.admin("faults", json!({"operation": "read", "kind": "throttle", "times": 1})).await;
+    fake.admin_client
+        .add_fault(Fault { operation: "read", kind: "throttle", times: Some(1), phase: "before" })
+        .await
+        .expect("fault");
     let answer = fake.call("DescribeInstances", &[("RegionId", REGION)]).await;
     answer.expect(400, "Throttling.User");
     assert_eq!(answer.body["Message"], "Request was denied due to user flow control.");
     fake.call("DescribeInstances", &[("RegionId", REGION)]).await.ok();
-    let calls = fake.admin_get("calls").await;
-    assert_eq!(calls["calls"]["RunInstances"], 8);
-    assert_eq!(calls["classes"]["create"], 8);
-    assert_eq!(calls["classes"]["read"], 2);
+    let calls = fake.calls().await;
+    assert_eq!(calls.of("RunInstances"), 8);
+    assert_eq!(calls.of_class(OpClass::Create), 8);
+    assert_eq!(calls.of_class(OpClass::Read), 2);
 
     fake.run(&[]).await;
-    fake.admin("rate-limit", json!({"per_second": 1, "burst": 1})).await;
+    fake.admin_client.set_rate_limit(1, 1).await.expect("rate limit");
     fake.call("DescribeInstances", &[("RegionId", REGION)]).await.ok();
     fake.call("DescribeInstances", &[("RegionId", REGION)]).await.expect(400, "Throttling.User");
-    assert_eq!(fake.admin_get("calls").await["throttled"], 1);
+    assert_eq!(fake.calls().await.throttled, 1);
 
     assert_eq!(fake.inventory().await["instances"].as_array().unwrap().len(), 1);
-    fake.admin("reset", json!({})).await;
+    fake.admin_client.reset().await.expect("reset");
     assert_eq!(fake.inventory().await["instances"].as_array().unwrap().len(), 0);
     fake.call("DescribeInstances", &[("RegionId", REGION)]).await.ok();
     fake.call("DescribeInstances", &[("RegionId", REGION)]).await.ok();
-    assert_eq!(fake.admin_get("calls").await["total"], 2, "reset zeroes counters and lifts the rate limit");
+    assert_eq!(fake.calls().await.total, 2, "reset zeroes counters and lifts the rate limit");
 }
 
 #[tokio::test]
@@ -315,7 +325,7 @@ async fn terminate_releases_at_once_like_a_spot_reclaim() {
     let id = fake.run(&params).await.remove(0);
     let other = fake.run(&[]).await.remove(0);
     fake.wait_status(&id, "Running").await;
-    let calls_before = fake.admin_get("calls").await["total"].clone();
+    let calls_before = fake.calls().await.total;
     let terminate = |id: String| {
         let url = format!("{}/instances/{id}/terminate", fake.handle.admin_url());
         let http = fake.http.clone();
@@ -327,7 +337,7 @@ async fn terminate_releases_at_once_like_a_spot_reclaim() {
 
     let (status, _) = terminate(id.clone()).await;
     assert_eq!(status, 200);
-    assert_eq!(fake.admin_get("calls").await["total"], calls_before, "the hook counts no call");
+    assert_eq!(fake.calls().await.total, calls_before, "the hook counts no call");
     assert!(fake.describe_one(&id).await.is_null(), "released at once, no Stopping");
     fake.call("DeleteInstance", &[("InstanceId", &id), ("Force", "true")])
         .await
@@ -408,11 +418,11 @@ async fn reclaim_stops_a_spot_instance_locks_it_for_release_and_releases_it_late
     fake.wait_status(spot, "Running").await;
     fake.wait_status(&on_demand, "Running").await;
     assert_eq!(fake.describe_one(spot).await["OperationLocks"], json!({"LockReason": []}), "running: no lock");
-    let calls_before = fake.admin_get("calls").await["total"].clone();
+    let calls_before = fake.calls().await.total;
 
     let shown = admin.reclaim(spot).await.unwrap();
     assert!(shown.contains("Stopped") && shown.contains("Recycling"), "{shown}");
-    assert_eq!(fake.admin_get("calls").await["total"], calls_before, "the hook counts no call");
+    assert_eq!(fake.calls().await.total, calls_before, "the hook counts no call");
     let instance = fake.describe_one(spot).await;
     assert_eq!(instance["Status"], "Stopped");
     assert_eq!(instance["OperationLocks"], json!({"LockReason": [{"LockReason": "Recycling", "LockMsg": ""}]}));

@@ -6,6 +6,7 @@
 
 mod common;
 
+use fake_cloud_support::OpClass;
 use std::collections::BTreeMap;
 
 use common::{Fake, OWNER};
@@ -52,10 +53,10 @@ async fn tags_are_set_overwritten_and_removed_on_every_resource_of_the_call() {
     let inventory = fake.inventory().await;
     let entry = inventory["instances"].as_array().unwrap().iter().find(|i| i["id"] == a.as_str()).unwrap().clone();
     assert_eq!(entry["tags"], json!({}), "the inventory shows the tags as they are");
-    let calls = fake.admin_get("calls").await;
-    assert_eq!(calls["calls"]["TagResources"], 1);
-    assert_eq!(calls["calls"]["UntagResources"], 3);
-    assert_eq!(calls["classes"]["write"], 4);
+    let calls = fake.calls().await;
+    assert_eq!(calls.of("TagResources"), 1);
+    assert_eq!(calls.of("UntagResources"), 3);
+    assert_eq!(calls.of_class(OpClass::Write), 4);
 }
 
 #[tokio::test]

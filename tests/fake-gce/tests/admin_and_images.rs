@@ -4,6 +4,7 @@
 mod common;
 
 use common::{Fake, instance_body, uuid};
+use fake_cloud_support::Fault;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -97,7 +98,10 @@ async fn faults_map_to_gce_errors() {
         ("capacity", StatusCode::FORBIDDEN, "quotaExceeded"),
     ];
     for (kind, status, reason) in cases {
-        fake.admin("faults", json!({"operation": "read", "kind": kind, "times": 1})).await;
+        fake.admin_client
+            .add_fault(Fault { operation: "read", kind, times: Some(1), phase: "before" })
+            .await
+            .expect("fault");
         let (got, err) = fake.get_instance("anything").await;
         assert_eq!(got, status, "{kind}");
         assert_eq!(err["error"]["errors"][0]["reason"], reason, "{kind}");
@@ -107,15 +111,20 @@ async fn faults_map_to_gce_errors() {
     assert_eq!(fake.get_instance("anything").await.0, StatusCode::NOT_FOUND);
 
     // Before-phase create fault: no effect.
-    fake.admin("faults", json!({"operation": "create", "kind": "unavailable", "times": 1})).await;
+    fake.admin_client
+        .add_fault(Fault { operation: "create", kind: "unavailable", times: Some(1), phase: "before" })
+        .await
+        .expect("fault");
     assert_eq!(fake.insert(&instance_body("vm-a", json!({})), Some(&uuid())).await.0, StatusCode::SERVICE_UNAVAILABLE);
     assert!(fake.inventory().await.is_empty());
 
     // After-phase: the instance exists although the answer was an error; a retry with
     // the same requestId returns the operation instead of a second instance or a 409.
     let id = uuid();
-    fake.admin("faults", json!({"operation": "instances.insert", "kind": "internal", "times": 1, "phase": "after"}))
-        .await;
+    fake.admin_client
+        .add_fault(Fault { operation: "instances.insert", kind: "internal", times: Some(1), phase: "after" })
+        .await
+        .expect("fault");
     assert_eq!(fake.insert(&instance_body("vm-b", json!({})), Some(&id)).await.0, StatusCode::INTERNAL_SERVER_ERROR);
     let (status, op) = fake.insert(&instance_body("vm-b", json!({})), Some(&id)).await;
     assert_eq!(status, StatusCode::OK);
@@ -123,7 +132,10 @@ async fn faults_map_to_gce_errors() {
     assert_eq!(fake.inventory().await.len(), 1);
 
     // Capacity after: the insert operation fails with ZONE_RESOURCE_POOL_EXHAUSTED and the instance vanishes.
-    fake.admin("faults", json!({"operation": "create", "kind": "capacity", "times": 1, "phase": "after"})).await;
+    fake.admin_client
+        .add_fault(Fault { operation: "create", kind: "capacity", times: Some(1), phase: "after" })
+        .await
+        .expect("fault");
     let (status, op) = fake.insert(&instance_body("vm-c", json!({})), Some(&uuid())).await;
     assert_eq!(status, StatusCode::OK);
     let done = fake.wait_done(op["name"].as_str().expect("name")).await;
@@ -134,7 +146,10 @@ async fn faults_map_to_gce_errors() {
     let vm_c = inventory.iter().find(|i| i["name"] == "vm-c").expect("vm-c in inventory");
     assert_eq!(vm_c["live"], false);
 
-    fake.admin("faults", json!({"operation": "*", "kind": "internal"})).await;
+    fake.admin_client
+        .add_fault(Fault { operation: "*", kind: "internal", times: None, phase: "before" })
+        .await
+        .expect("fault");
     assert_eq!(fake.list(&[]).await.0, StatusCode::INTERNAL_SERVER_ERROR);
     let resp = fake.http.delete(format!("{}/faults", fake.handle.admin_url())).send().await.expect("clear");
     assert_eq!(resp.status(), StatusCode::OK);
@@ -144,7 +159,7 @@ async fn faults_map_to_gce_errors() {
 #[tokio::test]
 async fn counters_rate_limit_and_reset() {
     let fake = Fake::start().await;
-    fake.admin("calls/reset", json!({})).await;
+    fake.admin_client.reset_calls().await.expect("reset calls");
     let (_, op) = fake.insert(&instance_body("vm-1", json!({})), Some(&uuid())).await;
     let op_name = op["name"].as_str().expect("name").to_string();
     fake.get_instance("vm-1").await;
@@ -160,7 +175,7 @@ async fn counters_rate_limit_and_reset() {
     )
     .await;
     fake.delete("vm-1", None).await;
-    let calls = fake.admin_get("calls").await;
+    let calls = fake.calls().await;
     for name in [
         "instances.insert",
         "instances.get",
@@ -172,21 +187,21 @@ async fn counters_rate_limit_and_reset() {
         "images.setIamPolicy",
         "instances.delete",
     ] {
-        assert_eq!(calls["calls"][name], 1, "{name}: {calls}");
+        assert_eq!(calls.of(name), 1, "{name}: {calls:?}");
     }
-    assert_eq!(calls["total"], 9);
+    assert_eq!(calls.total, 9);
 
-    fake.admin("rate-limit", json!({"per_second": 1, "burst": 2})).await;
+    fake.admin_client.set_rate_limit(1, 2).await.expect("rate limit");
     let mut statuses = Vec::new();
     for _ in 0..4 {
         statuses.push(fake.list(&[]).await.0);
     }
     assert_eq!(statuses.iter().filter(|s| **s == StatusCode::TOO_MANY_REQUESTS).count(), 2, "{statuses:?}");
-    let calls = fake.admin_get("calls").await;
-    assert_eq!(calls["throttled"], 2);
+    let calls = fake.calls().await;
+    assert_eq!(calls.throttled, 2);
 
-    fake.admin("reset", json!({})).await;
+    fake.admin_client.reset().await.expect("reset");
     assert!(fake.inventory().await.is_empty());
     assert_eq!(fake.list(&[]).await.0, StatusCode::OK);
-    assert_eq!(fake.admin_get("calls").await["total"], 1);
+    assert_eq!(fake.calls().await.total, 1);
 }

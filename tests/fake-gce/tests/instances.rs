@@ -284,7 +284,7 @@ async fn regex_filters_select_names_across_pages() {
 #[tokio::test]
 async fn new_instances_are_invisible_for_a_while() {
     let fake = Fake::start().await;
-    fake.admin("consistency", json!({"invisible_ms": 400})).await;
+    fake.admin_client.set_invisible_ms(400).await.expect("consistency");
     let (status, op) = fake.insert(&instance_body("vm-late", json!({"k": "v"})), None).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(fake.get_instance("vm-late").await.0, StatusCode::NOT_FOUND);
@@ -307,13 +307,13 @@ async fn admin_terminate_deletes_at_once_and_frees_the_name() {
     assert_eq!(inventory.len(), 1);
     assert_eq!(inventory[0]["id"], id.as_str());
     assert_eq!(inventory[0]["live"], true);
-    fake.admin("calls/reset", json!({})).await;
+    fake.admin_client.reset_calls().await.expect("reset calls");
 
     let terminate =
         |id: String| fake.send(fake.http.post(format!("{}/instances/{id}/terminate", fake.handle.admin_url())));
     let (status, body) = terminate(id.clone()).await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    assert_eq!(fake.admin_get("calls").await["total"], 0, "terminate is not a call");
+    assert_eq!(fake.calls().await.total, 0, "terminate is not a call");
 
     // Gone at once, as a spot VM with instanceTerminationAction=DELETE.
     let (status, err) = fake.get_instance("vm-spot").await;

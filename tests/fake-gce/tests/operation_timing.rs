@@ -4,6 +4,7 @@
 
 mod common;
 
+use fake_cloud_support::{Fault, Timing};
 use std::time::{Duration, Instant};
 
 use common::{Fake, ZONE, instance_body, uuid};
@@ -13,7 +14,10 @@ use serde_json::json;
 #[tokio::test]
 async fn operation_ms_makes_inserts_and_deletes_last_that_long() {
     let fake = Fake::start().await;
-    fake.admin("timing", json!({"boot_ms": 200, "stop_ms": 200, "operation_ms": 1500})).await;
+    fake.admin_client
+        .set_timing(Timing { boot_ms: 200, stop_ms: 200, operation_ms: Some(1500) })
+        .await
+        .expect("timing");
     let started = Instant::now();
     let (status, op) = fake.insert(&instance_body("slow-1", json!({})), Some(&uuid())).await;
     assert_eq!(status, StatusCode::OK, "{op}");
@@ -41,7 +45,7 @@ async fn operation_ms_makes_inserts_and_deletes_last_that_long() {
     assert_eq!(fake.get_instance("slow-1").await.0, StatusCode::NOT_FOUND);
 
     // Without operation_ms, the operations follow the instance again.
-    fake.admin("timing", json!({"boot_ms": 200, "stop_ms": 200})).await;
+    fake.admin_client.set_timing(Timing { boot_ms: 200, stop_ms: 200, operation_ms: None }).await.expect("timing");
     let (_, op) = fake.insert(&instance_body("fast-1", json!({})), Some(&uuid())).await;
     let started = Instant::now();
     fake.wait_done(op["name"].as_str().expect("name")).await;
@@ -51,7 +55,10 @@ async fn operation_ms_makes_inserts_and_deletes_last_that_long() {
 #[tokio::test]
 async fn wait_answers_a_running_operation_at_its_limit() {
     let fake = Fake::start().await;
-    fake.admin("timing", json!({"boot_ms": 200, "stop_ms": 200, "operation_ms": 20_000})).await;
+    fake.admin_client
+        .set_timing(Timing { boot_ms: 200, stop_ms: 200, operation_ms: Some(20_000) })
+        .await
+        .expect("timing");
     let (_, op) = fake.insert(&instance_body("slow-2", json!({})), Some(&uuid())).await;
     let name = op["name"].as_str().expect("name").to_string();
 
@@ -71,8 +78,11 @@ async fn wait_answers_a_running_operation_at_its_limit() {
     assert!(started.elapsed() < Duration::from_millis(500), "{:?}", started.elapsed());
 
     // Reset restores the default limit.
-    fake.admin("reset", json!({})).await;
-    fake.admin("timing", json!({"boot_ms": 200, "stop_ms": 200, "operation_ms": 20_000})).await;
+    fake.admin_client.reset().await.expect("reset");
+    fake.admin_client
+        .set_timing(Timing { boot_ms: 200, stop_ms: 200, operation_ms: Some(20_000) })
+        .await
+        .expect("timing");
     let (_, op) = fake.insert(&instance_body("slow-3", json!({})), Some(&uuid())).await;
     let started = Instant::now();
     fake.wait(op["name"].as_str().expect("name")).await;
@@ -83,7 +93,10 @@ async fn wait_answers_a_running_operation_at_its_limit() {
 async fn placement_is_gces_machine_type_or_zone_resource_pool_error() {
     let fake = Fake::start().await;
     // Before: refused at once, naming the request's machine type and the zone; nothing made.
-    fake.admin("faults", json!({"operation": "instances.insert", "kind": "placement", "times": 1})).await;
+    fake.admin_client
+        .add_fault(Fault { operation: "instances.insert", kind: "placement", times: Some(1), phase: "before" })
+        .await
+        .expect("fault");
     let (status, err) = fake.insert(&instance_body("vm-p", json!({})), Some(&uuid())).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{err}");
     assert_eq!(err["error"]["errors"][0]["reason"], "invalid");
@@ -98,7 +111,10 @@ async fn placement_is_gces_machine_type_or_zone_resource_pool_error() {
 
     // After: accepted, then the operation fails with the zone's resource pool
     // error naming the hardware configuration; the instance vanishes.
-    fake.admin("faults", json!({"operation": "create", "kind": "placement", "times": 1, "phase": "after"})).await;
+    fake.admin_client
+        .add_fault(Fault { operation: "create", kind: "placement", times: Some(1), phase: "after" })
+        .await
+        .expect("fault");
     let mut body = instance_body("vm-q", json!({}));
     body["guestAccelerators"] = json!([{"acceleratorType": format!("zones/{ZONE}/acceleratorTypes/nvidia-l4"),
         "acceleratorCount": 2}]);
@@ -118,7 +134,10 @@ async fn placement_is_gces_machine_type_or_zone_resource_pool_error() {
     assert_eq!(fake.get_instance("vm-q").await.0, StatusCode::NOT_FOUND);
 
     // Another call hit by it: the same kind of answer, without a request to name.
-    fake.admin("faults", json!({"operation": "read", "kind": "placement", "times": 1})).await;
+    fake.admin_client
+        .add_fault(Fault { operation: "read", kind: "placement", times: Some(1), phase: "before" })
+        .await
+        .expect("fault");
     let (status, err) = fake.get_instance("vm-q").await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(err["error"]["message"].as_str().is_some_and(|m| m.contains("does not exist in zone")), "{err}");

@@ -4,6 +4,7 @@
 mod common;
 
 use common::{Fake, PROJECT, ZONE, instance_body, uuid};
+use fake_cloud_support::Timing;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -28,7 +29,7 @@ fn name_filter(ops: &[&str]) -> String {
 async fn list_filters_operations_by_name_and_pages() {
     let fake = Fake::start().await;
     // Boot long enough that the inserts are still RUNNING at the first list.
-    fake.admin("timing", json!({"boot_ms": 1500, "stop_ms": 200})).await;
+    fake.admin_client.set_timing(Timing { boot_ms: 1500, stop_ms: 200, operation_ms: None }).await.expect("timing");
     let mut ops = Vec::new();
     for name in ["vm-a", "vm-b", "vm-c"] {
         let (status, op) = fake.insert(&instance_body(name, json!({})), Some(&uuid())).await;
@@ -117,6 +118,6 @@ async fn list_filters_operations_by_name_and_pages() {
     let (status, _) =
         fake.send(fake.http.get(fake.api(&format!("projects/{PROJECT}/zones/nowhere-9z/operations")))).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
-    let calls = fake.admin_get("calls").await;
-    assert!(calls["calls"]["zoneOperations.list"].as_u64().is_some_and(|n| n >= 10), "{calls}");
+    let calls = fake.calls().await;
+    assert!(calls.of("zoneOperations.list") >= 10, "{calls:?}");
 }

@@ -5,6 +5,7 @@
 
 mod common;
 
+use fake_cloud_support::OpClass;
 use std::time::Duration;
 
 use common::{Fake, instance_body, uuid};
@@ -14,10 +15,6 @@ use serde_json::{Value, json};
 impl Fake {
     async fn post_json(&self, path: &str, body: Value) -> (StatusCode, Value) {
         self.send(self.http.post(self.zonal(path)).json(&body)).await
-    }
-
-    async fn calls(&self) -> Value {
-        self.admin_get("calls").await
     }
 }
 
@@ -84,8 +81,8 @@ async fn instance_labels_and_tags_need_the_current_fingerprint() {
     assert_eq!(status, StatusCode::NOT_FOUND);
 
     let calls = fake.calls().await;
-    assert_eq!(calls["calls"]["instances.setLabels"], 3, "{calls}");
-    assert_eq!(calls["calls"]["instances.setTags"], 4, "{calls}");
+    assert_eq!(calls.of("instances.setLabels"), 3, "{calls:?}");
+    assert_eq!(calls.of("instances.setTags"), 4, "{calls:?}");
 }
 
 #[tokio::test]
@@ -152,9 +149,9 @@ async fn disks_made_by_the_insert_are_read_relabelled_grown_and_tuned() {
 
     let calls = fake.calls().await;
     for (op, n) in [("disks.get", 3), ("disks.setLabels", 2), ("disks.resize", 2), ("disks.update", 4)] {
-        assert_eq!(calls["calls"][op], n, "{op}: {calls}");
+        assert_eq!(calls.of(op), n, "{op}: {calls:?}");
     }
-    assert_eq!(calls["classes"]["write"], 8, "{calls}");
+    assert_eq!(calls.of_class(OpClass::Write), 8, "{calls:?}");
 
     // The autoDelete boot disk goes with the instance; the data disk stays, without users.
     let (_, op) = fake.delete("upd-2", None).await;

@@ -5,6 +5,7 @@
 
 mod common;
 
+use fake_cloud_support::{Fault, FaultKind, FaultSpec, Phase};
 use std::time::Duration;
 
 use common::{Fake, password_body};
@@ -42,7 +43,7 @@ async fn password_by_name_answers_a_token_with_the_catalog() {
     assert_eq!(url("volumev3"), format!("{base}/volume/v3/{PROJECT_ID}"));
     assert_eq!(url("block-storage"), url("volumev3"));
     assert_eq!(fake.admin_get("openstack/tokens").await["issued"], 3);
-    assert_eq!(fake.admin_get("calls").await["total"], 0, "token requests are not counted calls");
+    assert_eq!(fake.calls().await.total, 0, "token requests are not counted calls");
 }
 
 #[tokio::test]
@@ -119,23 +120,36 @@ async fn services_refuse_missing_expired_and_revoked_tokens_before_the_gate() {
     fake.admin("openstack/revoke-tokens", json!({})).await;
     fake.get("/compute/v2.1/flavors").await.expect(401);
     assert_eq!(fake.admin_get("openstack/refused").await["unauthorized"], 4);
-    let calls = fake.admin_get("calls").await;
-    assert_eq!(calls["calls"]["flavors.list"], 2, "only the authenticated requests are calls: {calls}");
+    let calls = fake.calls().await;
+    assert_eq!(calls.of("flavors.list"), 2, "only the authenticated requests are calls: {calls:?}");
 }
 
 #[tokio::test]
 async fn token_faults_hit_only_the_exact_operation() {
     let fake = Fake::start().await;
-    fake.admin("faults", json!({"operation": "*", "kind": "internal"})).await;
+    fake.admin_client
+        .add_fault(Fault { operation: "*", kind: "internal", times: None, phase: "before" })
+        .await
+        .expect("fault");
     fake.auth(password_body(USERNAME, PASSWORD, PROJECT_NAME)).await.expect(201);
-    fake.send(Method::DELETE, "/_admin/faults", None, None, &[]).await.expect(200);
-    let id = fake.admin("faults", json!({"operation": "tokens.create", "kind": "unavailable", "times": 1})).await;
-    assert!(id["id"].is_string());
+    fake.admin_client.clear_faults().await.expect("clear faults");
+    let spec = FaultSpec {
+        operation: "tokens.create".into(),
+        kind: FaultKind::Unavailable,
+        times: Some(1),
+        probability: None,
+        phase: Phase::Before,
+    };
+    let id = fake.admin_client.add_fault_spec(&spec).await.expect("fault");
+    assert!(!id.is_empty());
     let answer = fake.auth(password_body(USERNAME, PASSWORD, PROJECT_NAME)).await;
     assert_eq!(answer.status, 503);
     assert_eq!(answer.body["error"]["code"], 503);
     fake.auth(password_body(USERNAME, PASSWORD, PROJECT_NAME)).await.expect(201);
-    fake.admin("faults", json!({"operation": "tokens.create", "kind": "auth", "times": 1, "phase": "after"})).await;
+    fake.admin_client
+        .add_fault(Fault { operation: "tokens.create", kind: "auth", times: Some(1), phase: "after" })
+        .await
+        .expect("fault");
     let issued = fake.admin_get("openstack/tokens").await["issued"].as_u64().unwrap();
     fake.auth(password_body(USERNAME, PASSWORD, PROJECT_NAME)).await.expect(401);
     assert_eq!(fake.admin_get("openstack/tokens").await["issued"].as_u64().unwrap(), issued + 1);
@@ -161,5 +175,5 @@ async fn version_discovery_is_free() {
     assert_eq!(fake.send(Method::GET, "/volume", None, None, &[]).await.status, 300);
     let volume = fake.send(Method::GET, &format!("/volume/v3/{PROJECT_ID}"), None, None, &[]).await.expect(200);
     assert_eq!(volume["version"]["version"], "3.70");
-    assert_eq!(fake.admin_get("calls").await["total"], 0);
+    assert_eq!(fake.calls().await.total, 0);
 }

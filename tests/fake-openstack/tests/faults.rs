@@ -6,6 +6,7 @@
 mod common;
 
 use common::Fake;
+use fake_cloud_support::{Fault, FaultKind, OpClass, Timing};
 use fake_openstack::{NETWORK_ID, PUBLIC_IMAGE};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -13,7 +14,10 @@ use serde_json::{Value, json};
 #[tokio::test]
 async fn throttle_answers_429_with_retry_after_in_each_services_style() {
     let fake = Fake::start().await;
-    fake.admin("faults", json!({"operation": "read", "kind": "throttle", "times": 4})).await;
+    fake.admin_client
+        .add_fault(Fault { operation: "read", kind: "throttle", times: Some(4), phase: "before" })
+        .await
+        .expect("fault");
     let nova = fake.nova(Method::GET, "/servers/detail", None).await;
     assert_eq!((nova.status.as_u16(), nova.header("retry-after")), (429, "1"));
     assert_eq!(nova.body["overLimit"]["retryAfter"], "1");
@@ -29,8 +33,8 @@ async fn throttle_answers_429_with_retry_after_in_each_services_style() {
     let cinder = fake.get(&format!("{}/detail", fake.volumes_path())).await;
     assert_eq!((cinder.status.as_u16(), cinder.header("retry-after")), (429, "1"));
     fake.get("/network/v2.0/ports").await.expect(200);
-    let calls = fake.admin_get("calls").await;
-    assert_eq!(calls["classes"]["read"], 5);
+    let calls = fake.calls().await;
+    assert_eq!(calls.of_class(OpClass::Read), 5);
 }
 
 #[tokio::test]
@@ -44,7 +48,7 @@ async fn fault_kinds_map_to_real_errors() {
         ("servers.create", "unavailable", 503, "serviceUnavailable"),
     ];
     for (operation, kind, status, key) in cases {
-        fake.admin("faults", json!({"operation": operation, "kind": kind, "times": 1})).await;
+        fake.admin_client.add_fault(Fault { operation, kind, times: Some(1), phase: "before" }).await.expect("fault");
         let answer = fake
             .nova(
                 Method::POST,
@@ -55,7 +59,10 @@ async fn fault_kinds_map_to_real_errors() {
         assert_eq!(answer.status.as_u16(), status, "{kind}: {}", answer.text);
         assert!(answer.body[key].is_object(), "{kind}: {}", answer.text);
     }
-    fake.admin("faults", json!({"operation": "ports.update", "kind": "capacity", "times": 1})).await;
+    fake.admin_client
+        .add_fault(Fault { operation: "ports.update", kind: "capacity", times: Some(1), phase: "before" })
+        .await
+        .expect("fault");
     let port = fake
         .call(Method::POST, "/network/v2.0/ports", Some(json!({"port": {"network_id": NETWORK_ID}})))
         .await
@@ -64,10 +71,16 @@ async fn fault_kinds_map_to_real_errors() {
     let answer =
         fake.call(Method::PUT, &format!("/network/v2.0/ports/{id}"), Some(json!({"port": {"name": "x"}}))).await;
     assert_eq!(answer.status, 409);
-    fake.admin("faults", json!({"operation": "volumes.create", "kind": "capacity", "times": 1})).await;
+    fake.admin_client
+        .add_fault(Fault { operation: "volumes.create", kind: "capacity", times: Some(1), phase: "before" })
+        .await
+        .expect("fault");
     let answer = fake.call(Method::POST, &fake.volumes_path(), Some(json!({"volume": {"size": 1}}))).await;
     assert_eq!((answer.status.as_u16(), answer.body["overLimit"]["code"].as_u64()), (413, Some(413)));
-    fake.admin("faults", json!({"operation": "delete", "kind": "auth", "times": 1})).await;
+    fake.admin_client
+        .add_fault(Fault { operation: "delete", kind: "auth", times: Some(1), phase: "before" })
+        .await
+        .expect("fault");
     let answer = fake.call(Method::DELETE, &format!("/network/v2.0/ports/{id}"), None).await;
     assert_eq!(answer.status, 401);
     assert!(answer.header("www-authenticate").starts_with("Keystone uri="));
@@ -77,15 +90,20 @@ async fn fault_kinds_map_to_real_errors() {
 #[tokio::test]
 async fn lost_responses_take_effect() {
     let fake = Fake::start().await;
-    fake.admin("faults", json!({"operation": "create", "kind": "internal", "times": 1, "phase": "after"})).await;
+    fake.admin_client
+        .add_fault(Fault { operation: "create", kind: "internal", times: Some(1), phase: "after" })
+        .await
+        .expect("fault");
     let answer = fake
         .nova(Method::POST, "/servers", Some(json!({"server": {"name": "lost", "imageRef": PUBLIC_IMAGE, "flavorRef": "2", "networks": [{"uuid": NETWORK_ID}]}})))
         .await;
     assert_eq!(answer.status, 500);
     let list = fake.nova(Method::GET, "/servers/detail?name=lost", None).await.expect(200);
     assert_eq!(list["servers"].as_array().unwrap().len(), 1, "the server exists although the answer was lost");
-    fake.admin("faults", json!({"operation": "ports.create", "kind": "unavailable", "times": 1, "phase": "after"}))
-        .await;
+    fake.admin_client
+        .add_fault(Fault { operation: "ports.create", kind: "unavailable", times: Some(1), phase: "after" })
+        .await
+        .expect("fault");
     let answer = fake
         .call(
             Method::POST,
@@ -102,12 +120,12 @@ async fn lost_responses_take_effect() {
 async fn rate_limit_and_reset() {
     let fake = Fake::start().await;
     fake.create_server("before-reset", json!({})).await;
-    fake.admin("rate-limit", json!({"per_second": 1, "burst": 1})).await;
+    fake.admin_client.set_rate_limit(1, 1).await.expect("rate limit");
     fake.get("/compute/v2.1/flavors").await.expect(200);
     let answer = fake.get("/compute/v2.1/flavors").await;
     assert_eq!(answer.status, 429);
-    assert_eq!(fake.admin_get("calls").await["throttled"], 1);
-    fake.admin("reset", json!({})).await;
+    assert_eq!(fake.calls().await.throttled, 1);
+    fake.admin_client.reset().await.expect("reset");
     fake.get("/compute/v2.1/flavors").await.expect(200);
     let inventory = fake.inventory().await;
     assert!(inventory["instances"].as_array().unwrap().is_empty());
@@ -124,9 +142,12 @@ async fn rate_limit_and_reset() {
 #[tokio::test]
 async fn placement_on_servers_create_is_a_server_the_scheduler_fails() {
     let fake = Fake::start().await;
-    fake.admin("timing", json!({"boot_ms": 200, "stop_ms": 0})).await;
+    fake.admin_client.set_timing(Timing { boot_ms: 200, stop_ms: 0, operation_ms: None }).await.expect("timing");
     for phase in ["before", "after"] {
-        fake.admin("faults", json!({"operation": "create", "kind": "placement", "times": 1, "phase": phase})).await;
+        fake.admin_client
+            .add_fault(Fault { operation: "create", kind: "placement", times: Some(1), phase })
+            .await
+            .expect("fault");
         let port = fake
             .call(Method::POST, "/network/v2.0/ports", Some(json!({"port": {"network_id": NETWORK_ID, "name": "p"}})))
             .await
@@ -180,6 +201,6 @@ async fn placement_on_servers_create_is_a_server_the_scheduler_fails() {
         2,
         "the two placed servers' Nova ports"
     );
-    let calls = fake.admin_get("calls").await;
-    assert_eq!(calls["injected"]["placement"], 2, "{calls}");
+    let calls = fake.calls().await;
+    assert_eq!(calls.injected[&FaultKind::Placement], 2, "{calls:?}");
 }

@@ -6,6 +6,7 @@
 mod common;
 
 use common::Fake;
+use fake_cloud_support::{OpClass, Timing};
 use fake_openstack::{
     KEY_NAME, NETWORK_ID, NETWORK_NAME, PROJECT_ID, PUBLIC_IMAGE, SECURITY_GROUP_NAME, SERVER_GROUP_ID,
 };
@@ -141,7 +142,7 @@ async fn server_failures_end_in_error_with_a_fault() {
     let failing = fake.create_server("failing", json!({})).await;
     fake.wait_server(&failing, "ERROR").await;
     assert_eq!(fake.server(&failing).await["fault"]["message"], "Exceeded maximum number of retries.");
-    fake.send(Method::DELETE, "/_admin/openstack/server-failures", None, None, &[]).await.expect(200);
+    fake.admin_client.delete("openstack/server-failures").await.expect("clear server failures");
     let ok = fake.create_server("ok", json!({})).await;
     fake.wait_server(&ok, "ACTIVE").await;
 }
@@ -284,7 +285,7 @@ async fn microversions_are_negotiated_and_echoed() {
 #[tokio::test]
 async fn new_servers_are_invisible_for_the_consistency_window() {
     let fake = Fake::start().await;
-    fake.admin("consistency", json!({"invisible_ms": 300})).await;
+    fake.admin_client.set_invisible_ms(300).await.expect("consistency");
     let id = fake.create_server("late", json!({})).await;
     fake.nova(Method::GET, &format!("/servers/{id}"), None).await.expect(404);
     let list = fake.nova(Method::GET, "/servers/detail", None).await.expect(200);
@@ -352,7 +353,7 @@ async fn terminate_deletes_the_server_at_once_and_keeps_its_user_ports() {
             .to_owned()
     };
     let (boot_volume, data_volume) = (volume_of(true), volume_of(false));
-    let calls_before = fake.admin_get("calls").await["total"].clone();
+    let calls_before = fake.calls().await.total;
     let terminate = |id: String| {
         let url = format!("{}/instances/{id}/terminate", fake.handle.admin_url());
         let http = fake.http.clone();
@@ -363,7 +364,7 @@ async fn terminate_deletes_the_server_at_once_and_keeps_its_user_ports() {
     };
 
     assert_eq!(terminate(id.clone()).await.0, 200);
-    assert_eq!(fake.admin_get("calls").await["total"], calls_before, "the hook counts no call");
+    assert_eq!(fake.calls().await.total, calls_before, "the hook counts no call");
     let answer = fake.nova(Method::GET, &format!("/servers/{id}"), None).await;
     assert_eq!(answer.status, 404, "gone at once, no deleting phase");
     assert_eq!(answer.body["itemNotFound"]["message"], format!("Instance {id} could not be found."));
@@ -409,7 +410,7 @@ async fn terminate_deletes_the_server_at_once_and_keeps_its_user_ports() {
 #[tokio::test]
 async fn server_metadata_merge_replace_items_quota_and_state() {
     let fake = Fake::start().await;
-    fake.admin("timing", json!({"boot_ms": 300})).await;
+    fake.admin_client.set_timing(Timing { boot_ms: 300, ..Timing::default() }).await.expect("timing");
     let id = fake.create_server("meta-0", json!({"metadata": {"a": "1"}})).await;
     let path = format!("/servers/{id}/metadata");
     let building = fake.nova(Method::POST, &path, Some(json!({"metadata": {"b": "2"}}))).await.expect(409);
@@ -432,7 +433,7 @@ async fn server_metadata_merge_replace_items_quota_and_state() {
     let inventory = fake.inventory().await;
     let entry = inventory["instances"].as_array().unwrap().iter().find(|i| i["id"] == id.as_str()).unwrap().clone();
     assert_eq!(entry["tags"], json!({"d": "4"}));
-    let calls = fake.admin_get("calls").await;
-    assert_eq!(calls["calls"]["servers.metadata.update"], 4, "{calls}");
-    assert!(calls["classes"]["write"].as_u64().unwrap() >= 8, "{calls}");
+    let calls = fake.calls().await;
+    assert_eq!(calls.of("servers.metadata.update"), 4, "{calls:?}");
+    assert!(calls.of_class(OpClass::Write) >= 8, "{calls:?}");
 }

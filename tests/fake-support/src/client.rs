@@ -11,6 +11,7 @@ use crate::counters::CallCounts;
 use crate::faults::FaultSpec;
 use crate::hooks::{Inventory, InventoryInstance};
 use crate::plant::{PlantRequest, Planted};
+use crate::settings::Timing;
 
 /// Connection to `<fake>/_admin`.
 #[derive(Debug, Clone)]
@@ -104,6 +105,33 @@ impl AdminClient {
     pub async fn post(&self, path: &str, body: Value) -> Result<(), String> {
         let path = format!("/{}", path.trim_start_matches('/'));
         self.send(self.http.post(format!("{}{path}", self.base)).json(&body), &path).await.map(|_| ())
+    }
+
+    /// `POST <path>` with a JSON body, answered with JSON (a fake's own admin
+    /// routes, e.g. fake-gce's `/gce/sts`); any non-2xx answer is an error.
+    pub async fn post_json(&self, path: &str, body: Value) -> Result<Value, String> {
+        let path = format!("/{}", path.trim_start_matches('/'));
+        let resp = self.send(self.http.post(format!("{}{path}", self.base)).json(&body), &path).await?;
+        resp.json().await.map_err(|e| format!("fake admin {path}: {e}"))
+    }
+
+    /// `DELETE <path>` (a fake's own admin routes, e.g. fake-openstack's
+    /// `/openstack/server-failures`); any non-2xx answer is an error.
+    pub async fn delete(&self, path: &str) -> Result<(), String> {
+        let path = format!("/{}", path.trim_start_matches('/'));
+        self.send(self.http.delete(format!("{}{path}", self.base)), &format!("DELETE {path}")).await.map(|_| ())
+    }
+
+    /// `POST /reset`: back to a fresh fake (instances, counters, faults, settings).
+    pub async fn reset(&self) -> Result<(), String> {
+        self.post("/reset", json!({})).await
+    }
+
+    /// `POST /timing`: how long the fake's state transitions (and, when
+    /// set, its long-running operations) take.
+    pub async fn set_timing(&self, timing: Timing) -> Result<(), String> {
+        let body = serde_json::to_value(timing).map_err(|e| format!("fake admin /timing: {e}"))?;
+        self.post("/timing", body).await
     }
 
     /// `GET <path>` answered with JSON (a fake's own admin routes, e.g. fake-ec2's `/sts`).

@@ -4,6 +4,7 @@
 //! [`FaultKind`], inventory, reset, out-of-band termination and planting), creates an [`Admin`], passes every cloud API request
 //! through [`Admin::begin_call`], merges [`admin_router`] into its own router and serves the
 //! result with [`FakeHandle::serve`]. [`AdminClient`] is the one client of that API.
+//! [`wire`] is the one percent-encoding and form parsing of the fakes' cloud wire protocols.
 
 mod admin;
 mod client;
@@ -20,6 +21,7 @@ mod plant;
 mod rate_limit;
 mod router;
 mod settings;
+pub mod wire;
 
 pub use admin::{Admin, CallGuard, Rejection, RejectionCause};
 pub use client::{AdminClient, Fault, ReclaimAnswer};

@@ -5,6 +5,7 @@
 use aws_sdk_ec2::config::retry::RetryConfig;
 use aws_sdk_ec2::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_ec2::error::ProvideErrorMetadata;
+use fake_cloud_support::{AdminClient, CallCounts, Timing};
 use fake_ec2::FakeHandle;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -18,7 +19,7 @@ pub const OWNER_KEY: &str = "AKIDOWNER";
 /// A fake on a free port with fast state transitions.
 pub async fn fake() -> FakeHandle {
     let handle = fake_ec2::start("127.0.0.1:0".parse().expect("addr")).await.expect("start fake");
-    admin(&handle, "POST", "/timing", Some(serde_json::json!({"boot_ms": 100, "stop_ms": 100}))).await;
+    admin_client(&handle).set_timing(Timing { boot_ms: 100, stop_ms: 100, operation_ms: None }).await.expect("timing");
     handle
 }
 
@@ -51,19 +52,19 @@ pub fn code<E: ProvideErrorMetadata>(error: &E) -> String {
     error.code().unwrap_or("<none>").to_owned()
 }
 
-/// Sends one admin request (`path` relative to `/_admin`) and returns the JSON answer.
-pub async fn admin(handle: &FakeHandle, method: &str, path: &str, body: Option<Value>) -> Value {
-    let (status, text) = raw(
-        handle,
-        method,
-        &format!("/_admin{path}"),
-        "application/json",
-        &body.map(|b| b.to_string()).unwrap_or_default(),
-        None,
-    )
-    .await;
-    assert_eq!(status, 200, "admin {method} {path}: {text}");
-    serde_json::from_str(&text).expect("admin answer is JSON")
+/// The fake's admin API.
+pub fn admin_client(handle: &FakeHandle) -> AdminClient {
+    AdminClient::for_cloud_url(&handle.url()).expect("admin client")
+}
+
+/// `GET /_admin/calls`.
+pub async fn calls(handle: &FakeHandle) -> CallCounts {
+    admin_client(handle).calls().await.unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// `GET /_admin/<path>` (e.g. `/inventory`, `/sts`) through [`AdminClient::get_json`].
+pub async fn admin_get(handle: &FakeHandle, path: &str) -> Value {
+    admin_client(handle).get_json(path).await.unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// A raw HTTP/1.1 request; returns status and body.
@@ -91,7 +92,7 @@ pub async fn raw(
 
 /// The inventory entry of one instance.
 pub async fn inventory_instance(handle: &FakeHandle, id: &str) -> Value {
-    let inventory = admin(handle, "GET", "/inventory", None).await;
+    let inventory = admin_get(handle, "/inventory").await;
     inventory["instances"]
         .as_array()
         .expect("instances")

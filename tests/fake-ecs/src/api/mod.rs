@@ -27,8 +27,8 @@ use crate::error::{EcsError, STS_HOST, ecs_host};
 use crate::hooks::{ECS_ACTIONS, STS_ACTIONS};
 use crate::params::Params;
 use crate::signing::{self, Identity, Signed, V3Authorization};
-use crate::wire::parse_pairs;
 use crate::{ECS_VERSION, REGION, STS_VERSION};
+use fake_cloud_support::wire::parse_form;
 
 /// What every handler needs: the shared admin machinery and the cloud state.
 #[derive(Clone)]
@@ -111,10 +111,10 @@ async fn handle(ctx: Ctx, request: Request<Body>) -> Response {
     let Ok(body) = axum::body::to_bytes(body, 4 << 20).await else {
         return EcsError::bad_request("InvalidParameter", "The request body could not be read.").into_response();
     };
-    let query = parse_pairs(parts.uri.query().unwrap_or(""));
+    let query = parse_form(parts.uri.query().unwrap_or(""));
     let is_form = header(&parts.headers, CONTENT_TYPE.as_str())
         .is_some_and(|ct| ct.to_ascii_lowercase().starts_with("application/x-www-form-urlencoded"));
-    let form = if is_form { parse_pairs(&String::from_utf8_lossy(&body)) } else { Vec::new() };
+    let form = if is_form { parse_form(&String::from_utf8_lossy(&body)) } else { Vec::new() };
     let params = Params::from_pairs(query.iter().chain(&form).cloned());
 
     let v3 = header(&parts.headers, AUTHORIZATION.as_str()).map(V3Authorization::parse);

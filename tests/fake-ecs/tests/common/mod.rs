@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine;
+use fake_cloud_support::{AdminClient, CallCounts, Timing};
 use fake_ecs::{ACCESS_KEY_ID, ACCESS_KEY_SECRET, ECS_VERSION, PUBLIC_IMAGE, REGION, SECURITY_GROUP, VSWITCH};
 use hmac::{Hmac, KeyInit, Mac};
 use reqwest::StatusCode;
@@ -139,14 +140,17 @@ impl V3 {
 pub struct Fake {
     pub handle: fake_ecs::FakeHandle,
     pub http: reqwest::Client,
+    /// The fake's admin API.
+    pub admin_client: AdminClient,
 }
 
 impl Fake {
     /// Starts a fake on a free port with boot 200 ms and stop 200 ms.
     pub async fn start() -> Self {
         let handle = fake_ecs::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
-        let fake = Self { handle, http: reqwest::Client::new() };
-        fake.admin("timing", json!({"boot_ms": 200, "stop_ms": 200})).await;
+        let admin_client = AdminClient::new(&handle.admin_url()).expect("admin client");
+        let fake = Self { handle, http: reqwest::Client::new(), admin_client };
+        fake.admin_client.set_timing(Timing { boot_ms: 200, stop_ms: 200, operation_ms: None }).await.expect("timing");
         fake
     }
 
@@ -246,18 +250,20 @@ impl Fake {
         Answer { status, body: resp.json().await.unwrap_or(Value::Null) }
     }
 
-    /// POSTs an admin endpoint (asserting 200) and returns its JSON answer.
+    /// POSTs an admin endpoint through [`AdminClient::post_json`] (a fake's own
+    /// routes) and returns its JSON answer.
     pub async fn admin(&self, path: &str, body: Value) -> Value {
-        let resp = self.http.post(format!("{}/{path}", self.handle.admin_url())).json(&body).send().await.unwrap();
-        assert_eq!(resp.status(), StatusCode::OK, "admin {path}");
-        resp.json().await.unwrap()
+        self.admin_client.post_json(path, body).await.unwrap_or_else(|e| panic!("{e}"))
     }
 
-    /// GETs an admin endpoint.
+    /// GETs an admin endpoint through [`AdminClient::get_json`].
     pub async fn admin_get(&self, path: &str) -> Value {
-        let resp = self.http.get(format!("{}/{path}", self.handle.admin_url())).send().await.unwrap();
-        assert_eq!(resp.status(), StatusCode::OK);
-        resp.json().await.unwrap()
+        self.admin_client.get_json(path).await.unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// `GET /_admin/calls`.
+    pub async fn calls(&self) -> CallCounts {
+        self.admin_client.calls().await.unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// RunInstances (public image, seeded network) with `extra` parameters; returns the answer.

@@ -2,6 +2,7 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+use fake_cloud_support::{AdminClient, CallCounts, Timing};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -12,14 +13,17 @@ pub const ZONE: &str = "us-central1-a";
 pub struct Fake {
     pub handle: fake_gce::FakeHandle,
     pub http: reqwest::Client,
+    /// The fake's admin API.
+    pub admin_client: AdminClient,
 }
 
 impl Fake {
     /// Starts a fake on a free port with fast timing (boot 200 ms, stop 200 ms).
     pub async fn start() -> Self {
         let handle = fake_gce::start("127.0.0.1:0".parse().expect("addr")).await.expect("fake starts");
-        let fake = Self { handle, http: reqwest::Client::new() };
-        fake.admin("timing", json!({"boot_ms": 200, "stop_ms": 200})).await;
+        let admin_client = AdminClient::new(&handle.admin_url()).expect("admin client");
+        let fake = Self { handle, http: reqwest::Client::new(), admin_client };
+        fake.admin_client.set_timing(Timing { boot_ms: 200, stop_ms: 200, operation_ms: None }).await.expect("timing");
         fake
     }
 
@@ -33,19 +37,20 @@ impl Fake {
         format!("{}/compute/v1/{path}", self.handle.url())
     }
 
-    /// POSTs an admin endpoint and returns its JSON answer (asserting 200).
+    /// POSTs an admin endpoint through [`AdminClient::post_json`] (a fake's own
+    /// routes) and returns its JSON answer.
     pub async fn admin(&self, path: &str, body: Value) -> Value {
-        let resp =
-            self.http.post(format!("{}/{path}", self.handle.admin_url())).json(&body).send().await.expect("admin call");
-        assert_eq!(resp.status(), StatusCode::OK, "admin {path}");
-        resp.json().await.expect("admin json")
+        self.admin_client.post_json(path, body).await.unwrap_or_else(|e| panic!("{e}"))
     }
 
-    /// GETs an admin endpoint.
+    /// GETs an admin endpoint through [`AdminClient::get_json`].
     pub async fn admin_get(&self, path: &str) -> Value {
-        let resp = self.http.get(format!("{}/{path}", self.handle.admin_url())).send().await.expect("admin call");
-        assert_eq!(resp.status(), StatusCode::OK);
-        resp.json().await.expect("admin json")
+        self.admin_client.get_json(path).await.unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// `GET /_admin/calls`.
+    pub async fn calls(&self) -> CallCounts {
+        self.admin_client.calls().await.unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// Sends a request and returns status and JSON body.

@@ -11,11 +11,11 @@ use axum::response::IntoResponse;
 use serde_json::{Value, json};
 
 use super::paging::{PageError, page};
-use super::wire::encode;
 use super::{Call, Ctx};
 use crate::clock;
 use crate::error::{ApiError, ApiResult, Service};
 use crate::state::images::{Image, Member};
+use fake_cloud_support::wire::encode_component;
 
 const GLANCE: Service = Service::Glance;
 /// `image_member_quota`.
@@ -168,9 +168,9 @@ fn list(ctx: &Ctx, call: &Call) -> ApiResult {
             .query
             .iter()
             .filter(|(k, _)| k != "limit" && k != "marker")
-            .map(|(k, v)| format!("{}={}", encode(k), encode(v)))
+            .map(|(k, v)| format!("{}={}", encode_component(k), encode_component(v)))
             .collect();
-        query.insert(0, format!("marker={}", encode(&marker)));
+        query.insert(0, format!("marker={}", encode_component(&marker)));
         query.push(format!("limit={}", page.limit));
         body["next"] = json!(format!("/v2/images?{}", query.join("&")));
     }

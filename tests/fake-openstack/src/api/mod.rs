@@ -115,7 +115,8 @@ fn base_url(headers: &HeaderMap) -> String {
 async fn handle(ctx: Ctx, request: Request<Body>) -> Response {
     let (parts, body) = request.into_parts();
     let base = base_url(&parts.headers);
-    let segs: Vec<String> = parts.uri.path().split('/').filter(|s| !s.is_empty()).map(wire::decode).collect();
+    let segs: Vec<String> =
+        parts.uri.path().split('/').filter(|s| !s.is_empty()).map(fake_cloud_support::wire::decode_component).collect();
     let refs: Vec<&str> = segs.iter().map(String::as_str).collect();
     if let Some(answer) = discovery::answer(&parts.method, &refs, &base) {
         return answer;
@@ -136,7 +137,7 @@ async fn handle(ctx: Ctx, request: Request<Body>) -> Response {
     let call = Call {
         method: parts.method,
         path: segs.get(skip..).unwrap_or_default().to_vec(),
-        query: wire::parse_query(parts.uri.query().unwrap_or("")),
+        query: fake_cloud_support::wire::parse_form(parts.uri.query().unwrap_or("")),
         headers: parts.headers,
         body,
         base,

@@ -1,7 +1,7 @@
 //! `limit`/`marker` paging shared by Nova, Neutron, Glance and Cinder lists.
 
 use super::Call;
-use super::wire::encode;
+use fake_cloud_support::wire::encode_component;
 
 /// One page of an ordered list.
 #[derive(Debug)]
@@ -53,9 +53,9 @@ pub(crate) fn next_query(call: &Call, limit: usize, marker: &str) -> String {
         .query
         .iter()
         .filter(|(k, _)| k != "limit" && k != "marker")
-        .map(|(k, v)| format!("{}={}", encode(k), encode(v)))
+        .map(|(k, v)| format!("{}={}", encode_component(k), encode_component(v)))
         .collect();
     parts.insert(0, format!("limit={limit}"));
-    parts.insert(1, format!("marker={}", encode(marker)));
+    parts.insert(1, format!("marker={}", encode_component(marker)));
     parts.join("&")
 }

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use fake_cloud_support::{AdminClient, CallCounts, Timing};
 use fake_openstack::{
     DOMAIN_NAME, NETWORK_ID, OWNER_PASSWORD, OWNER_PROJECT_NAME, OWNER_USERNAME, PASSWORD, PROJECT_ID, PROJECT_NAME,
     PUBLIC_IMAGE, USERNAME,
@@ -47,6 +48,8 @@ pub fn password_body(user: &str, password: &str, project: &str) -> Value {
 pub struct Fake {
     pub handle: fake_openstack::FakeHandle,
     pub http: reqwest::Client,
+    /// The fake's admin API.
+    pub admin_client: AdminClient,
     pub cluster: String,
     pub owner: String,
 }
@@ -55,8 +58,10 @@ impl Fake {
     /// Starts a fake on a free port with boot 150 ms and stop 150 ms, and gets both tokens.
     pub async fn start() -> Self {
         let handle = fake_openstack::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
-        let mut fake = Self { handle, http: reqwest::Client::new(), cluster: String::new(), owner: String::new() };
-        fake.admin("timing", json!({"boot_ms": 150, "stop_ms": 150})).await;
+        let admin_client = AdminClient::new(&handle.admin_url()).expect("admin client");
+        let mut fake =
+            Self { handle, http: reqwest::Client::new(), admin_client, cluster: String::new(), owner: String::new() };
+        fake.admin_client.set_timing(Timing { boot_ms: 150, stop_ms: 150, operation_ms: None }).await.expect("timing");
         fake.cluster = fake.token(password_body(USERNAME, PASSWORD, PROJECT_NAME)).await;
         fake.owner = fake.token(password_body(OWNER_USERNAME, OWNER_PASSWORD, OWNER_PROJECT_NAME)).await;
         fake
@@ -122,18 +127,20 @@ impl Fake {
         self.send(method, &path, Some(token), body, &[("OpenStack-API-Version", "compute 2.96")]).await
     }
 
-    /// POSTs an admin endpoint (asserting 200) and returns its JSON answer.
+    /// POSTs an admin endpoint through [`AdminClient::post_json`] (a fake's own
+    /// routes) and returns its JSON answer.
     pub async fn admin(&self, path: &str, body: Value) -> Value {
-        let resp = self.http.post(format!("{}/{path}", self.handle.admin_url())).json(&body).send().await.unwrap();
-        assert_eq!(resp.status(), StatusCode::OK, "admin {path}");
-        resp.json().await.unwrap()
+        self.admin_client.post_json(path, body).await.unwrap_or_else(|e| panic!("{e}"))
     }
 
-    /// GETs an admin endpoint.
+    /// GETs an admin endpoint through [`AdminClient::get_json`].
     pub async fn admin_get(&self, path: &str) -> Value {
-        let resp = self.http.get(format!("{}/{path}", self.handle.admin_url())).send().await.unwrap();
-        assert_eq!(resp.status(), StatusCode::OK);
-        resp.json().await.unwrap()
+        self.admin_client.get_json(path).await.unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// `GET /_admin/calls`.
+    pub async fn calls(&self) -> CallCounts {
+        self.admin_client.calls().await.unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// Creates a server on the cluster network with `extra` fields; returns its id.
