@@ -5,7 +5,7 @@
 # afterwards every byte it produced is searched for the canary.
 #
 #   scripts/canary-check.sh BIN_DIR CLOUD [conformance flags...]
-#   e.g. scripts/canary-check.sh target/debug aws --repeat 5 --junit target/conformance-aws.xml
+#   e.g. scripts/canary-check.sh target/debug CLOUD --repeat 5 --junit target/conformance-CLOUD.xml
 #
 # 1. scripts/canary-check.py selftest: the search finds a canary in each
 #    encoding (so this check can fail) and nothing in a clean file.

@@ -28,7 +28,7 @@ import (
 type Driver struct {
 	conn     *grpc.ClientConn
 	machines pb.MachineDriverServiceClient
-	// Provider is the sidecar's cloud name (`aws`), the metrics' provider label.
+	// Provider is the sidecar's cloud name (the CLOUD of machine-driver-CLOUD), the metrics' provider label.
 	Provider string
 	// Capabilities are the optional RPCs the sidecar implements, read once at start.
 	Capabilities *pb.GetPluginCapabilitiesResponse

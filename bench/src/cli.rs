@@ -9,7 +9,7 @@ use clap::Parser;
 #[derive(Debug, Clone, Parser)]
 #[command(name = "machine-driver-bench", version)]
 pub(crate) struct Args {
-    /// The driver binary, built with `--features embedded-fake` (e.g. target/debug/machine-driver-gcp).
+    /// The driver binary, built with `--features embedded-fake` (e.g. target/debug/machine-driver-<cloud>).
     #[arg(long)]
     pub(crate) driver: PathBuf,
 

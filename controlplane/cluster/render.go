@@ -7,7 +7,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 )
 
-// Kustomize renders a kustomization directory (e.g. deploy/overlays/aws) as
+// Kustomize renders a kustomization directory (e.g. deploy/overlays/CLOUD) as
 // `kubectl kustomize` does (kustomize's own API, the version kubectl v1.34 embeds) and
 // returns its objects.
 func Kustomize(dir string) ([]byte, error) {

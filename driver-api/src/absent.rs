@@ -44,7 +44,7 @@ pub struct AbsentVm<'a> {
 
 impl<'a> AbsentVm<'a> {
     /// The VM of `machine` that the cloud does not show; `what` names it in a
-    /// NOT_FOUND message (e.g. `instance aws:///eu-west-1/i-0abc`). Neither
+    /// NOT_FOUND message (e.g. `instance <providerID>`). Neither
     /// created nor deleted by this process until [`created`](Self::created)
     /// or [`deleted`](Self::deleted) say otherwise.
     pub fn new(machine: &'a Machine, what: impl fmt::Display) -> Self {

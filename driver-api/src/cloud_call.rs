@@ -29,7 +29,7 @@ use crate::{CallContext, DriverError, RateLimiter};
 /// Labels of one cloud API call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CloudCall {
-    /// Cloud (`aws`, `gcp`).
+    /// Cloud: the `<cloud>` of `providers/<cloud>`.
     pub provider: &'static str,
     /// Cloud service (`ec2`, `sts`, `compute`).
     pub service: &'static str,

@@ -12,11 +12,11 @@ use crate::update::{UpdateMachine, UpdatedMachine};
 /// Static facts about a driver, served by the identity service.
 #[derive(Debug, Clone)]
 pub struct DriverInfo {
-    /// DNS-like plugin name, e.g. `aws.machine-driver.gardener.cloud`.
+    /// DNS-like plugin name, e.g. `<cloud>.machine-driver.gardener.cloud`.
     pub name: String,
     /// Vendor version.
     pub version: String,
-    /// Short cloud name used in metrics (`aws`, `gcp`).
+    /// Short cloud name used in metrics (the `<cloud>` of `providers/<cloud>`).
     pub provider: &'static str,
     /// Optional RPCs this driver implements.
     pub capabilities: Capabilities,
@@ -89,6 +89,33 @@ pub struct ListMachines {
     pub secret: SecretData,
 }
 
+/// The image owner's credentials, present by type: a request that carries
+/// one has owner keys (the server builds it from a non-empty `owner_secret`
+/// and checks the driver's required keys), so no provider checks for them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnerSecret(SecretData);
+
+impl OwnerSecret {
+    /// Wraps the owner's secret data; `None` when it has no key (no owner
+    /// credentials were given).
+    pub fn new(secret: SecretData) -> Option<Self> {
+        (!secret.is_empty()).then_some(Self(secret))
+    }
+
+    /// The owner's secret data.
+    pub fn secret(&self) -> &SecretData {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for OwnerSecret {
+    type Target = SecretData;
+
+    fn deref(&self) -> &SecretData {
+        &self.0
+    }
+}
+
 /// ShareImage input.
 #[derive(Debug, Clone)]
 pub struct ShareImage {
@@ -96,12 +123,56 @@ pub struct ShareImage {
     pub image: String,
     /// Region of the image, if regional.
     pub region: Option<String>,
-    /// Owner credentials, when given.
-    pub owner_secret: Option<SecretData>,
+    /// Owner credentials, when given: ShareImage needs them only when the
+    /// consumer cannot use the image yet (see [`ShareImage::owner_secret_required`]).
+    pub owner_secret: Option<OwnerSecret>,
     /// Consumer credentials.
     pub consumer_secret: SecretData,
     /// Consumer account id, when given.
     pub consumer_account: Option<String>,
+}
+
+impl ShareImage {
+    /// The owner's credentials, for a grant the consumer's own view showed is
+    /// needed; FAILED_PRECONDITION [`OWNER_CREDENTIALS_REQUIRED`](crate::OWNER_CREDENTIALS_REQUIRED)
+    /// naming the image when none were given (the one answer for every cloud).
+    pub fn owner_secret_required(&self) -> Result<&OwnerSecret> {
+        self.owner_secret.as_ref().ok_or_else(|| {
+            DriverError::owner_credentials_required(format!(
+                "image {} is not usable by the consumer account and no owner credentials were given: \
+                 configure the image owner's credentials to share it",
+                self.image
+            ))
+        })
+    }
+}
+
+/// RevokeImageShare input: the ShareImage fields, with the owner's
+/// credentials present (the server answers OWNER_CREDENTIALS_REQUIRED without).
+#[derive(Debug, Clone)]
+pub struct RevokeImageShare {
+    /// Image reference in the owner account.
+    pub image: String,
+    /// Region of the image, if regional.
+    pub region: Option<String>,
+    /// Owner credentials.
+    pub owner_secret: OwnerSecret,
+    /// Consumer credentials (they name the consumer when `consumer_account` is not given).
+    pub consumer_secret: SecretData,
+    /// Consumer account id, when given.
+    pub consumer_account: Option<String>,
+}
+
+/// ListImageShares input: the image and the owner's credentials (present; the
+/// server answers OWNER_CREDENTIALS_REQUIRED without).
+#[derive(Debug, Clone)]
+pub struct ListImageShares {
+    /// Image reference in the owner account.
+    pub image: String,
+    /// Region of the image, if regional.
+    pub region: Option<String>,
+    /// Owner credentials.
+    pub owner_secret: OwnerSecret,
 }
 
 /// RevokeImageShare output.
@@ -258,23 +329,20 @@ pub trait Driver: Send + Sync + 'static {
     }
 
     /// Takes back a share: the consumer account can no longer launch the image.
-    /// `req` carries the ShareImage fields; the server has checked that
-    /// `owner_secret` is set.
     fn revoke_image_share(
         &self,
         ctx: &CallContext,
-        req: ShareImage,
+        req: RevokeImageShare,
     ) -> impl Future<Output = Result<RevokedImageShare>> + Send {
         let _ = (ctx, req);
         async { Err(DriverError::unimplemented("RevokeImageShare")) }
     }
 
-    /// The accounts an image is shared with. `req.image`, `req.region` and
-    /// `req.owner_secret` (checked by the server to be set) are used.
+    /// The accounts an image is shared with.
     fn list_image_shares(
         &self,
         ctx: &CallContext,
-        req: ShareImage,
+        req: ListImageShares,
     ) -> impl Future<Output = Result<ImageShares>> + Send {
         let _ = (ctx, req);
         async { Err(DriverError::unimplemented("ListImageShares")) }
@@ -289,5 +357,35 @@ pub trait Driver: Send + Sync + 'static {
     ) -> impl Future<Output = Result<UpdatedMachine>> + Send {
         let _ = (ctx, req);
         async { Err(DriverError::unimplemented("UpdateMachine")) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn share(owner: SecretData) -> ShareImage {
+        ShareImage {
+            image: "img-1".into(),
+            region: None,
+            owner_secret: OwnerSecret::new(owner),
+            consumer_secret: SecretData::default(),
+            consumer_account: None,
+        }
+    }
+
+    #[test]
+    fn an_owner_secret_has_keys_and_share_image_answers_the_one_owner_error_without() {
+        assert!(OwnerSecret::new(SecretData::default()).is_none());
+        let err = share(SecretData::default()).owner_secret_required().unwrap_err();
+        assert_eq!(
+            (err.kind(), err.reason()),
+            (crate::ErrorKind::FailedPrecondition, crate::OWNER_CREDENTIALS_REQUIRED)
+        );
+        assert!(err.to_string().contains("img-1"), "{err}");
+        let owner: SecretData = [("key", "v")].into_iter().collect();
+        let req = share(owner.clone());
+        assert_eq!(req.owner_secret_required().ok().map(OwnerSecret::secret), Some(&owner));
+        assert!(req.owner_secret_required().is_ok_and(|o| o.has("key")));
     }
 }

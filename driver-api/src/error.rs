@@ -7,6 +7,8 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::reasons;
+
 /// Result alias for driver code.
 pub type Result<T, E = DriverError> = std::result::Result<T, E>;
 
@@ -96,14 +98,14 @@ impl DriverError {
     /// INVALID_ARGUMENT naming `field` (e.g. `providerSpec.networkInterfaces[0].subnetID`).
     pub fn invalid_argument(field: impl Into<String>, problem: impl fmt::Display) -> Self {
         let field = field.into();
-        let mut e = Self::new(ErrorKind::InvalidArgument, "INVALID_FIELD", format!("{field}: {problem}"));
+        let mut e = Self::new(ErrorKind::InvalidArgument, reasons::INVALID_FIELD, format!("{field}: {problem}"));
         e.field = Some(field);
         e
     }
 
     /// NOT_FOUND for `what`.
     pub fn not_found(what: impl fmt::Display) -> Self {
-        Self::new(ErrorKind::NotFound, "NOT_FOUND", format!("{what} not found"))
+        Self::new(ErrorKind::NotFound, reasons::NOT_FOUND, format!("{what} not found"))
     }
 
     /// FAILED_PRECONDITION [`OWNER_CREDENTIALS_REQUIRED`]: `message` says
@@ -130,17 +132,17 @@ impl DriverError {
 
     /// DEADLINE_EXCEEDED: the call's deadline passed before `message`'s work finished.
     pub fn deadline_exceeded(message: impl Into<String>) -> Self {
-        Self::new(ErrorKind::DeadlineExceeded, "DEADLINE_EXCEEDED", message)
+        Self::new(ErrorKind::DeadlineExceeded, reasons::DEADLINE_EXCEEDED, message)
     }
 
     /// UNIMPLEMENTED for `rpc`.
     pub fn unimplemented(rpc: &str) -> Self {
-        Self::new(ErrorKind::Unimplemented, "UNIMPLEMENTED", format!("{rpc} is not offered by this driver"))
+        Self::new(ErrorKind::Unimplemented, reasons::UNIMPLEMENTED, format!("{rpc} is not offered by this driver"))
     }
 
     /// INTERNAL: a bug or an unexpected cloud answer.
     pub fn internal(message: impl Into<String>) -> Self {
-        Self::new(ErrorKind::Internal, "INTERNAL", message)
+        Self::new(ErrorKind::Internal, reasons::INTERNAL, message)
     }
 
     /// Sets the retry delay the caller should honour.

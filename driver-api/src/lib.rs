@@ -14,6 +14,7 @@ mod ownership;
 mod pages;
 mod provider;
 mod rate_limit;
+pub mod reasons;
 mod recent;
 mod recent_list;
 mod secret;
@@ -30,7 +31,8 @@ pub use coalesce::{BATCH_DEADLINE, BatchFn, Coalescer};
 pub use context::CallContext;
 pub use driver::{
     Capabilities, CreateMachine, CreatedMachine, DeletedMachine, Driver, DriverInfo, ImageShares, InitializedMachine,
-    ListMachines, MachineRef, MachineStatus, RevokedImageShare, SecretBytes, ShareImage, SharedImage,
+    ListImageShares, ListMachines, MachineRef, MachineStatus, OwnerSecret, RevokeImageShare, RevokedImageShare,
+    SecretBytes, ShareImage, SharedImage,
 };
 pub use error::{
     DriverError, ErrorKind, MAX_CLOUD_MESSAGE, OWNER_CREDENTIALS_REQUIRED, RETRY_SOON, Result, SPOT_RECLAIMED,

@@ -243,7 +243,7 @@ pub fn foreign_not_found(what: impl fmt::Display, why: Foreign) -> DriverError {
 pub fn foreign_name_taken(what: impl fmt::Display, why: Foreign) -> DriverError {
     DriverError::new(
         crate::ErrorKind::AlreadyExists,
-        "NAME_TAKEN_BY_FOREIGN_VM",
+        crate::reasons::NAME_TAKEN_BY_FOREIGN_VM,
         format!("{what} exists but is not this machine's VM ({why}); it is left untouched"),
     )
 }

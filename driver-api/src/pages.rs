@@ -51,7 +51,7 @@ impl PageTokens {
         if !self.seen.insert(token.to_string()) {
             return Err(DriverError::new(
                 ErrorKind::Unavailable,
-                "PAGE_TOKEN_REPEATED",
+                crate::reasons::PAGE_TOKEN_REPEATED,
                 format!(
                     "{} returned a page token it had already returned (page {}): the read was stopped",
                     self.what, self.pages
@@ -62,7 +62,7 @@ impl PageTokens {
         if self.pages >= self.cap {
             return Err(DriverError::new(
                 ErrorKind::Unavailable,
-                "TOO_MANY_PAGES",
+                crate::reasons::TOO_MANY_PAGES,
                 format!("{} had more than {} pages: the read was stopped", self.what, self.cap),
             )
             .with_retry_after(Duration::from_secs(5)));

@@ -47,9 +47,9 @@ impl CloudOptions {
 /// A cloud's driver as its binary builds it: the one template every provider
 /// follows (see ARCHITECTURE.md, "Adding a cloud").
 pub trait Provider: Driver + Sized {
-    /// The binary's name (`machine-driver-aws`).
+    /// The binary's name (`machine-driver-<cloud>`).
     const BINARY: &'static str;
-    /// One line for `--help` (`Machine driver sidecar for AWS EC2 ...`).
+    /// One line for `--help` (`Machine driver sidecar for <cloud> ...`).
     const ABOUT: &'static str;
     /// Log targets of the cloud's SDK crates that print secrets below INFO
     /// (bearer tokens, request bodies with user data): the server caps them at

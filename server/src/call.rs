@@ -131,7 +131,7 @@ where
                 Err(_) => Err(DriverError::deadline_exceeded(format!("{rpc} did not finish before its deadline"))),
             },
             _ = abandon.wait_for(|a| *a) => Err(DriverError::unavailable(
-                "SHUTTING_DOWN",
+                machine_driver_api::reasons::SHUTTING_DOWN,
                 format!("{rpc} was abandoned: the driver is shutting down"),
                 Duration::from_secs(5),
             )),

@@ -214,6 +214,20 @@ pub(crate) fn secret(
     Ok(data)
 }
 
+/// The owner's credentials of a share request, present by type: `None` when
+/// not given (absent or without a key), else checked like [`secret`] (field
+/// `owner_secret`). The callers answer OWNER_CREDENTIALS_REQUIRED where an
+/// RPC needs them.
+pub(crate) fn owner_secret(
+    s: Option<pb::SecretData>,
+    required: &api::SecretKeys,
+) -> Result<Option<api::OwnerSecret>, DriverError> {
+    match s {
+        Some(s) if !s.data.is_empty() => Ok(api::OwnerSecret::new(secret(Some(s), "owner_secret", required)?)),
+        _ => Ok(None),
+    }
+}
+
 /// Domain address → wire address.
 pub(crate) fn address(a: api::Address) -> pb::Address {
     let t = match a.kind {

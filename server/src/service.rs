@@ -221,7 +221,7 @@ impl<D: Driver> MachineDriverService for DriverService<D> {
             if !self.share_allow_list.iter().any(|a| a == &req.image) {
                 return Err(DriverError::new(
                     ErrorKind::PermissionDenied,
-                    "IMAGE_NOT_ALLOWED",
+                    machine_driver_api::reasons::IMAGE_NOT_ALLOWED,
                     format!("image {} is not on the operator's share allow-list", req.image),
                 ));
             }
@@ -248,12 +248,13 @@ impl<D: Driver> MachineDriverService for DriverService<D> {
             // No allow-list check: taking an image off the list, then revoking it, is how it is withdrawn.
             let req =
                 self.share_request(req.image, req.region, req.owner_secret, req.consumer_secret, req.consumer_account)?;
-            if req.owner_secret.is_none() {
+            let api::ShareImage { image, region, owner_secret, consumer_secret, consumer_account } = req;
+            let Some(owner_secret) = owner_secret else {
                 return Err(DriverError::owner_credentials_required(format!(
-                    "revoking a share of image {} needs the image owner's credentials",
-                    req.image
+                    "revoking a share of image {image} needs the image owner's credentials"
                 )));
-            }
+            };
+            let req = api::RevokeImageShare { image, region, owner_secret, consumer_secret, consumer_account };
             self.driver.revoke_image_share(&ctx, req).await
         };
         call::run(&self.settings, ctx.clone(), &metadata, CallLabels::default(), work, |r| {
@@ -276,21 +277,13 @@ impl<D: Driver> MachineDriverService for DriverService<D> {
             if image.is_empty() {
                 return Err(DriverError::invalid_argument("image", "is required"));
             }
-            let owner_secret = match req.owner_secret {
-                Some(s) if !s.data.is_empty() => convert::secret(Some(s), "owner_secret", &self.info.secret_keys)?,
-                _ => {
-                    return Err(DriverError::owner_credentials_required(format!(
-                        "listing the shares of image {image} needs the image owner's credentials"
-                    )));
-                }
+            let Some(owner_secret) = convert::owner_secret(req.owner_secret, &self.info.secret_keys)? else {
+                return Err(DriverError::owner_credentials_required(format!(
+                    "listing the shares of image {image} needs the image owner's credentials"
+                )));
             };
-            let request = api::ShareImage {
-                image,
-                region: Some(req.region).filter(|r| !r.trim().is_empty()),
-                owner_secret: Some(owner_secret),
-                consumer_secret: api::SecretData::default(),
-                consumer_account: None,
-            };
+            let request =
+                api::ListImageShares { image, region: Some(req.region).filter(|r| !r.trim().is_empty()), owner_secret };
             self.driver.list_image_shares(&ctx, request).await
         };
         call::run(&self.settings, ctx.clone(), &metadata, CallLabels::default(), work, |mut shares| {
@@ -317,10 +310,7 @@ impl<D: Driver> DriverService<D> {
             return Err(DriverError::invalid_argument("image", "is required"));
         }
         let consumer_secret = convert::secret(consumer_secret, "consumer_secret", &self.info.secret_keys)?;
-        let owner_secret = match owner_secret {
-            Some(s) if !s.data.is_empty() => Some(convert::secret(Some(s), "owner_secret", &self.info.secret_keys)?),
-            _ => None,
-        };
+        let owner_secret = convert::owner_secret(owner_secret, &self.info.secret_keys)?;
         let region = Some(region).filter(|r| !r.trim().is_empty());
         let consumer_account = Some(consumer_account).filter(|a| !a.trim().is_empty());
         Ok(api::ShareImage { image, region, owner_secret, consumer_secret, consumer_account })

@@ -369,3 +369,44 @@ async fn update_machine_answers_per_field_and_refuses_replacement_only_changes()
     assert_eq!(srv.driver.seen.calls.load(Ordering::SeqCst), calls, "refused before provider code");
     srv.stop();
 }
+
+/// RevokeImageShare and ListImageShares need the image owner's credentials:
+/// the server answers FAILED_PRECONDITION OWNER_CREDENTIALS_REQUIRED without
+/// them (absent, or without a key) before provider code runs, and hands the
+/// driver a request whose owner secret is present by type.
+#[tokio::test]
+async fn revoke_and_list_shares_without_owner_credentials_are_refused_by_the_server() {
+    let mut srv = start("owner", |_| {}).await;
+    let mut c = client(&srv.socket).await;
+    let owner = || parts("x").2;
+    let empty = || Some(pb::SecretData::default());
+    let revoke = |owner_secret| pb::RevokeImageShareRequest {
+        image: "img-allowed".into(),
+        owner_secret,
+        consumer_secret: parts("x").2,
+        consumer_account: "222".into(),
+        ..Default::default()
+    };
+    let list =
+        |owner_secret| pb::ListImageSharesRequest { image: "img-allowed".into(), owner_secret, ..Default::default() };
+    let refused = |err: tonic::Status| {
+        assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+        assert_eq!(err.get_error_details().error_info().expect("info").reason, "OWNER_CREDENTIALS_REQUIRED");
+    };
+    for owner_secret in [None, empty()] {
+        refused(c.revoke_image_share(revoke(owner_secret.clone())).await.expect_err("revoke without owner"));
+        refused(c.list_image_shares(list(owner_secret)).await.expect_err("list without owner"));
+    }
+    // Owner keys the driver does not accept: INVALID_ARGUMENT naming them.
+    let wrong = Some(pb::SecretData { data: [("other".to_string(), b"x".to_vec())].into_iter().collect() });
+    let err = c.revoke_image_share(revoke(wrong)).await.expect_err("wrong owner keys");
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    assert!(err.message().starts_with("owner_secret"), "{}", err.message());
+    assert_eq!(srv.driver.seen.calls.load(Ordering::SeqCst), 0, "provider code must not run without owner credentials");
+
+    let r = c.revoke_image_share(revoke(owner())).await.expect("revoke").into_inner();
+    assert_eq!((r.revoked_now, r.consumer_account.as_str()), (true, "222"), "the owner's keys reach the driver");
+    let l = c.list_image_shares(list(owner())).await.expect("list").into_inner();
+    assert_eq!((l.consumer_accounts, l.public), (vec!["img-allowed".to_string()], true));
+    srv.stop();
+}

@@ -1,9 +1,9 @@
 // Command gardener-pod-test runs one provider's Gardener image the way a seed
 // runs it (deploy/gardener-pod-test.sh builds the image and calls it):
 //
-//	gardener-pod-test render --provider aws --image localhost/... [--workload-identity] > deployment.yaml
-//	gardener-pod-test run --provider aws --deployment deployment.yaml --examples providers/aws/examples \
-//	    --fake target/debug/fake-ec2 --work DIR
+//	gardener-pod-test render --provider CLOUD --image localhost/... [--workload-identity] > deployment.yaml
+//	gardener-pod-test run --provider CLOUD --deployment deployment.yaml --examples providers/CLOUD/examples \
+//	    --fake target/debug/fake-API --work DIR
 //
 // render prints the Deployment (and its service account, Role and RoleBinding)
 // as gardenlet and the provider extension's webhook render it (render.go names

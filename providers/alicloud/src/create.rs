@@ -136,7 +136,7 @@ impl AlicloudDriver {
 /// UNAVAILABLE for a create whose machine's spot instance ECS reclaimed and has not released yet.
 fn pending_release(region: &str, instance: &Instance) -> DriverError {
     DriverError::unavailable(
-        "SPOT_INSTANCE_PENDING_RELEASE",
+        crate::errors::SPOT_INSTANCE_PENDING_RELEASE,
         format!(
             "the machine's spot instance {} was reclaimed ({}); ECS releases it within minutes, \
              and a create after that launches a new instance",
@@ -164,7 +164,7 @@ impl AlicloudDriver {
         match api.ecs::<RunInstancesAnswer>("RunInstances", &params).await {
             Ok(a) => a.first_instance_id(),
             Err(CallFailure::Cloud(call, f)) if f.is_idempotent_mismatch() => Err(DriverError::unavailable(
-                "IdempotentParameterMismatch",
+                crate::errors::IDEMPOTENT_PARAMETER_MISMATCH,
                 format!("{call} failed twice with IdempotentParameterMismatch and no instance carries the uid yet"),
                 crate::errors::RETRY_SOON,
             )),

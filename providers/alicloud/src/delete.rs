@@ -64,7 +64,7 @@ impl AlicloudDriver {
                 // forgets deleted instances, and after a restart the retries of a delete whose
                 // answer was lost would be refused until the machine is 10 minutes old.)
                 return Err(DriverError::unavailable(
-                    "INSTANCE_NOT_VISIBLE_YET",
+                    machine_driver_api::reasons::NOT_VISIBLE_YET,
                     format!("instance {} is not visible in ECS yet", provider_id(&region, &id)),
                     crate::errors::RETRY_SOON,
                 ));

@@ -10,6 +10,11 @@ use machine_driver_api::{CloudCall, CloudFailure, DriverError, ErrorKind, cloud_
 /// The kit's retry delay for failures the cloud names none for.
 pub(crate) use machine_driver_api::RETRY_SOON;
 
+/// ECS's own code, also a reason (FAILED_PRECONDITION): a ClientToken was reused with other parameters; also answered when the retry finds no instance carrying the uid yet.
+pub(crate) const IDEMPOTENT_PARAMETER_MISMATCH: &str = "IdempotentParameterMismatch";
+/// Reason UNAVAILABLE (retry soon): ECS reclaimed the machine's spot instance and has not released it yet.
+pub(crate) const SPOT_INSTANCE_PENDING_RELEASE: &str = "SPOT_INSTANCE_PENDING_RELEASE";
+
 /// Codes that mean "cannot place it here" (no stock, not sold in the zone, the
 /// zone does not offer the type or disk category) or an exhausted quota: the
 /// autoscaler tries another pool or zone. The Go provider's list
@@ -77,7 +82,7 @@ impl EcsFailure {
 
     /// The ClientToken was used before with other parameters.
     pub(crate) fn is_idempotent_mismatch(&self) -> bool {
-        self.code == "IdempotentParameterMismatch"
+        self.code == IDEMPOTENT_PARAMETER_MISMATCH
     }
 
     /// The instance (or, for ResizeDisk, the disk: `IncorrectDiskStatus`, a disk
@@ -126,7 +131,7 @@ impl EcsFailure {
         if code.starts_with("Forbidden") || code == "NoPermission" {
             return ErrorKind::PermissionDenied;
         }
-        if code == "IdempotentParameterMismatch" {
+        if code == IDEMPOTENT_PARAMETER_MISMATCH {
             return ErrorKind::FailedPrecondition;
         }
         // The VM or the image is missing; any other missing thing (vSwitch, security
@@ -153,8 +158,8 @@ impl EcsFailure {
         let kind = self.kind();
         let reason = if self.code.is_empty() {
             match self.http_status {
-                Some(s) => format!("HTTP_{s}"),
-                None => "TRANSPORT".to_string(),
+                Some(s) => machine_driver_api::reasons::http_status(s),
+                None => machine_driver_api::reasons::TRANSPORT.to_string(),
             }
         } else {
             self.code.clone()

@@ -8,15 +8,16 @@
 //! the consumer's account id (the request's, or STS `GetCallerIdentity` with
 //! the consumer's key) is added with the owner's key
 //! (`ModifyImageSharePermission AddAccount.1`, a no-op when present). A
-//! missing owner secret is FAILED_PRECONDITION naming what to configure; the
-//! per-image share quota is RESOURCE_EXHAUSTED (`QuotaExceed.ShareImageUser`).
+//! missing owner secret is the kit's FAILED_PRECONDITION
+//! ([`ShareImage::owner_secret_required`]); the per-image share quota is RESOURCE_EXHAUSTED (`QuotaExceed.ShareImageUser`).
 //!
 //! Request data is checked against ECS's syntax before any call (INVALID_ARGUMENT
 //! naming the field): the image id, the region (part of the ECS host name) and
 //! a given consumer account (digits); each goes to ECS as its own parameter.
 
 use machine_driver_api::{
-    CallContext, DriverError, ImageShares, PageTokens, RevokedImageShare, ShareImage, SharedImage,
+    CallContext, DriverError, ImageShares, ListImageShares, PageTokens, RevokeImageShare, RevokedImageShare,
+    ShareImage, SharedImage,
 };
 
 use crate::clients::ClientPool;
@@ -30,10 +31,10 @@ pub(crate) async fn share_image(
     ctx: &CallContext,
     req: ShareImage,
 ) -> Result<SharedImage, DriverError> {
-    let (image, region) = image_and_region(&req)?;
+    let (image, region) = image_and_region(&req.image, req.region.as_deref())?;
     let consumer = AccessKey::from_secret(&req.consumer_secret, "consumerSecret")?;
     let consumer_api = pool.api(&consumer, &region, ctx)?;
-    let given_account = consumer_account(&req)?;
+    let given_account = consumer_account(req.consumer_account.as_deref())?;
 
     let mut p = Params::default();
     p.set("RegionId", &region).set("ImageId", &image);
@@ -46,13 +47,8 @@ pub(crate) async fn share_image(
         return Ok(SharedImage { image_id: image, granted_now: false, consumer_account });
     }
 
-    let Some(owner_secret) = &req.owner_secret else {
-        return Err(DriverError::owner_credentials_required(format!(
-            "image {image} is not visible to the consumer account and no owner credentials were given: configure the image owner's access key to share it"
-        )));
-    };
     // The owner key is checked before any call made for it.
-    let owner = AccessKey::from_secret(owner_secret, "ownerSecret")?;
+    let owner = AccessKey::from_secret(req.owner_secret_required()?, "ownerSecret")?;
     let account = match given_account {
         Some(a) => a,
         None => caller_account(&consumer_api).await?,
@@ -71,14 +67,11 @@ pub(crate) async fn share_image(
 pub(crate) async fn revoke_image_share(
     pool: &ClientPool,
     ctx: &CallContext,
-    req: ShareImage,
+    req: RevokeImageShare,
 ) -> Result<RevokedImageShare, DriverError> {
-    let (image, region) = image_and_region(&req)?;
-    let owner_secret = req.owner_secret.as_ref().ok_or_else(|| {
-        DriverError::owner_credentials_required("revoking a share needs the image owner's access key")
-    })?;
-    let owner = AccessKey::from_secret(owner_secret, "ownerSecret")?;
-    let account = match consumer_account(&req)? {
+    let (image, region) = image_and_region(&req.image, req.region.as_deref())?;
+    let owner = AccessKey::from_secret(&req.owner_secret, "ownerSecret")?;
+    let account = match consumer_account(req.consumer_account.as_deref())? {
         Some(a) => a,
         None => {
             let consumer = AccessKey::from_secret(&req.consumer_secret, "consumerSecret")?;
@@ -106,17 +99,15 @@ const SHARES_PAGE_SIZE: u64 = 100;
 /// The request's image id and region, checked against ECS's syntax: an image
 /// id (`m-...`) or a public image's name (`ubuntu_24_04_x64_20G_alibase_20250101.vhd`)
 /// is ASCII letters, digits, `_`, `-` and `.`; the region becomes part of a host name.
-fn image_and_region(req: &ShareImage) -> Result<(String, String), DriverError> {
-    let image = req.image.trim().to_string();
+fn image_and_region(image: &str, region: Option<&str>) -> Result<(String, String), DriverError> {
+    let image = image.trim().to_string();
     let image_ok = !image.is_empty()
         && image.len() <= MAX_IMAGE_ID
         && image.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
     if !image_ok {
         return Err(DriverError::invalid_argument("image", format!("{image:?} is not one ECS image id")));
     }
-    let region = req
-        .region
-        .as_deref()
+    let region = region
         .map(str::trim)
         .filter(|r| crate::naming::is_region(r))
         .ok_or_else(|| DriverError::invalid_argument("region", "is required: a region id (ECS images are regional)"))?
@@ -125,8 +116,8 @@ fn image_and_region(req: &ShareImage) -> Result<(String, String), DriverError> {
 }
 
 /// The request's consumer account, when given: an Alibaba Cloud account id (digits only).
-fn consumer_account(req: &ShareImage) -> Result<Option<String>, DriverError> {
-    let Some(account) = req.consumer_account.as_deref().map(str::trim).filter(|a| !a.is_empty()) else {
+fn consumer_account(given: Option<&str>) -> Result<Option<String>, DriverError> {
+    let Some(account) = given.map(str::trim).filter(|a| !a.is_empty()) else {
         return Ok(None);
     };
     if account.len() > MAX_ACCOUNT_ID || !account.bytes().all(|b| b.is_ascii_digit()) {
@@ -142,14 +133,10 @@ fn consumer_account(req: &ShareImage) -> Result<Option<String>, DriverError> {
 pub(crate) async fn list_image_shares(
     pool: &ClientPool,
     ctx: &CallContext,
-    req: ShareImage,
+    req: ListImageShares,
 ) -> Result<ImageShares, DriverError> {
-    let (image, region) = image_and_region(&req)?;
-    let owner_secret = req
-        .owner_secret
-        .as_ref()
-        .ok_or_else(|| DriverError::owner_credentials_required("listing shares needs the image owner's access key"))?;
-    let owner = AccessKey::from_secret(owner_secret, "ownerSecret")?;
+    let (image, region) = image_and_region(&req.image, req.region.as_deref())?;
+    let owner = AccessKey::from_secret(&req.owner_secret, "ownerSecret")?;
     shares_of(&pool.api(&owner, &region, ctx)?, &region, &image).await
 }
 

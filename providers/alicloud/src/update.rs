@@ -135,7 +135,7 @@ impl AlicloudDriver {
         let Some(instance) = self.lookups.get(&api, &key, &region, &id).await? else {
             if self.recent.contains(&id) {
                 return Err(DriverError::unavailable(
-                    "NOT_VISIBLE_YET",
+                    machine_driver_api::reasons::NOT_VISIBLE_YET,
                     format!("{what} was created a moment ago and ECS does not list it yet"),
                     crate::errors::RETRY_SOON,
                 ));

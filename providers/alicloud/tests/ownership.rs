@@ -9,7 +9,7 @@
 
 mod support;
 
-use machine_driver_api::{Driver, DriverError, ErrorKind, MachineRef, ShareImage};
+use machine_driver_api::{Driver, DriverError, ErrorKind, MachineRef, OwnerSecret, RevokeImageShare, ShareImage};
 use serde_json::json;
 use support::{FakeCloud, ctx};
 
@@ -256,7 +256,7 @@ async fn traversal_and_quoting_strings_reach_no_request() {
     let share = |image: &str, region: &str, account: Option<&str>| ShareImage {
         image: image.into(),
         region: Some(region.into()),
-        owner_secret: Some(cloud.owner_secret()),
+        owner_secret: OwnerSecret::new(cloud.owner_secret()),
         consumer_secret: cloud.secret.clone(),
         consumer_account: account.map(str::to_string),
     };
@@ -269,7 +269,14 @@ async fn traversal_and_quoting_strings_reach_no_request() {
     ] {
         let e = driver.share_image(&ctx("share", 10), req.clone()).await.unwrap_err();
         assert_eq!(field_of(e).as_deref(), Some(field));
-        let e = driver.revoke_image_share(&ctx("revoke", 10), req).await.unwrap_err();
+        let revoke = RevokeImageShare {
+            image: req.image,
+            region: req.region,
+            owner_secret: req.owner_secret.unwrap(),
+            consumer_secret: req.consumer_secret,
+            consumer_account: req.consumer_account,
+        };
+        let e = driver.revoke_image_share(&ctx("revoke", 10), revoke).await.unwrap_err();
         assert_eq!(field_of(e).as_deref(), Some(field));
     }
     assert_eq!(cloud.calls().await.total, 0);

@@ -4,14 +4,24 @@
 
 mod support;
 
-use machine_driver_api::{Driver, ErrorKind, ShareImage};
+use machine_driver_api::{Driver, ErrorKind, OwnerSecret, RevokeImageShare, ShareImage};
 use support::{FakeCloud, ctx};
 
 fn request(cloud: &FakeCloud, image: &str, owner: bool) -> ShareImage {
     ShareImage {
         image: image.to_string(),
         region: Some("eu-central-1".into()),
-        owner_secret: owner.then(|| cloud.owner_secret()),
+        owner_secret: owner.then(|| OwnerSecret::new(cloud.owner_secret()).unwrap()),
+        consumer_secret: cloud.secret.clone(),
+        consumer_account: None,
+    }
+}
+
+fn revoke_request(cloud: &FakeCloud, image: &str) -> RevokeImageShare {
+    RevokeImageShare {
+        image: image.to_string(),
+        region: Some("eu-central-1".into()),
+        owner_secret: OwnerSecret::new(cloud.owner_secret()).unwrap(),
         consumer_secret: cloud.secret.clone(),
         consumer_account: None,
     }
@@ -46,11 +56,11 @@ async fn a_private_image_is_shared_once_and_then_launchable() {
 
     // Revoked: the consumer can no longer launch it; a repeat changes nothing.
     let revoked =
-        driver.revoke_image_share(&ctx("revoke", 10), request(&cloud, fake_ecs::ALLOWED_IMAGE, true)).await.unwrap();
+        driver.revoke_image_share(&ctx("revoke", 10), revoke_request(&cloud, fake_ecs::ALLOWED_IMAGE)).await.unwrap();
     assert!(revoked.revoked_now);
     assert_eq!(revoked.consumer_account, fake_ecs::ACCOUNT_ID);
     let again =
-        driver.revoke_image_share(&ctx("revoke", 10), request(&cloud, fake_ecs::ALLOWED_IMAGE, true)).await.unwrap();
+        driver.revoke_image_share(&ctx("revoke", 10), revoke_request(&cloud, fake_ecs::ALLOWED_IMAGE)).await.unwrap();
     assert!(!again.revoked_now);
     create.machine.uid = "uid-s-1-after-revoke".into();
     create.machine.name = "s-2".into();

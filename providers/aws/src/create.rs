@@ -93,7 +93,7 @@ impl AwsDriver {
             if generation >= MAX_LAUNCH_GENERATIONS {
                 return Err(DriverError::new(
                     ErrorKind::FailedPrecondition,
-                    "INSTANCE_TERMINATED",
+                    crate::errors::INSTANCE_TERMINATED,
                     format!(
                         "{MAX_LAUNCH_GENERATIONS} instances launched for this machine were terminated, \
                          the last ({terminated}): {why}"
@@ -148,7 +148,7 @@ impl AwsDriver {
         match found.len() {
             1 => Ok(found.remove(0)),
             0 => Err(DriverError::unavailable(
-                "NOT_VISIBLE_YET",
+                machine_driver_api::reasons::NOT_VISIBLE_YET,
                 "an instance was launched for this machine with other parameters but is not visible yet",
                 crate::errors::RETRY_SOON,
             )),

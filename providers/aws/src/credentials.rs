@@ -77,7 +77,7 @@ impl WebIdentity {
         let unusable = |why: String| {
             DriverError::new(
                 machine_driver_api::ErrorKind::Unauthenticated,
-                "WEB_IDENTITY_TOKEN_UNREADABLE",
+                machine_driver_api::reasons::WORKLOAD_IDENTITY_TOKEN_UNREADABLE,
                 format!("workload identity token file {}: {why}", self.token_file.display()),
             )
         };

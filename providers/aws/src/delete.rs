@@ -68,7 +68,7 @@ impl AwsDriver {
                 // would leave it running with no Machine to claim it.
                 None if self.recent_launch(&req, &c).is_some_and(|l| l.instance_id == id) => {
                     return Err(DriverError::unavailable(
-                        "NOT_VISIBLE_YET",
+                        machine_driver_api::reasons::NOT_VISIBLE_YET,
                         "the instance was launched a moment ago and is not visible in EC2 yet",
                         RETRY_SOON,
                     ));

@@ -147,7 +147,11 @@ impl Driver for AwsDriver {
         self.share(ctx, req).await
     }
 
-    async fn revoke_image_share(&self, ctx: &CallContext, req: ShareImage) -> Result<RevokedImageShare> {
+    async fn revoke_image_share(
+        &self,
+        ctx: &CallContext,
+        req: machine_driver_api::RevokeImageShare,
+    ) -> Result<RevokedImageShare> {
         self.revoke(ctx, req).await
     }
 
@@ -155,7 +159,11 @@ impl Driver for AwsDriver {
         self.update(ctx, req).await
     }
 
-    async fn list_image_shares(&self, ctx: &CallContext, req: ShareImage) -> Result<ImageShares> {
+    async fn list_image_shares(
+        &self,
+        ctx: &CallContext,
+        req: machine_driver_api::ListImageShares,
+    ) -> Result<ImageShares> {
         self.list_shares(ctx, req).await
     }
 }

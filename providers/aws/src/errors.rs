@@ -10,6 +10,21 @@ use machine_driver_api::{CloudCall, CloudFailure, DriverError, ErrorKind};
 /// The kit's retry delay for failures the cloud names none for.
 pub(crate) use machine_driver_api::RETRY_SOON;
 
+/// Reason FAILED_PRECONDITION: every launch generation of the machine ended terminated; CreateMachine gives up instead of launching again.
+pub(crate) const INSTANCE_TERMINATED: &str = "INSTANCE_TERMINATED";
+/// Reason UNAVAILABLE (retry soon): a network interface of the instance is not visible to EC2 yet.
+pub(crate) const INTERFACE_NOT_VISIBLE: &str = "INTERFACE_NOT_VISIBLE";
+/// Reason FAILED_PRECONDITION: EBS refuses another modification of the volume until its six-hour cooldown has passed.
+pub(crate) const VOLUME_MODIFICATION_COOLDOWN: &str = "VOLUME_MODIFICATION_COOLDOWN";
+/// Reason FAILED_PRECONDITION: a modification of the volume is still running and does not reach the wanted size, type or performance.
+pub(crate) const VOLUME_MODIFICATION_IN_PROGRESS: &str = "VOLUME_MODIFICATION_IN_PROGRESS";
+/// Reason UNAVAILABLE (retry soon): AWS did not answer in time.
+pub(crate) const TIMEOUT: &str = "TIMEOUT";
+/// Reason UNAVAILABLE (retry soon): the request could not be sent to AWS.
+pub(crate) const DISPATCH_FAILURE: &str = "DISPATCH_FAILURE";
+/// Reason UNAVAILABLE (retry soon): AWS's answer could not be read.
+pub(crate) const RESPONSE_ERROR: &str = "RESPONSE_ERROR";
+
 /// Longest part of AWS's own message kept in ours.
 const MAX_AWS_MESSAGE: usize = 300;
 
@@ -238,15 +253,15 @@ impl AwsFailure {
                     message: se.err().message().map(str::to_string),
                 }
             }
-            SdkError::TimeoutError(_) => Problem::Transport { reason: "TIMEOUT", what: "AWS did not answer in time" },
+            SdkError::TimeoutError(_) => Problem::Transport { reason: TIMEOUT, what: "AWS did not answer in time" },
             SdkError::DispatchFailure(d) if d.is_timeout() => {
-                Problem::Transport { reason: "TIMEOUT", what: "AWS did not answer in time" }
+                Problem::Transport { reason: TIMEOUT, what: "AWS did not answer in time" }
             }
             SdkError::DispatchFailure(_) => {
-                Problem::Transport { reason: "DISPATCH_FAILURE", what: "could not reach AWS" }
+                Problem::Transport { reason: DISPATCH_FAILURE, what: "could not reach AWS" }
             }
             SdkError::ResponseError(_) => {
-                Problem::Transport { reason: "RESPONSE_ERROR", what: "could not read AWS's answer" }
+                Problem::Transport { reason: RESPONSE_ERROR, what: "could not read AWS's answer" }
             }
             SdkError::ConstructionFailure(_) => Problem::Internal { what: "could not build the request" },
             _ => Problem::Internal { what: "unexpected SDK failure" },

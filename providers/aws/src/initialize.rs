@@ -12,6 +12,10 @@
 //!   the launch and this call is seen by the next call, which reads);
 //! - otherwise the status lookup (1-2 DescribeInstances); a Spot instance EC2
 //!   interrupted is NOT_FOUND `SPOT_RECLAIMED`, as GetMachineStatus answers;
+//!   an instance EC2 does not show is the kit's absent-VM answer
+//!   ([`AbsentVm::unavailable`]): UNAVAILABLE `NOT_VISIBLE_YET` for a launch
+//!   of this process within the visibility grace or a young machine, NOT_FOUND
+//!   otherwise (as GetMachineStatus answers);
 //! - either way the kit judges the instance (the launch record carries the
 //!   tags it was launched with) and a foreign one is NOT_FOUND, untouched;
 //! - then one ModifyNetworkInterfaceAttribute per interface whose source/dest
@@ -24,7 +28,8 @@
 use aws_sdk_ec2::types::AttributeBooleanValue;
 use aws_sdk_ec2::types::Tag;
 use machine_driver_api::{
-    CallContext, CallFailure, DriverError, InitializedMachine, MachineRef, Ownership, Result, foreign_not_found,
+    AbsentVm, CallContext, CallFailure, DriverError, InitializedMachine, MachineRef, Ownership, Result,
+    foreign_not_found,
 };
 
 use crate::clients::AwsClients;
@@ -86,11 +91,13 @@ impl AwsDriver {
             },
             Lookup::Dead(i) => return Err(crate::spot::dead_answer(&i, &markers, &req.machine)),
             Lookup::Missing => {
-                return Err(DriverError::unavailable(
-                    "NOT_VISIBLE_YET",
-                    "the instance is not visible in EC2 yet",
-                    RETRY_SOON,
-                ));
+                let launch = self.recent_launch(&req, &c);
+                return Err(AbsentVm::new(&req.machine, format!("instance of machine {}", req.machine.name))
+                    .created(launch.map(|l| provider_id::encode(&l.region, &l.instance_id)))
+                    .unavailable(
+                        machine_driver_api::reasons::NOT_VISIBLE_YET,
+                        "the instance is not visible in EC2 yet",
+                    ));
             }
         };
         let applied = apply(ctx, &c, &steps::interface_work(&spec, &instance)).await?;
@@ -110,7 +117,7 @@ async fn apply(ctx: &CallContext, c: &AwsClients, work: &[InterfaceWork]) -> Res
     let not_visible = |f: CallFailure<AwsFailure>| {
         if f.cloud().is_some_and(AwsFailure::is_interface_not_found) {
             DriverError::unavailable(
-                "NOT_VISIBLE_YET",
+                machine_driver_api::reasons::NOT_VISIBLE_YET,
                 "the instance's interfaces are not visible in EC2 yet",
                 RETRY_SOON,
             )

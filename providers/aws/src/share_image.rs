@@ -14,7 +14,10 @@ use aws_sdk_ec2::types::{
     CreateVolumePermission, CreateVolumePermissionModifications, Image, LaunchPermission,
     LaunchPermissionModifications, SnapshotAttributeName,
 };
-use machine_driver_api::{CallContext, DriverError, ImageShares, Result, RevokedImageShare, ShareImage, SharedImage};
+use machine_driver_api::{
+    CallContext, DriverError, ImageShares, ListImageShares, Result, RevokeImageShare, RevokedImageShare, ShareImage,
+    SharedImage,
+};
 
 use crate::clients::AwsClients;
 use crate::driver::AwsDriver;
@@ -23,19 +26,13 @@ use crate::{aws_call, provider_id};
 
 impl AwsDriver {
     pub(crate) async fn share(&self, ctx: &CallContext, req: ShareImage) -> Result<SharedImage> {
-        let (region, given_account) = checked(&req)?;
+        let (region, given_account) = checked(&req.image, req.region.as_deref(), req.consumer_account.as_deref())?;
         let consumer = self.clients(ctx, &req.consumer_secret, &region).await?;
         if describe_image(ctx, &consumer, &req.image).await?.is_some() {
             let consumer_account = self.consumer_account(ctx, &consumer, given_account.as_deref()).await?;
             return Ok(SharedImage { image_id: req.image, granted_now: false, consumer_account });
         }
-        let Some(owner_secret) = req.owner_secret.as_ref() else {
-            return Err(DriverError::owner_credentials_required(format!(
-                "image {} is not launchable by the consumer account and no owner credentials were given",
-                req.image
-            )));
-        };
-        let owner = self.clients(ctx, owner_secret, &region).await?;
+        let owner = self.clients(ctx, req.owner_secret_required()?, &region).await?;
         let image = describe_image(ctx, &owner, &req.image)
             .await?
             .ok_or_else(|| DriverError::not_found(format!("image {} in the owner account", req.image)))?;
@@ -56,12 +53,9 @@ impl AwsDriver {
     /// image's snapshots and one ModifySnapshotAttribute (createVolumePermission
     /// remove) per EBS snapshot. The consumer is the request's account or STS
     /// GetCallerIdentity with the consumer's credentials.
-    pub(crate) async fn revoke(&self, ctx: &CallContext, req: ShareImage) -> Result<RevokedImageShare> {
-        let (region, given_account) = checked(&req)?;
-        let owner_secret = req.owner_secret.as_ref().ok_or_else(|| {
-            DriverError::owner_credentials_required("revoking a share needs the image owner's credentials")
-        })?;
-        let owner = self.clients(ctx, owner_secret, &region).await?;
+    pub(crate) async fn revoke(&self, ctx: &CallContext, req: RevokeImageShare) -> Result<RevokedImageShare> {
+        let (region, given_account) = checked(&req.image, req.region.as_deref(), req.consumer_account.as_deref())?;
+        let owner = self.clients(ctx, &req.owner_secret, &region).await?;
         let consumer_account = match given_account {
             Some(a) => a,
             None => {
@@ -91,12 +85,9 @@ impl AwsDriver {
 
     /// ListImageShares: DescribeImageAttribute (launchPermission) with the
     /// owner's credentials: the account ids, public when the group `all` is there.
-    pub(crate) async fn list_shares(&self, ctx: &CallContext, req: ShareImage) -> Result<ImageShares> {
-        let (region, _) = checked(&req)?;
-        let owner_secret = req.owner_secret.as_ref().ok_or_else(|| {
-            DriverError::owner_credentials_required("listing shares needs the image owner's credentials")
-        })?;
-        let owner = self.clients(ctx, owner_secret, &region).await?;
+    pub(crate) async fn list_shares(&self, ctx: &CallContext, req: ListImageShares) -> Result<ImageShares> {
+        let (region, _) = checked(&req.image, req.region.as_deref(), None)?;
+        let owner = self.clients(ctx, &req.owner_secret, &region).await?;
         let attribute = launch_permissions(ctx, &owner, &req.image).await?;
         Ok(ImageShares {
             consumer_accounts: attribute.iter().filter_map(|p| p.user_id().map(str::to_string)).collect(),
@@ -123,20 +114,19 @@ impl AwsDriver {
 /// The region and the consumer account (when given) of an image request,
 /// checked against AWS's syntax before anything reaches EC2: INVALID_ARGUMENT
 /// naming `region`, `image` (an AMI id) or `consumer_account` (12 digits).
-fn checked(req: &ShareImage) -> Result<(String, Option<String>)> {
-    let region = req
-        .region
-        .clone()
+fn checked(image: &str, region: Option<&str>, consumer_account: Option<&str>) -> Result<(String, Option<String>)> {
+    let region = region
         .filter(|r| !r.is_empty())
+        .map(str::to_string)
         .ok_or_else(|| DriverError::invalid_argument("region", "is required for AWS images (AMIs are regional)"))?;
     provider_id::check_region("region", &region)?;
-    if !crate::spec_validation::is_ami_id(&req.image) {
+    if !crate::spec_validation::is_ami_id(image) {
         return Err(DriverError::invalid_argument(
             "image",
             "expected an AMI id (ami- followed by 8 or 17 lowercase hex digits)",
         ));
     }
-    let account = req.consumer_account.as_deref().map(str::trim).filter(|a| !a.is_empty());
+    let account = consumer_account.map(str::trim).filter(|a| !a.is_empty());
     if let Some(a) = account.filter(|a| !provider_id::is_account_id(a)) {
         return Err(DriverError::invalid_argument(
             "consumer_account",

@@ -446,7 +446,7 @@ async fn without_pending<'a>(
         if !reaches {
             return Err(DriverError::new(
                 ErrorKind::FailedPrecondition,
-                "VOLUME_MODIFICATION_IN_PROGRESS",
+                crate::errors::VOLUME_MODIFICATION_IN_PROGRESS,
                 format!(
                     "volume {vid} (providerSpec.blockDevices[{}]) is being modified to other values; EC2 takes the \
                      next modification only once this one completed (and 6 hours after it started)",
@@ -540,7 +540,7 @@ async fn modify_volume(ctx: &CallContext, c: &AwsClients, cv: &ClassVolume<'_>, 
         {
             Err(DriverError::new(
                 ErrorKind::FailedPrecondition,
-                "VOLUME_MODIFICATION_COOLDOWN",
+                crate::errors::VOLUME_MODIFICATION_COOLDOWN,
                 format!(
                     "volume {vid} (providerSpec.blockDevices[{}]): EC2 takes one modification per volume at a time \
                      and at most one every 6 hours",

@@ -272,7 +272,7 @@ pub(crate) async fn apply_metadata_change(
 fn refused(f: CallFailure<AwsFailure>, field: &str, what: &str) -> DriverError {
     if f.cloud().is_some_and(AwsFailure::is_interface_not_found) {
         return DriverError::unavailable(
-            "INTERFACE_NOT_VISIBLE",
+            crate::errors::INTERFACE_NOT_VISIBLE,
             format!("{what} is no longer visible in EC2; the retry reads the instance again"),
             RETRY_SOON,
         );

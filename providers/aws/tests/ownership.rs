@@ -329,7 +329,7 @@ async fn traversal_strings_reach_no_endpoint_path_or_filter() {
     let share = |image: &str, region: &str, account: &str| ShareImage {
         image: image.into(),
         region: Some(region.into()),
-        owner_secret: Some(s.secret.clone()),
+        owner_secret: machine_driver_api::OwnerSecret::new(s.secret.clone()),
         consumer_secret: s.secret.clone(),
         consumer_account: Some(account.into()),
     };
@@ -339,7 +339,14 @@ async fn traversal_strings_reach_no_endpoint_path_or_filter() {
         (share("ami-0000000000000a11d", "../eu-west-1", "222222222222"), "region"),
     ];
     for (req, field) in cases {
-        let err = s.driver.revoke_image_share(&ctx(), req.clone()).await.unwrap_err();
+        let revoke = machine_driver_api::RevokeImageShare {
+            image: req.image.clone(),
+            region: req.region.clone(),
+            owner_secret: req.owner_secret.clone().unwrap(),
+            consumer_secret: req.consumer_secret.clone(),
+            consumer_account: req.consumer_account.clone(),
+        };
+        let err = s.driver.revoke_image_share(&ctx(), revoke).await.unwrap_err();
         assert_eq!((err.kind(), err.field()), (ErrorKind::InvalidArgument, Some(field)), "{req:?}");
         let err = s.driver.share_image(&ctx(), req).await.unwrap_err();
         assert_eq!(err.field(), Some(field));
@@ -370,7 +377,8 @@ async fn the_launch_records_serve_only_the_credentials_that_launched() {
     assert_eq!(status.kind(), ErrorKind::NotFound, "answered from another account's launch: {status:?}");
     let with_pid = Machine { provider_id: Some(pid.clone()), ..m.clone() };
     let init = s.driver.initialize_machine(&ctx(), foreign(&with_pid)).await.unwrap_err();
-    assert_eq!((init.kind(), init.reason()), (ErrorKind::Unavailable, "NOT_VISIBLE_YET"), "{init:?}");
+    // No launch of these credentials and no young machine: gone, as GetMachineStatus answered (the kit's AbsentVm).
+    assert_eq!(init.kind(), ErrorKind::NotFound, "{init:?}");
     let calls = s.take_calls().await;
     assert_eq!(calls.get("ModifyNetworkInterfaceAttribute"), None, "used the launch record: {calls:?}");
     assert!(calls.contains_key("DescribeInstances"), "it must read: {calls:?}");
@@ -407,7 +415,12 @@ async fn status_reads_no_launch_from_last_known_state_only_the_young_machine_rul
     let on_its_way = s.driver.get_machine_status(&ctx(), s.at(&young, &mine())).await.unwrap();
     assert_eq!((on_its_way.provider_id.as_str(), on_its_way.node_name.as_str()), (pid.as_str(), node));
     assert_eq!(on_its_way.pending_steps, [machine_driver_api::AWAIT_VISIBILITY]);
+    // InitializeMachine answers the same rule (the kit's AbsentVm): on its way is UNAVAILABLE, retried.
+    let init = s.driver.initialize_machine(&ctx(), s.at(&young, &mine())).await.unwrap_err();
+    assert_eq!((init.kind(), init.reason()), (ErrorKind::Unavailable, "NOT_VISIBLE_YET"), "{init:?}");
     let old = Machine { created_at: Some(std::time::SystemTime::now() - Duration::from_secs(3600)), ..young };
     let err = s.driver.get_machine_status(&ctx(), s.at(&old, &mine())).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotFound, "{err:?}");
+    let init = s.driver.initialize_machine(&ctx(), s.at(&old, &mine())).await.unwrap_err();
+    assert_eq!(init.kind(), ErrorKind::NotFound, "gone, as GetMachineStatus answers: {init:?}");
 }

@@ -67,11 +67,6 @@ const ANSWER_MARGIN: Duration = Duration::from_secs(2);
 /// Retry delay while an earlier VM of the machine is being deleted.
 const RETRY_WHILE_DELETING: Duration = Duration::from_secs(10);
 
-/// The reason of CreateMachine's answer for a machine whose Spot VM Azure
-/// evicted and kept ([`AzureDriver::remove_reclaimed`]; not the kit's
-/// `SPOT_RECLAIMED`, which is GetMachineStatus's answer and counted as such).
-const SPOT_VM_RECLAIMED: &str = "SPOT_VM_RECLAIMED_DELETING";
-
 /// Retry delay when ARM refused the create-only PUT (the VM exists) but a GET does not show the VM yet.
 const RETRY_WHILE_INVISIBLE: Duration = Duration::from_secs(5);
 
@@ -162,7 +157,7 @@ impl AzureDriver {
                     }
                     if f.is_precondition_failed() {
                         return Err(DriverError::unavailable(
-                            "VM_NOT_VISIBLE",
+                            machine_driver_api::reasons::NOT_VISIBLE_YET,
                             format!("VM {} exists but is not readable yet", target.name),
                             RETRY_WHILE_INVISIBLE,
                         ));
@@ -224,7 +219,7 @@ impl AzureDriver {
         match vm::provisioning(existing) {
             Provisioning::Failed => Err(self.remove_failed(api, target, existing).await),
             Provisioning::Deleting => Err(DriverError::unavailable(
-                "VM_DELETING",
+                crate::errors::VM_DELETING,
                 format!("an earlier VM {} of this machine is being deleted", target.name),
                 RETRY_WHILE_DELETING,
             )),
@@ -263,7 +258,7 @@ impl AzureDriver {
         }
         self.deleted.record(target.clone(), ());
         DriverError::unavailable(
-            SPOT_VM_RECLAIMED,
+            crate::errors::SPOT_VM_RECLAIMED,
             format!(
                 "Azure reclaimed Spot VM {} ({shown}); it is being deleted with its NIC and disks, and a retry creates a new VM",
                 target.provider_id()
@@ -323,7 +318,7 @@ impl AzureDriver {
                 Outcome::Failed(f) => return Err(f.driver_error("compute disks.createOrUpdate")),
                 Outcome::Running => {
                     return Err(DriverError::unavailable(
-                        "DISK_PROVISIONING",
+                        crate::errors::DISK_PROVISIONING,
                         format!("data disk {name} is still being made from its image"),
                         Duration::from_secs(5),
                     ));

@@ -17,6 +17,25 @@ use crate::transport::ResponseMeta;
 /// The kit's retry delay for failures the cloud names none for.
 pub(crate) use machine_driver_api::RETRY_SOON;
 
+/// Reason UNAVAILABLE (retry soon): a data disk of the VM is still being created.
+pub(crate) const DISK_PROVISIONING: &str = "DISK_PROVISIONING";
+/// Reason UNAVAILABLE (retry soon): a disk update of UpdateMachine is still running.
+pub(crate) const DISK_UPDATING: &str = "DISK_UPDATING";
+/// Reason FAILED_PRECONDITION: the marketplace image has no agreement in the subscription.
+pub(crate) const MARKETPLACE_AGREEMENT_NOT_FOUND: &str = "MARKETPLACE_AGREEMENT_NOT_FOUND";
+/// Reason PERMISSION_DENIED: the marketplace image's terms are not accepted and the credentials may not accept them.
+pub(crate) const MARKETPLACE_TERMS_NOT_ACCEPTED: &str = "MARKETPLACE_TERMS_NOT_ACCEPTED";
+/// Reason UNAVAILABLE: the machine's VM is being deleted; retry once it is gone.
+pub(crate) const VM_DELETING: &str = "VM_DELETING";
+/// Reason UNAVAILABLE: CreateMachine found the machine's Spot VM evicted and is deleting it before creating it again (not the kit's `SPOT_RECLAIMED`, which is GetMachineStatus's answer).
+pub(crate) const SPOT_VM_RECLAIMED: &str = "SPOT_VM_RECLAIMED_DELETING";
+/// Reason FAILED_PRECONDITION: the update plan would leave a resource with more tags than ARM keeps.
+pub(crate) const TOO_MANY_TAGS: &str = "TOO_MANY_TAGS";
+/// The reason of an ARM failure with neither a code, an HTTP status nor a transport problem (its kind is INTERNAL).
+pub(crate) const OPERATION_FAILED: &str = "OPERATION_FAILED";
+/// Reason UNAVAILABLE (retry soon): a share of the gallery image is still being applied.
+pub(crate) const SHARING_IN_PROGRESS: &str = "SHARING_IN_PROGRESS";
+
 /// How long Azure keeps a NIC reserved for the VM whose creation failed or
 /// which was deleted (`NicReservedForAnotherVm`).
 pub(crate) const NIC_RESERVATION: Duration = Duration::from_secs(180);
@@ -253,11 +272,11 @@ impl ArmFailure {
             return c.clone();
         }
         match (self.transport, self.http_status) {
-            (Some(TransportProblem::Network), _) => "TRANSPORT".into(),
-            (Some(TransportProblem::Credentials), _) => "CREDENTIALS".into(),
-            (Some(TransportProblem::Decode), _) => "UNDECODABLE_RESPONSE".into(),
-            (None, Some(s)) => format!("HTTP_{s}"),
-            (None, None) => "OPERATION_FAILED".into(),
+            (Some(TransportProblem::Network), _) => machine_driver_api::reasons::TRANSPORT.to_string(),
+            (Some(TransportProblem::Credentials), _) => machine_driver_api::reasons::CREDENTIALS.to_string(),
+            (Some(TransportProblem::Decode), _) => machine_driver_api::reasons::UNDECODABLE_RESPONSE.to_string(),
+            (None, Some(s)) => machine_driver_api::reasons::http_status(s),
+            (None, None) => OPERATION_FAILED.to_string(),
         }
     }
 

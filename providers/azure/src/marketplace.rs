@@ -272,7 +272,7 @@ impl Marketplace {
             api.get_raw("marketplaceordering", "marketplaceAgreements.get", &url).await.map_err(|e| match e {
                 CallFailure::Cloud(_, f) if f.is_not_found() => DriverError::new(
                     ErrorKind::FailedPrecondition,
-                    "MARKETPLACE_AGREEMENT_NOT_FOUND",
+                    crate::errors::MARKETPLACE_AGREEMENT_NOT_FOUND,
                     format!("the marketplace has no agreement for the image's purchase plan ({which})"),
                 ),
                 other => other.into(),
@@ -302,7 +302,7 @@ impl Marketplace {
             }
             Err(CallFailure::Cloud(_, f)) if f.is_forbidden() => Err(DriverError::new(
                 ErrorKind::PermissionDenied,
-                "MARKETPLACE_TERMS_NOT_ACCEPTED",
+                crate::errors::MARKETPLACE_TERMS_NOT_ACCEPTED,
                 format!(
                     "the marketplace terms of the image's purchase plan ({which}) are not accepted in subscription \
                      {subscription}, and the identity may not accept them: it lacks the permission \

@@ -18,7 +18,8 @@
 use std::time::Duration;
 
 use machine_driver_api::{
-    CallContext, CallFailure, DriverError, ImageShares, RevokedImageShare, ShareImage, SharedImage,
+    CallContext, CallFailure, DriverError, ImageShares, ListImageShares, RevokeImageShare, RevokedImageShare,
+    ShareImage, SharedImage,
 };
 
 use crate::clients::ClientPool;
@@ -97,8 +98,8 @@ impl GalleryImageVersion {
 
 /// The request's consumer account (a subscription id: it goes into the
 /// consumer's request path), `None` when not given.
-fn consumer_account(req: &ShareImage) -> Result<Option<String>, DriverError> {
-    let Some(account) = req.consumer_account.as_deref().map(str::trim).filter(|a| !a.is_empty()) else {
+fn consumer_account(given: Option<&str>) -> Result<Option<String>, DriverError> {
+    let Some(account) = given.map(str::trim).filter(|a| !a.is_empty()) else {
         return Ok(None);
     };
     check_subscription("consumerAccount", account)?;
@@ -117,7 +118,7 @@ pub(crate) async fn share_image(
     })?;
     check_location("region", location)?;
     let consumer = AzureCredentials::from_secret(&req.consumer_secret, "consumerSecret")?;
-    let consumer_sub = match consumer_account(&req)? {
+    let consumer_sub = match consumer_account(req.consumer_account.as_deref())? {
         Some(account) => account,
         None => consumer.subscription_id.clone(),
     };
@@ -140,13 +141,7 @@ pub(crate) async fn share_image(
         Err(e) => return Err(e.into()),
     }
 
-    let Some(owner_secret) = &req.owner_secret else {
-        return Err(DriverError::owner_credentials_required(format!(
-            "image {} is not shared with subscription {consumer_sub} and no owner credentials were given",
-            req.image.trim()
-        )));
-    };
-    let owner = AzureCredentials::from_secret(owner_secret, "ownerSecret")?;
+    let owner = AzureCredentials::from_secret(req.owner_secret_required()?, "ownerSecret")?;
     let owner_api = pool.api(&owner, None, ctx)?;
     update_sharing(&owner_api, &image, "Add", &consumer_sub).await?;
     Ok(answer(true))
@@ -159,17 +154,14 @@ pub(crate) async fn share_image(
 pub(crate) async fn revoke_image_share(
     pool: &ClientPool,
     ctx: &CallContext,
-    req: ShareImage,
+    req: RevokeImageShare,
 ) -> Result<RevokedImageShare, DriverError> {
     let image = GalleryImageVersion::parse(&req.image)?;
-    let consumer_sub = match consumer_account(&req)? {
+    let consumer_sub = match consumer_account(req.consumer_account.as_deref())? {
         Some(account) => account,
         None => AzureCredentials::from_secret(&req.consumer_secret, "consumerSecret")?.subscription_id,
     };
-    let owner_secret = req.owner_secret.as_ref().ok_or_else(|| {
-        DriverError::owner_credentials_required("revoking a share needs the gallery owner's credentials")
-    })?;
-    let owner = AzureCredentials::from_secret(owner_secret, "ownerSecret")?;
+    let owner = AzureCredentials::from_secret(&req.owner_secret, "ownerSecret")?;
     let owner_api = pool.api(&owner, None, ctx)?;
     let shared = gallery_shares(&owner_api, &image).await?.consumer_accounts.contains(&consumer_sub);
     if !shared {
@@ -185,13 +177,10 @@ pub(crate) async fn revoke_image_share(
 pub(crate) async fn list_image_shares(
     pool: &ClientPool,
     ctx: &CallContext,
-    req: ShareImage,
+    req: ListImageShares,
 ) -> Result<ImageShares, DriverError> {
     let image = GalleryImageVersion::parse(&req.image)?;
-    let owner_secret = req.owner_secret.as_ref().ok_or_else(|| {
-        DriverError::owner_credentials_required("listing shares needs the gallery owner's credentials")
-    })?;
-    let owner = AzureCredentials::from_secret(owner_secret, "ownerSecret")?;
+    let owner = AzureCredentials::from_secret(&req.owner_secret, "ownerSecret")?;
     gallery_shares(&pool.api(&owner, None, ctx)?, &image).await
 }
 
@@ -258,7 +247,7 @@ async fn update_sharing(
             Outcome::Failed(f) => return Err(f.driver_error("compute gallerySharingProfile.update")),
             Outcome::Running => {
                 return Err(DriverError::unavailable(
-                    "SHARING_IN_PROGRESS",
+                    crate::errors::SHARING_IN_PROGRESS,
                     format!(
                         "changing the sharing of gallery {} with subscription {consumer_sub} is still in progress",
                         image.gallery

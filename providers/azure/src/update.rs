@@ -89,8 +89,6 @@ const TAGS_FIELD: &str = "providerSpec.tags";
 const VM_SIZE_FIELD: &str = "providerSpec.properties.hardwareProfile.vmSize";
 const IMAGE_FIELD: &str = "providerSpec.properties.storageProfile.imageReference";
 const ZONE_FIELD: &str = "providerSpec.properties.zone";
-/// The reason of a plan that would leave a resource with more tags than ARM keeps.
-const TOO_MANY_TAGS: &str = "TOO_MANY_TAGS";
 /// Retry delay for a VM being deleted.
 const RETRY_WHILE_DELETING: Duration = Duration::from_secs(10);
 
@@ -126,7 +124,7 @@ impl AzureDriver {
         }
         if vm::provisioning(&found) == Provisioning::Deleting {
             return Err(DriverError::unavailable(
-                "VM_DELETING",
+                crate::errors::VM_DELETING,
                 format!("VM {} is being deleted", target.provider_id()),
                 RETRY_WHILE_DELETING,
             ));
@@ -182,7 +180,7 @@ impl AzureDriver {
             if count > MAX_TAGS {
                 return Err(DriverError::new(
                     ErrorKind::FailedPrecondition,
-                    TOO_MANY_TAGS,
+                    crate::errors::TOO_MANY_TAGS,
                     format!(
                         "{TAGS_FIELD}: {} would carry {count} tags with the ones others put there; ARM keeps at most {MAX_TAGS} \
                          (nothing was changed)",
@@ -601,7 +599,7 @@ async fn update_disk(api: &Api<'_>, target: &VmRef, w: &DiskWrite) -> Result<(),
         Outcome::Succeeded => Ok(()),
         Outcome::Failed(f) => Err(failed(f)),
         Outcome::Running => Err(DriverError::unavailable(
-            "DISK_UPDATING",
+            crate::errors::DISK_UPDATING,
             format!("{fields}: disk {} is still being updated; retry", w.name),
             DISK_WAIT_RETRY,
         )),

@@ -434,7 +434,16 @@ async fn traversal_in_a_path_building_field_reaches_no_url() {
         .unwrap_err();
     assert_eq!(err.field(), Some("consumerAccount"), "{err:?}");
     let err = driver
-        .revoke_image_share(&ctx("revoke", 10), share(fake_arm::VISIBLE_IMAGE, Some("x/../../y")))
+        .revoke_image_share(
+            &ctx("revoke", 10),
+            machine_driver_api::RevokeImageShare {
+                image: fake_arm::VISIBLE_IMAGE.into(),
+                region: Some("westeurope".into()),
+                owner_secret: machine_driver_api::OwnerSecret::new(cloud.secret.clone()).unwrap(),
+                consumer_secret: cloud.secret.clone(),
+                consumer_account: Some("x/../../y".into()),
+            },
+        )
         .await
         .unwrap_err();
     assert_eq!(err.field(), Some("consumerAccount"), "{err:?}");

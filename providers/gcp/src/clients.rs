@@ -106,7 +106,7 @@ impl ComputeClients {
         };
         let f = match WorkloadIdentity::token_file_problem(file) {
             Some(why) => f.explained(
-                "WORKLOAD_IDENTITY_TOKEN_UNREADABLE",
+                machine_driver_api::reasons::WORKLOAD_IDENTITY_TOKEN_UNREADABLE,
                 format!("workload identity token file {}: {why}", file.display()),
             ),
             None => {
@@ -116,7 +116,7 @@ impl ComputeClients {
                     |r| format!("the token endpoint refused it ({r})"),
                 );
                 f.explained(
-                    "WORKLOAD_IDENTITY_EXCHANGE_FAILED",
+                    crate::errors::WORKLOAD_IDENTITY_EXCHANGE_FAILED,
                     format!(
                         "the workload identity token of {} was not exchanged for an access token: {why}",
                         file.display()

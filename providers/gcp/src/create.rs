@@ -162,7 +162,7 @@ impl GcpDriver {
             after = Some(op.name.clone().unwrap_or_else(|| format!("generation-{generation}")));
         }
         Err(DriverError::unavailable(
-            "REQUEST_ID_GENERATIONS_EXHAUSTED",
+            crate::errors::REQUEST_ID_GENERATIONS_EXHAUSTED,
             "instances.insert: every requestId generation of this machine replays an earlier insert; retry later",
             RETRY_SOON,
         ))
@@ -182,7 +182,7 @@ impl GcpDriver {
     ) -> Result<CreatedMachine, DriverError> {
         let Some(instance) = get_instance(api, target).await? else {
             return Err(DriverError::unavailable(
-                "NOT_VISIBLE_YET",
+                machine_driver_api::reasons::NOT_VISIBLE_YET,
                 format!("instance {} was reported as existing but is not visible yet", target.provider_id()),
                 RETRY_SOON,
             ));
@@ -247,7 +247,7 @@ impl GcpDriver {
             .map_err(|f| f.into_driver_error())?;
         let starting = || {
             DriverError::unavailable(
-                "SPOT_VM_STARTING",
+                crate::errors::SPOT_VM_STARTING,
                 format!("the reclaimed Spot VM {} is being started again; retry", target.provider_id()),
                 RETRY_SOON,
             )

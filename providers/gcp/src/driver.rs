@@ -174,11 +174,19 @@ impl Driver for GcpDriver {
         crate::share_image::share_image(&self.pool, ctx, req).await
     }
 
-    async fn revoke_image_share(&self, ctx: &CallContext, req: ShareImage) -> Result<RevokedImageShare, DriverError> {
+    async fn revoke_image_share(
+        &self,
+        ctx: &CallContext,
+        req: machine_driver_api::RevokeImageShare,
+    ) -> Result<RevokedImageShare, DriverError> {
         crate::share_image::revoke_image_share(&self.pool, ctx, req).await
     }
 
-    async fn list_image_shares(&self, ctx: &CallContext, req: ShareImage) -> Result<ImageShares, DriverError> {
+    async fn list_image_shares(
+        &self,
+        ctx: &CallContext,
+        req: machine_driver_api::ListImageShares,
+    ) -> Result<ImageShares, DriverError> {
         crate::share_image::list_image_shares(&self.pool, ctx, req).await
     }
 }

@@ -16,6 +16,23 @@ use machine_driver_api::{CloudCall, CloudFailure, DriverError, ErrorKind, cloud_
 /// The kit's retry delay for failures the cloud names none for.
 pub(crate) use machine_driver_api::RETRY_SOON;
 
+/// Reason UNAVAILABLE (retry soon): the instance changed between the read and the write of an update (its fingerprint is stale).
+pub(crate) const FINGERPRINT_CHANGED: &str = "FINGERPRINT_CHANGED";
+/// Reason UNAVAILABLE (retry soon): an operation of UpdateMachine is still running.
+pub(crate) const UPDATE_IN_PROGRESS: &str = "UPDATE_IN_PROGRESS";
+/// Reason UNAVAILABLE: every request-id generation of the insert was used by a failed insert; the retry starts over.
+pub(crate) const REQUEST_ID_GENERATIONS_EXHAUSTED: &str = "REQUEST_ID_GENERATIONS_EXHAUSTED";
+/// Reason UNAVAILABLE (retry soon): the reclaimed Spot VM of the machine is being started again.
+pub(crate) const SPOT_VM_STARTING: &str = "SPOT_VM_STARTING";
+/// Reason UNAUTHENTICATED: the workload identity token was not exchanged for an access token (STS refused it or did not answer).
+pub(crate) const WORKLOAD_IDENTITY_EXCHANGE_FAILED: &str = "WORKLOAD_IDENTITY_EXCHANGE_FAILED";
+/// Reason UNAVAILABLE (retry soon): the credentials could not be refreshed for a passing reason.
+pub(crate) const CREDENTIALS_UNAVAILABLE: &str = "CREDENTIALS_UNAVAILABLE";
+/// The reason of a GCE failure with neither a reason, an HTTP status nor a transport problem (its kind is INTERNAL).
+pub(crate) const UNKNOWN: &str = "UNKNOWN";
+/// Reason UNAVAILABLE (retry soon): the image's IAM policy changed between its read and its write.
+pub(crate) const IAM_POLICY_CONFLICT: &str = "IAM_POLICY_CONFLICT";
+
 /// GCE reasons (HTTP error `errors[].reason` and operation error `code`) that mean throttling.
 const THROTTLING_REASONS: &[&str] = &["rateLimitExceeded", "userRateLimitExceeded", "RATE_LIMIT_EXCEEDED"];
 
@@ -260,12 +277,12 @@ impl GceFailure {
             return r.clone();
         }
         match (self.transport, self.http_status) {
-            (Some(TransportProblem::Network), _) => "TRANSPORT".into(),
-            (Some(TransportProblem::Credentials), _) => "CREDENTIALS".into(),
-            (Some(TransportProblem::CredentialsTransient), _) => "CREDENTIALS_UNAVAILABLE".into(),
-            (Some(TransportProblem::Decode), _) => "UNDECODABLE_RESPONSE".into(),
-            (None, Some(s)) => format!("HTTP_{s}"),
-            (None, None) => "UNKNOWN".into(),
+            (Some(TransportProblem::Network), _) => machine_driver_api::reasons::TRANSPORT.to_string(),
+            (Some(TransportProblem::Credentials), _) => machine_driver_api::reasons::CREDENTIALS.to_string(),
+            (Some(TransportProblem::CredentialsTransient), _) => CREDENTIALS_UNAVAILABLE.to_string(),
+            (Some(TransportProblem::Decode), _) => machine_driver_api::reasons::UNDECODABLE_RESPONSE.to_string(),
+            (None, Some(s)) => machine_driver_api::reasons::http_status(s),
+            (None, None) => UNKNOWN.to_string(),
         }
     }
 

@@ -9,7 +9,10 @@
 //! drop each other's bindings (a stale etag is re-read and retried).
 
 use google_cloud_compute_v1::model::{Binding, GlobalSetPolicyRequest, Policy};
-use machine_driver_api::{CallContext, DriverError, ImageShares, RevokedImageShare, ShareImage, SharedImage};
+use machine_driver_api::{
+    CallContext, DriverError, ImageShares, ListImageShares, RevokeImageShare, RevokedImageShare, ShareImage,
+    SharedImage,
+};
 
 use crate::clients::ClientPool;
 use crate::credentials::GcpCredentials;
@@ -119,13 +122,7 @@ pub(crate) async fn share_image(
         Err(f) => return Err(f.into_driver_error()),
     }
 
-    let Some(owner_secret) = req.owner_secret.as_ref() else {
-        return Err(DriverError::owner_credentials_required(format!(
-            "image {} is not visible to the consumer and no image-owner credentials were given",
-            image.path()
-        )));
-    };
-    let owner = GcpCredentials::from_secret(owner_secret, "ownerSecret")?;
+    let owner = GcpCredentials::from_secret(req.owner_secret_required()?, "ownerSecret")?;
     let api = pool.api(&owner, ctx).await?;
     let granted = change_policy(&api, &image, &member, add_member).await?;
     if granted {
@@ -140,17 +137,14 @@ pub(crate) async fn share_image(
 pub(crate) async fn revoke_image_share(
     pool: &ClientPool,
     ctx: &CallContext,
-    req: ShareImage,
+    req: RevokeImageShare,
 ) -> Result<RevokedImageShare, DriverError> {
     let image = ImageRef::parse(&req.image)?;
     let account = match req.consumer_account.as_deref().map(str::trim).filter(|a| !a.is_empty()) {
         Some(a) => a.to_string(),
         None => consumer_email(&GcpCredentials::from_secret(&req.consumer_secret, "consumerSecret")?)?,
     };
-    let owner_secret = req.owner_secret.as_ref().ok_or_else(|| {
-        DriverError::owner_credentials_required("revoking a share needs the image owner's credentials")
-    })?;
-    let owner = GcpCredentials::from_secret(owner_secret, "ownerSecret")?;
+    let owner = GcpCredentials::from_secret(&req.owner_secret, "ownerSecret")?;
     let api = pool.api(&owner, ctx).await?;
     let member = member_of(&account);
     let revoked = change_policy(&api, &image, &member, remove_member).await?;
@@ -166,14 +160,10 @@ pub(crate) async fn revoke_image_share(
 pub(crate) async fn list_image_shares(
     pool: &ClientPool,
     ctx: &CallContext,
-    req: ShareImage,
+    req: ListImageShares,
 ) -> Result<ImageShares, DriverError> {
     let image = ImageRef::parse(&req.image)?;
-    let owner_secret = req
-        .owner_secret
-        .as_ref()
-        .ok_or_else(|| DriverError::owner_credentials_required("listing shares needs the image owner's credentials"))?;
-    let owner = GcpCredentials::from_secret(owner_secret, "ownerSecret")?;
+    let owner = GcpCredentials::from_secret(&req.owner_secret, "ownerSecret")?;
     let api = pool.api(&owner, ctx).await?;
     let policy = api
         .call("images.getIamPolicy", || {
@@ -235,7 +225,7 @@ async fn change_policy(
         }
     }
     Err(DriverError::unavailable(
-        "IAM_POLICY_CONFLICT",
+        crate::errors::IAM_POLICY_CONFLICT,
         format!("the IAM policy of image {} kept changing concurrently", image.path()),
         RETRY_SOON,
     ))

@@ -258,7 +258,7 @@ impl GcpDriver {
         };
         let Some(done) = done else {
             return Err(DriverError::unavailable(
-                "UPDATE_IN_PROGRESS",
+                crate::errors::UPDATE_IN_PROGRESS,
                 format!("compute {} of instance {} is still running; retry", w.call, target.provider_id()),
                 RETRY_SOON,
             ));
@@ -448,7 +448,7 @@ fn write_failure(call: &str, target: &InstanceRef, f: CallFailure<GceFailure>) -
     let stale = f.cloud().is_some_and(GceFailure::is_stale_fingerprint);
     if stale {
         return DriverError::unavailable(
-            "FINGERPRINT_CHANGED",
+            crate::errors::FINGERPRINT_CHANGED,
             format!(
                 "compute {call} of {}: the resource changed since it was read (fingerprint); retry",
                 target.provider_id()

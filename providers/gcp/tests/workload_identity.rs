@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use machine_driver_api::{
-    CallContext, CreateMachine, Driver, DriverError, ErrorKind, MachineRef, SecretData, ShareImage,
+    CallContext, CreateMachine, Driver, DriverError, ErrorKind, ListImageShares, MachineRef, OwnerSecret, SecretData,
 };
 use machine_driver_gcp::GcpDriver;
 use serde_json::{Value, json};
@@ -166,12 +166,10 @@ async fn tokens_are_renewed_before_they_expire_and_impersonation_acts_as_the_ser
     let driver = cloud.driver(0.0, 0).await;
     let owner = fake_gce::IMAGE_OWNER.trim_start_matches("serviceAccount:");
     let owner_secret = secret(&dir.file(), Some(owner));
-    let list = || ShareImage {
+    let list = || ListImageShares {
         image: fake_gce::PRIVATE_IMAGE.into(),
         region: None,
-        owner_secret: Some(owner_secret.clone()),
-        consumer_secret: cloud.secret.clone(),
-        consumer_account: None,
+        owner_secret: OwnerSecret::new(owner_secret.clone()).unwrap(),
     };
 
     // Only the image owner may read the private image's policy: the token
@@ -193,8 +191,10 @@ async fn tokens_are_renewed_before_they_expire_and_impersonation_acts_as_the_ser
 
     // A federated identity without impersonation may not read it.
     let federated = secret(&dir.file(), None);
-    let err =
-        driver.list_image_shares(&ctx(), ShareImage { owner_secret: Some(federated), ..list() }).await.unwrap_err();
+    let err = driver
+        .list_image_shares(&ctx(), ListImageShares { owner_secret: OwnerSecret::new(federated).unwrap(), ..list() })
+        .await
+        .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::PermissionDenied, "{err:?}");
 }
 

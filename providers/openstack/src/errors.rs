@@ -15,6 +15,13 @@ use machine_driver_api::{CloudCall, CloudFailure, DriverError, ErrorKind, cloud_
 
 /// The kit's retry delay for failures the cloud names none for.
 pub(crate) use machine_driver_api::RETRY_SOON;
+
+/// Reason RESOURCE_EXHAUSTED: the flavor is not offered (MCM treats it as out of capacity, like the Go provider's `ErrFlavorNotFound`).
+pub(crate) const FLAVOR_NOT_FOUND: &str = "FlavorNotFound";
+/// Reason UNAVAILABLE (retry soon): the boot volume the Go provider made cannot be deleted yet.
+pub(crate) const GO_VOLUME_PENDING: &str = "GO_VOLUME_PENDING";
+/// Reason UNAVAILABLE (retry soon): the server of a young machine has no pod-network ports attached yet.
+pub(crate) const PORTS_NOT_ATTACHED: &str = "PORTS_NOT_ATTACHED";
 /// Longest retry delay taken from a `Retry-After` header.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
@@ -132,8 +139,8 @@ impl OsFailure {
         let kind = self.kind();
         let reason = match (self.name.is_empty(), self.http_status) {
             (false, _) => self.name.clone(),
-            (true, Some(s)) => format!("HTTP_{s}"),
-            (true, None) => "TRANSPORT".to_string(),
+            (true, Some(s)) => machine_driver_api::reasons::http_status(s),
+            (true, None) => machine_driver_api::reasons::TRANSPORT.to_string(),
         };
         let message = cloud_failure_message(what, &reason, self.http_status, &self.message);
         let err = DriverError::new(kind, reason, message);

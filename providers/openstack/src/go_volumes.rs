@@ -116,7 +116,7 @@ impl OpenStackDriver {
 /// UNAVAILABLE: the Go-made boot volume of machine `name` cannot be deleted yet (`why`).
 fn still_there(name: &str, why: &str) -> DriverError {
     DriverError::unavailable(
-        "GO_VOLUME_PENDING",
+        crate::errors::GO_VOLUME_PENDING,
         format!("the boot volume the Go provider made for machine {name} is deleted once free: {why}"),
         RETRY_SOON,
     )

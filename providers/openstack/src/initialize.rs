@@ -52,7 +52,10 @@ impl OpenStackDriver {
                             return Err(AbsentVm::new(&req.machine, format!("server {pid}"))
                                 .created(self.recent.contains(&api.scoped(&id)).then_some(pid))
                                 .deleted(self.deleted.contains(&id))
-                                .unavailable("SERVER_NOT_VISIBLE", format!("server {id} is not visible in Nova yet")));
+                                .unavailable(
+                                    machine_driver_api::reasons::NOT_VISIBLE_YET,
+                                    format!("server {id} is not visible in Nova yet"),
+                                ));
                         }
                     },
                 };
@@ -92,7 +95,7 @@ impl OpenStackDriver {
         if pod_ports.is_empty() {
             if self.recent.contains(&api.scoped(&id)) || req.machine.is_young() {
                 return Err(DriverError::unavailable(
-                    "PORTS_NOT_ATTACHED",
+                    crate::errors::PORTS_NOT_ATTACHED,
                     format!("server {id} has no port on a pod network yet"),
                     RETRY_SOON,
                 ));

@@ -205,7 +205,7 @@ impl Resolver {
 pub(crate) fn flavor_not_offered(name: &str, region: &str) -> DriverError {
     DriverError::new(
         machine_driver_api::ErrorKind::ResourceExhausted,
-        "FlavorNotFound",
+        crate::errors::FLAVOR_NOT_FOUND,
         format!(
             "providerSpec.spec.flavorName: flavor {name:?} is not offered to the project in region {region:?} \
              (Nova lists no flavor of that name)"

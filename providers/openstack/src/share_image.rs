@@ -14,7 +14,8 @@
 //! ListImageShares lists the members.
 
 use machine_driver_api::{
-    CallContext, CallFailure, DriverError, ImageShares, RevokedImageShare, ShareImage, SharedImage,
+    CallContext, CallFailure, DriverError, ImageShares, ListImageShares, OwnerSecret, RevokeImageShare,
+    RevokedImageShare, ShareImage, SharedImage,
 };
 use serde_json::json;
 
@@ -34,10 +35,13 @@ pub(crate) async fn share_image(
     ctx: &CallContext,
     req: ShareImage,
 ) -> Result<SharedImage, DriverError> {
-    let (image, region) = image_and_region(&req)?;
+    let (image, region) = image_and_region(&req.image, req.region.as_deref())?;
     let consumer = OsCredentials::from_secret(&req.consumer_secret, "consumerSecret")?;
     let consumer_api = pool.api(&consumer, &region, ctx)?;
-    let project = consumer_project(&consumer_api, &req).await?;
+    let project = match given_project(req.consumer_account.as_deref())? {
+        Some(p) => p,
+        None => token_project(&consumer_api).await?,
+    };
 
     if let Some(seen) = get_image(&consumer_api, &image).await? {
         if seen.visibility != "shared" || seen.owner == project {
@@ -47,12 +51,7 @@ pub(crate) async fn share_image(
         return Ok(SharedImage { image_id: image, granted_now: accepted_now, consumer_account: project });
     }
 
-    let owner_secret = req.owner_secret.as_ref().ok_or_else(|| {
-        DriverError::owner_credentials_required(format!("image {image} is not visible to the consumer project and no owner credentials were given: configure the image owner's credentials to share it"),
-        )
-    })?;
-    let owner = OsCredentials::from_secret(owner_secret, "ownerSecret")?;
-    let owner_api = pool.api(&owner, &region, ctx)?;
+    let owner_api = owner_api(pool, ctx, req.owner_secret_required()?, &region)?;
     let owned = get_image(&owner_api, &image)
         .await?
         .ok_or_else(|| DriverError::not_found(format!("image {image} (not visible to the owner's project either)")))?;
@@ -86,11 +85,11 @@ pub(crate) async fn share_image(
 pub(crate) async fn revoke_image_share(
     pool: &ClientPool,
     ctx: &CallContext,
-    req: ShareImage,
+    req: RevokeImageShare,
 ) -> Result<RevokedImageShare, DriverError> {
-    let (image, region) = image_and_region(&req)?;
-    let owner_api = owner_api(pool, ctx, &req, &region, "revoking a share")?;
-    let project = match given_project(&req)? {
+    let (image, region) = image_and_region(&req.image, req.region.as_deref())?;
+    let owner_api = owner_api(pool, ctx, &req.owner_secret, &region)?;
+    let project = match given_project(req.consumer_account.as_deref())? {
         Some(p) => p,
         None => {
             let consumer = OsCredentials::from_secret(&req.consumer_secret, "consumerSecret")?;
@@ -112,10 +111,10 @@ pub(crate) async fn revoke_image_share(
 pub(crate) async fn list_image_shares(
     pool: &ClientPool,
     ctx: &CallContext,
-    req: ShareImage,
+    req: ListImageShares,
 ) -> Result<ImageShares, DriverError> {
-    let (image, region) = image_and_region(&req)?;
-    let owner_api = owner_api(pool, ctx, &req, &region, "listing shares")?;
+    let (image, region) = image_and_region(&req.image, req.region.as_deref())?;
+    let owner_api = owner_api(pool, ctx, &req.owner_secret, &region)?;
     let found = get_image(&owner_api, &image).await?.ok_or_else(|| DriverError::not_found(format!("image {image}")))?;
     let public = matches!(found.visibility.as_str(), "public" | "community");
     // Only a `shared` image has members (Glance refuses the list for others).
@@ -165,14 +164,6 @@ async fn get_image(api: &Api<'_>, image: &str) -> Result<Option<Image>, DriverEr
     }
 }
 
-/// The consumer's project: the request's, or its token's.
-async fn consumer_project(consumer_api: &Api<'_>, req: &ShareImage) -> Result<String, DriverError> {
-    match given_project(req)? {
-        Some(p) => Ok(p),
-        None => token_project(consumer_api).await,
-    }
-}
-
 /// The project of `api`'s token, checked as an id before it names a member.
 async fn token_project(api: &Api<'_>) -> Result<String, DriverError> {
     let project = api.project_id().await?;
@@ -183,8 +174,8 @@ async fn token_project(api: &Api<'_>) -> Result<String, DriverError> {
 /// The request's `consumer_account`, when given: a Keystone project id
 /// ([`crate::naming::is_id`]: 1-64 of `[A-Za-z0-9_-]`), INVALID_ARGUMENT naming the field
 /// otherwise (it becomes a path segment of Glance's member URLs).
-fn given_project(req: &ShareImage) -> Result<Option<String>, DriverError> {
-    let Some(account) = req.consumer_account.as_deref().map(str::trim).filter(|a| !a.is_empty()) else {
+fn given_project(given: Option<&str>) -> Result<Option<String>, DriverError> {
+    let Some(account) = given.map(str::trim).filter(|a| !a.is_empty()) else {
         return Ok(None);
     };
     request_id("consumer_account", account)?;
@@ -196,31 +187,25 @@ fn project_segment(project: &str) -> Result<String, DriverError> {
     request_id("consumer_account", project)
 }
 
-/// The owner's call handle; FAILED_PRECONDITION naming `what` without owner credentials.
+/// The owner's call handle (the owner's credentials checked first).
 fn owner_api<'a>(
     pool: &ClientPool,
     ctx: &'a CallContext,
-    req: &ShareImage,
+    owner_secret: &OwnerSecret,
     region: &str,
-    what: &str,
 ) -> Result<Api<'a>, DriverError> {
-    let owner_secret = req.owner_secret.as_ref().ok_or_else(|| {
-        DriverError::owner_credentials_required(format!("{what} needs the image owner's credentials"))
-    })?;
     let owner = OsCredentials::from_secret(owner_secret, "ownerSecret")?;
     pool.api(&owner, region, ctx)
 }
 
 /// The request's image id (a Glance UUID) and region (it selects the catalog's endpoints).
-fn image_and_region(req: &ShareImage) -> Result<(String, String), DriverError> {
-    let image = req.image.trim().to_string();
+fn image_and_region(image: &str, region: Option<&str>) -> Result<(String, String), DriverError> {
+    let image = image.trim().to_string();
     // A UUID: no character of it can leave its path segment (encoded all the same).
     if !looks_like_uuid(&image) {
         return Err(DriverError::invalid_argument("image", format!("{image:?} is not a Glance image id (a UUID)")));
     }
-    let region = req
-        .region
-        .as_deref()
+    let region = region
         .map(str::trim)
         .filter(|r| !r.is_empty() && !r.contains('/'))
         .ok_or_else(|| DriverError::invalid_argument("region", "is required: the region whose Glance holds the image"))?

@@ -7,7 +7,9 @@
 
 mod support;
 
-use machine_driver_api::{Driver, ErrorKind, MachineClass, MachineRef, ShareImage};
+use machine_driver_api::{
+    Driver, ErrorKind, ListImageShares, MachineClass, MachineRef, OwnerSecret, RevokeImageShare, ShareImage,
+};
 use serde_json::{Value, json};
 use support::{FakeCloud, ctx};
 
@@ -254,22 +256,36 @@ async fn a_traversal_in_a_path_building_field_reaches_no_url() {
     cloud.admin.reset_calls().await.unwrap();
 
     // The reproduction of issue 26: RevokeImageShare's consumer account as a relative path.
-    let revoke = ShareImage {
+    let revoke = RevokeImageShare {
         image: fake_openstack::ALLOWED_IMAGE.into(),
         region: Some("RegionOne".into()),
-        owner_secret: Some(cloud.owner_secret()),
+        owner_secret: OwnerSecret::new(cloud.owner_secret()).unwrap(),
         consumer_secret: cloud.secret.clone(),
         consumer_account: Some(format!("../../../../../compute/v2.1/servers/{victim}")),
     };
     for account in [revoke.consumer_account.clone().unwrap(), "..".into(), "a%2F..%2Fb".into(), "p?x=1".into()] {
-        let req = ShareImage { consumer_account: Some(account.clone()), ..revoke.clone() };
+        let req = RevokeImageShare { consumer_account: Some(account.clone()), ..revoke.clone() };
         let e = driver.revoke_image_share(&ctx("revoke", 10), req.clone()).await.unwrap_err();
         assert_eq!((e.kind(), e.field()), (ErrorKind::InvalidArgument, Some("consumer_account")), "{account}: {e:?}");
-        let e = driver.share_image(&ctx("share", 10), req).await.unwrap_err();
+        let share = ShareImage {
+            image: req.image,
+            region: req.region,
+            owner_secret: Some(req.owner_secret),
+            consumer_secret: req.consumer_secret,
+            consumer_account: req.consumer_account,
+        };
+        let e = driver.share_image(&ctx("share", 10), share).await.unwrap_err();
         assert_eq!(e.field(), Some("consumer_account"), "{account}: {e:?}");
     }
     let e = driver
-        .list_image_shares(&ctx("list", 10), ShareImage { image: format!("../servers/{victim}"), ..revoke.clone() })
+        .list_image_shares(
+            &ctx("list", 10),
+            ListImageShares {
+                image: format!("../servers/{victim}"),
+                region: revoke.region.clone(),
+                owner_secret: revoke.owner_secret.clone(),
+            },
+        )
         .await
         .unwrap_err();
     assert_eq!(e.field(), Some("image"), "{e:?}");
@@ -288,7 +304,7 @@ async fn a_traversal_in_a_path_building_field_reaches_no_url() {
     assert_eq!(cloud.live_named("m-victim").await, vec![victim]);
 
     // A real project id still works (the owner revokes a membership that is not there).
-    let ok = ShareImage { consumer_account: Some(fake_openstack::PROJECT_ID.into()), ..revoke };
+    let ok = RevokeImageShare { consumer_account: Some(fake_openstack::PROJECT_ID.into()), ..revoke };
     let revoked = driver.revoke_image_share(&ctx("revoke", 10), ok).await.unwrap();
     assert_eq!(revoked.consumer_account, fake_openstack::PROJECT_ID);
 }

@@ -95,7 +95,7 @@ impl Driver for TestDriver {
                 list_machines: true,
                 get_volume_ids: true,
                 share_image: true,
-                revoke_image_share: false,
+                revoke_image_share: true,
                 update_machine: true,
             },
             max_user_data_bytes: 1024,
@@ -184,6 +184,20 @@ impl Driver for TestDriver {
             granted_now: req.owner_secret.is_some(),
             consumer_account: req.consumer_account.unwrap_or_default(),
         })
+    }
+
+    async fn revoke_image_share(&self, ctx: &CallContext, req: RevokeImageShare) -> Result<RevokedImageShare> {
+        self.enter(ctx, "").await?;
+        // The owner's keys reach the driver: revoked_now says they did.
+        Ok(RevokedImageShare {
+            revoked_now: req.owner_secret.has("accessKeyID"),
+            consumer_account: req.consumer_account.unwrap_or_default(),
+        })
+    }
+
+    async fn list_image_shares(&self, ctx: &CallContext, req: ListImageShares) -> Result<ImageShares> {
+        self.enter(ctx, "").await?;
+        Ok(ImageShares { consumer_accounts: vec![req.image], public: req.owner_secret.has("accessKeyID") })
     }
 }
 

@@ -42,17 +42,30 @@ const (
 // Error codes common to every RPC (details carry google.rpc.ErrorInfo with a
 // stable `reason`, domain "machinedriver", and google.rpc.RetryInfo when a delay is known):
 //
-// | condition                                  | code               | caller does                      |
-// |--------------------------------------------|--------------------|----------------------------------|
-// | bad spec, secret or request field          | INVALID_ARGUMENT   | fix the class; retries in 3 min  |
-// | cloud rejects credentials                  | UNAUTHENTICATED    | retries in 3 min                 |
-// | credentials lack a permission              | PERMISSION_DENIED  | retries in 3 min                 |
-// | throttling, cloud 5xx, VM not visible yet  | UNAVAILABLE        | retries in 5 s (RetryInfo)       |
-// | quota or capacity exhausted                | RESOURCE_EXHAUSTED | retries in 10 min                |
-// | deadline passed before the cloud answered  | DEADLINE_EXCEEDED  | retries in 5 s                   |
-// | sidecar shutting down                      | UNAVAILABLE        | retries in 5 s                   |
-// | RPC not offered by this provider           | UNIMPLEMENTED      | skips the step                   |
-// | bug in the driver                          | INTERNAL           | retries in 3 min                 |
+// | condition                                  | code               | reason (ErrorInfo)                       | caller does                      |
+// |--------------------------------------------|--------------------|------------------------------------------|----------------------------------|
+// | bad spec, secret or request field          | INVALID_ARGUMENT   | INVALID_FIELD (metadata `field`)         | fix the class; retries in 3 min  |
+// | cloud rejects credentials                  | UNAUTHENTICATED    | the cloud's code, HTTP_401, CREDENTIALS  | retries in 3 min                 |
+// | workload identity token file unreadable    | UNAUTHENTICATED    | WORKLOAD_IDENTITY_TOKEN_UNREADABLE       | retries in 3 min                 |
+// | credentials lack a permission              | PERMISSION_DENIED  | the cloud's code, HTTP_403               | retries in 3 min                 |
+// | throttling, cloud 5xx                      | UNAVAILABLE        | the cloud's code, HTTP_<status>          | retries in 5 s (RetryInfo)       |
+// | cloud unreachable, answer unreadable       | UNAVAILABLE        | TRANSPORT                                | retries in 5 s (RetryInfo)       |
+// | VM not visible yet                         | UNAVAILABLE        | NOT_VISIBLE_YET                          | retries in 5 s (RetryInfo)       |
+// | a paged read repeated a token or ran long  | UNAVAILABLE        | PAGE_TOKEN_REPEATED, TOO_MANY_PAGES      | retries in 5 s (RetryInfo)       |
+// | quota or capacity exhausted                | RESOURCE_EXHAUSTED | the cloud's code                         | retries in 10 min                |
+// | deadline passed before the cloud answered  | DEADLINE_EXCEEDED  | DEADLINE_EXCEEDED                        | retries in 5 s                   |
+// | sidecar shutting down                      | UNAVAILABLE        | SHUTTING_DOWN                            | retries in 5 s                   |
+// | RPC not offered by this provider           | UNIMPLEMENTED      | UNIMPLEMENTED                            | skips the step                   |
+// | cloud answer the driver cannot decode      | INTERNAL           | UNDECODABLE_RESPONSE                     | retries in 3 min                 |
+// | bug in the driver                          | INTERNAL           | INTERNAL                                 | retries in 3 min                 |
+//
+// Reasons of one RPC are named at the RPC: NOT_FOUND (the VM or image does not
+// exist), SPOT_RECLAIMED, DUPLICATE_VMS, NAME_TAKEN_BY_FOREIGN_VM,
+// NEEDS_REPLACEMENT, IMAGE_NOT_ALLOWED, OWNER_CREDENTIALS_REQUIRED. Every
+// reason named in this file is a constant of the driver kit's reason catalogue
+// (`machine_driver_api::reasons`), with the same spelling for every provider;
+// any other reason is a cloud's own error code passed through as the cloud
+// spells it, or one provider's own (named in that provider's README).
 //
 // Error messages are deterministic (no request ids or timestamps) and never
 // contain secret values.
@@ -65,7 +78,8 @@ type MachineDriverServiceClient interface {
 	// post-creation steps are reported by GetMachineStatus and done by InitializeMachine.
 	//
 	// Errors: the common table. ALREADY_EXISTS when a VM with the machine's name
-	// exists but belongs to another machine uid.
+	// exists but belongs to another machine uid (reason NAME_TAKEN_BY_FOREIGN_VM
+	// where the cloud keeps VM names unique).
 	CreateMachine(ctx context.Context, in *CreateMachineRequest, opts ...grpc.CallOption) (*CreateMachineResponse, error)
 	// Applies the post-creation steps reported as pending by GetMachineStatus.
 	//
@@ -74,7 +88,9 @@ type MachineDriverServiceClient interface {
 	//
 	// Errors: UNIMPLEMENTED when the provider has no post-creation steps (the
 	// caller skips the step). UNAVAILABLE with RetryInfo when the VM is not visible
-	// or not running yet. Otherwise the common table.
+	// or not running yet (reason NOT_VISIBLE_YET for a VM created a moment ago or
+	// of a young machine); NOT_FOUND when it is gone, as GetMachineStatus answers.
+	// Otherwise the common table.
 	InitializeMachine(ctx context.Context, in *InitializeMachineRequest, opts ...grpc.CallOption) (*InitializeMachineResponse, error)
 	// Reports whether the VM of a Machine exists, how to reach it, and whether
 	// post-creation initialization is still pending.
@@ -82,7 +98,8 @@ type MachineDriverServiceClient interface {
 	// Idempotency: read-only.
 	//
 	// Errors: NOT_FOUND when no live VM exists for the machine (the caller then
-	// creates one). A VM that CreateMachine launched a moment ago (10 minutes at
+	// creates one); reason SPOT_RECLAIMED when the cloud reclaimed the machine's
+	// Spot VM (the message names it). A VM that CreateMachine launched a moment ago (10 minutes at
 	// most) but the cloud does not show yet (eventual consistency) is answered
 	// OK, with initialization.initialized = false, the pending step
 	// "await-visibility" and vm_state "pending": never NOT_FOUND (the caller
@@ -288,17 +305,30 @@ func (c *machineDriverServiceClient) UpdateMachine(ctx context.Context, in *Upda
 // Error codes common to every RPC (details carry google.rpc.ErrorInfo with a
 // stable `reason`, domain "machinedriver", and google.rpc.RetryInfo when a delay is known):
 //
-// | condition                                  | code               | caller does                      |
-// |--------------------------------------------|--------------------|----------------------------------|
-// | bad spec, secret or request field          | INVALID_ARGUMENT   | fix the class; retries in 3 min  |
-// | cloud rejects credentials                  | UNAUTHENTICATED    | retries in 3 min                 |
-// | credentials lack a permission              | PERMISSION_DENIED  | retries in 3 min                 |
-// | throttling, cloud 5xx, VM not visible yet  | UNAVAILABLE        | retries in 5 s (RetryInfo)       |
-// | quota or capacity exhausted                | RESOURCE_EXHAUSTED | retries in 10 min                |
-// | deadline passed before the cloud answered  | DEADLINE_EXCEEDED  | retries in 5 s                   |
-// | sidecar shutting down                      | UNAVAILABLE        | retries in 5 s                   |
-// | RPC not offered by this provider           | UNIMPLEMENTED      | skips the step                   |
-// | bug in the driver                          | INTERNAL           | retries in 3 min                 |
+// | condition                                  | code               | reason (ErrorInfo)                       | caller does                      |
+// |--------------------------------------------|--------------------|------------------------------------------|----------------------------------|
+// | bad spec, secret or request field          | INVALID_ARGUMENT   | INVALID_FIELD (metadata `field`)         | fix the class; retries in 3 min  |
+// | cloud rejects credentials                  | UNAUTHENTICATED    | the cloud's code, HTTP_401, CREDENTIALS  | retries in 3 min                 |
+// | workload identity token file unreadable    | UNAUTHENTICATED    | WORKLOAD_IDENTITY_TOKEN_UNREADABLE       | retries in 3 min                 |
+// | credentials lack a permission              | PERMISSION_DENIED  | the cloud's code, HTTP_403               | retries in 3 min                 |
+// | throttling, cloud 5xx                      | UNAVAILABLE        | the cloud's code, HTTP_<status>          | retries in 5 s (RetryInfo)       |
+// | cloud unreachable, answer unreadable       | UNAVAILABLE        | TRANSPORT                                | retries in 5 s (RetryInfo)       |
+// | VM not visible yet                         | UNAVAILABLE        | NOT_VISIBLE_YET                          | retries in 5 s (RetryInfo)       |
+// | a paged read repeated a token or ran long  | UNAVAILABLE        | PAGE_TOKEN_REPEATED, TOO_MANY_PAGES      | retries in 5 s (RetryInfo)       |
+// | quota or capacity exhausted                | RESOURCE_EXHAUSTED | the cloud's code                         | retries in 10 min                |
+// | deadline passed before the cloud answered  | DEADLINE_EXCEEDED  | DEADLINE_EXCEEDED                        | retries in 5 s                   |
+// | sidecar shutting down                      | UNAVAILABLE        | SHUTTING_DOWN                            | retries in 5 s                   |
+// | RPC not offered by this provider           | UNIMPLEMENTED      | UNIMPLEMENTED                            | skips the step                   |
+// | cloud answer the driver cannot decode      | INTERNAL           | UNDECODABLE_RESPONSE                     | retries in 3 min                 |
+// | bug in the driver                          | INTERNAL           | INTERNAL                                 | retries in 3 min                 |
+//
+// Reasons of one RPC are named at the RPC: NOT_FOUND (the VM or image does not
+// exist), SPOT_RECLAIMED, DUPLICATE_VMS, NAME_TAKEN_BY_FOREIGN_VM,
+// NEEDS_REPLACEMENT, IMAGE_NOT_ALLOWED, OWNER_CREDENTIALS_REQUIRED. Every
+// reason named in this file is a constant of the driver kit's reason catalogue
+// (`machine_driver_api::reasons`), with the same spelling for every provider;
+// any other reason is a cloud's own error code passed through as the cloud
+// spells it, or one provider's own (named in that provider's README).
 //
 // Error messages are deterministic (no request ids or timestamps) and never
 // contain secret values.
@@ -311,7 +341,8 @@ type MachineDriverServiceServer interface {
 	// post-creation steps are reported by GetMachineStatus and done by InitializeMachine.
 	//
 	// Errors: the common table. ALREADY_EXISTS when a VM with the machine's name
-	// exists but belongs to another machine uid.
+	// exists but belongs to another machine uid (reason NAME_TAKEN_BY_FOREIGN_VM
+	// where the cloud keeps VM names unique).
 	CreateMachine(context.Context, *CreateMachineRequest) (*CreateMachineResponse, error)
 	// Applies the post-creation steps reported as pending by GetMachineStatus.
 	//
@@ -320,7 +351,9 @@ type MachineDriverServiceServer interface {
 	//
 	// Errors: UNIMPLEMENTED when the provider has no post-creation steps (the
 	// caller skips the step). UNAVAILABLE with RetryInfo when the VM is not visible
-	// or not running yet. Otherwise the common table.
+	// or not running yet (reason NOT_VISIBLE_YET for a VM created a moment ago or
+	// of a young machine); NOT_FOUND when it is gone, as GetMachineStatus answers.
+	// Otherwise the common table.
 	InitializeMachine(context.Context, *InitializeMachineRequest) (*InitializeMachineResponse, error)
 	// Reports whether the VM of a Machine exists, how to reach it, and whether
 	// post-creation initialization is still pending.
@@ -328,7 +361,8 @@ type MachineDriverServiceServer interface {
 	// Idempotency: read-only.
 	//
 	// Errors: NOT_FOUND when no live VM exists for the machine (the caller then
-	// creates one). A VM that CreateMachine launched a moment ago (10 minutes at
+	// creates one); reason SPOT_RECLAIMED when the cloud reclaimed the machine's
+	// Spot VM (the message names it). A VM that CreateMachine launched a moment ago (10 minutes at
 	// most) but the cloud does not show yet (eventual consistency) is answered
 	// OK, with initialization.initialized = false, the pending step
 	// "await-visibility" and vm_state "pending": never NOT_FOUND (the caller

@@ -65,7 +65,7 @@ pub struct SoakTarget {
     pub restarter: Restarter,
     /// The standalone fake's admin API.
     pub fake: FakeAdmin,
-    /// For the summary: `machine-driver-aws 0.1.0 (provider aws)`.
+    /// For the summary: `machine-driver-<cloud> 0.1.0 (provider <cloud>)`.
     pub driver: String,
     /// For the summary: the fake's binary name.
     pub fake_name: String,

@@ -12,7 +12,7 @@ use crate::soak::tally::Counts;
 /// Everything the summary block shows.
 #[derive(Debug, Clone, Default)]
 pub struct Figures {
-    /// The driver: `machine-driver-aws 0.1.0 (provider aws)`.
+    /// The driver: `machine-driver-<cloud> 0.1.0 (provider <cloud>)`.
     pub driver: String,
     /// The fake cloud binary's name.
     pub fake: String,
