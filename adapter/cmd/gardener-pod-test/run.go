@@ -35,6 +35,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
+
+	"github.com/machine-driver/controlplane/cluster"
 )
 
 // machineName is how a MachineSet of the class names its machines (plus 5
@@ -226,14 +228,8 @@ func (t *test) noForbidden() error {
 
 // --- setting up ------------------------------------------------------------
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+// freePort is a loopback port the API servers of this process were not given (cluster.FreePort).
+func freePort() (int, error) { return cluster.FreePort() }
 
 func writeFiles(dir string, files map[string][]byte) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
