@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-use crate::wire::encode;
+use fake_cloud_support::wire::encode_component;
 
 /// One page of `items` (sorted here by their key) after `skiptoken`, each
 /// item of the page rendered by `render`, with the `nextLink` to the next page.
@@ -34,11 +34,11 @@ pub(crate) fn page<T>(
     }
     let mut body = json!({ "value": value });
     if more && let Some(last) = last {
-        let mut query = format!("api-version={}", encode(api_version));
+        let mut query = format!("api-version={}", encode_component(api_version));
         for (name, v) in extra {
-            query.push_str(&format!("&{}={}", encode(name), encode(v)));
+            query.push_str(&format!("&{}={}", encode_component(name), encode_component(v)));
         }
-        query.push_str(&format!("&%24skiptoken={}", encode(&last)));
+        query.push_str(&format!("&%24skiptoken={}", encode_component(&last)));
         body["nextLink"] = json!(format!("{link_base}?{query}"));
     }
     body

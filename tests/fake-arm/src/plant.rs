@@ -23,7 +23,7 @@ use std::time::{Instant, SystemTime};
 use fake_cloud_support::{AttachedKind, PlantError, PlantRequest, Planted, PlantedAttached};
 use serde_json::json;
 
-use crate::state::{Attachment, DiskPhase, DiskRecord, NicRecord, Store, VmPhase, VmRecord, key};
+use crate::state::{Attachment, DiskPhase, DiskRecord, NicRecord, Store, VmPhase, VmRecord, key, random_mac};
 use crate::wire::timestamp;
 
 /// The scope keys ARM planting knows.
@@ -216,8 +216,6 @@ pub(crate) fn plant(store: &Store, request: &PlantRequest) -> Result<Planted, Pl
             if let Some(tags) = &part.tags {
                 model["tags"] = tags.clone();
             }
-            let b = uuid::Uuid::new_v4();
-            let b = b.as_bytes();
             st.nics.insert(
                 part_key.clone(),
                 NicRecord {
@@ -229,7 +227,7 @@ pub(crate) fn plant(store: &Store, request: &PlantRequest) -> Result<Planted, Pl
                     model,
                     private_ip,
                     guid: uuid::Uuid::new_v4().to_string(),
-                    mac: format!("00-0D-3A-{:02X}-{:02X}-{:02X}", b[0], b[1], b[2]),
+                    mac: random_mac(),
                     vm: Some(vm_id.clone()),
                     reserved: None,
                     deleting_until: None,

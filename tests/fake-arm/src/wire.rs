@@ -1,4 +1,5 @@
-//! Small wire helpers: JSON normalisation, percent-encoding, timestamps, base URLs.
+//! Small wire helpers: JSON normalisation, timestamps, base URLs. Percent-encoding is
+//! `fake_cloud_support::wire`'s, the one the fakes share.
 
 use std::time::SystemTime;
 
@@ -61,40 +62,6 @@ pub(crate) fn base_url(headers: &HeaderMap) -> String {
     format!("{scheme}://{host}")
 }
 
-/// Percent-encodes a query value (RFC 3986 unreserved characters stay).
-pub(crate) fn encode(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for byte in value.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'~') {
-            out.push(char::from(byte));
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
-}
-
-/// Decodes `%XX` escapes of one path segment (invalid escapes stay as they are).
-pub(crate) fn decode_segment(segment: &str) -> String {
-    let bytes = segment.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%'
-            && i + 2 < bytes.len()
-            && let Some(byte) =
-                std::str::from_utf8(&bytes[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok())
-        {
-            out.push(byte);
-            i += 3;
-            continue;
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 /// Tags of a JSON `tags` object as strings (non-string values are skipped).
 pub(crate) fn tag_map(tags: Option<&Value>) -> std::collections::BTreeMap<String, String> {
     tags.and_then(Value::as_object)
@@ -112,7 +79,5 @@ mod tests {
         let v = strip_nulls(json!({"a": null, "b": {"timeCreated": null, "X": [1, {"y": null}]}}));
         assert_eq!(v, json!({"b": {"X": [1, {}]}}));
         assert_eq!(path(&v, &["B", "x"]), Some(&json!([1, {}])));
-        assert_eq!(encode("tagName eq 'a b'"), "tagName%20eq%20%27a%20b%27");
-        assert_eq!(decode_segment("a%2Fb%zz"), "a/b%zz");
     }
 }

@@ -6,9 +6,9 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::Value;
 
-use super::{Ctx, Req, operations, respond};
+use super::{Ctx, Req, body_location, list_in_group, operations, respond};
 use crate::error::ArmError;
-use crate::paging;
+
 use crate::state::{DiskPhase, DiskRecord, PERFORMANCE_CHANGES_PER_DAY, State, key, render};
 use crate::wire::{field, path, path_str, timestamp};
 
@@ -26,17 +26,7 @@ pub(crate) fn put(ctx: &Ctx, req: &Req, sub: &str, rg: &str, name: &str) -> Resu
     let settle = ctx.admin.timing().boot() / 2;
     let mut st = ctx.store.lock_at(now);
     let rg_name = st.resource_group(sub, rg).ok_or_else(|| ArmError::resource_group_not_found(rg))?.name.clone();
-    let location = field(&body, "location")
-        .and_then(Value::as_str)
-        .filter(|l| !l.is_empty())
-        .ok_or_else(|| {
-            ArmError::new(
-                StatusCode::BAD_REQUEST,
-                "LocationRequired",
-                "The location property is required for this definition.",
-            )
-        })?
-        .to_owned();
+    let location = body_location(&body)?;
     let size = path(&body, &["properties", "diskSizeGB"]).and_then(Value::as_u64);
     let disk_key = key(sub, rg, name);
     let until = now + settle;
@@ -109,11 +99,8 @@ pub(crate) fn put(ctx: &Ctx, req: &Req, sub: &str, rg: &str, name: &str) -> Resu
     }
     let op = st.new_operation(sub, now, until, None, None);
     let rendered = st.disks.get(&disk_key).map(render::disk).ok_or_else(|| not_found(name, rg))?;
-    let retry = operations::retry_after(&st, &op, now);
+    let headers = operations::compute_headers(&st, req, sub, &location, &op, now, true);
     drop(st);
-    let (async_url, location_url) = req.op_urls(sub, "Microsoft.Compute", &location, &op);
-    let mut headers = vec![("Azure-AsyncOperation", async_url), ("Location", location_url)];
-    headers.extend(retry);
     Ok(respond(StatusCode::ACCEPTED, Some(rendered), &headers))
 }
 
@@ -128,24 +115,7 @@ pub(crate) fn get(ctx: &Ctx, sub: &str, rg: &str, name: &str) -> Result<Response
 /// `GET .../disks`: paged by name.
 pub(crate) fn list(ctx: &Ctx, req: &Req, sub: &str, rg: &str) -> Result<Response, ArmError> {
     let st = ctx.store.lock_at(Instant::now());
-    st.resource_group(sub, rg).ok_or_else(|| ArmError::resource_group_not_found(rg))?;
-    let (s, r) = (sub.to_ascii_lowercase(), rg.to_ascii_lowercase());
-    let items: Vec<(String, _)> = st
-        .disks
-        .iter()
-        .filter(|((ks, kr, _), _)| *ks == s && *kr == r)
-        .map(|((_, _, name), disk)| (name.clone(), disk))
-        .collect();
-    let body = paging::page(
-        items,
-        req.param("$skiptoken"),
-        st.page_size,
-        &format!("{}{}", req.base, req.path),
-        &[],
-        &req.api_version,
-        render::disk,
-    );
-    Ok(respond(StatusCode::OK, Some(body), &[]))
+    list_in_group(&st, req, (sub, rg), &st.disks, |_| true, render::disk)
 }
 
 /// `DELETE .../disks/NAME`: 409 while attached, 204 when absent, else 202.
@@ -168,9 +138,7 @@ pub(crate) fn delete(ctx: &Ctx, req: &Req, sub: &str, rg: &str, name: &str) -> R
     disk.phase = DiskPhase::Deleting(until);
     let location = disk.location.clone();
     let op = st.new_operation(sub, now, until, None, None);
-    let (async_url, location_url) = req.op_urls(sub, "Microsoft.Compute", &location, &op);
-    let mut headers = vec![("Azure-AsyncOperation", async_url), ("Location", location_url)];
-    headers.extend(operations::retry_after(&st, &op, now));
+    let headers = operations::compute_headers(&st, req, sub, &location, &op, now, true);
     Ok(respond(StatusCode::ACCEPTED, None, &headers))
 }
 
@@ -350,11 +318,8 @@ pub(crate) fn patch(ctx: &Ctx, req: &Req, sub: &str, rg: &str, name: &str) -> Re
     }
     let op = st.new_operation(sub, now, until, None, None);
     let rendered = st.disks.get(&disk_key).map(render::disk).ok_or_else(|| not_found(name, rg))?;
-    let retry = operations::retry_after(&st, &op, now);
+    let headers = operations::compute_headers(&st, req, sub, &location, &op, now, true);
     drop(st);
-    let (async_url, location_url) = req.op_urls(sub, "Microsoft.Compute", &location, &op);
-    let mut headers = vec![("Azure-AsyncOperation", async_url), ("Location", location_url)];
-    headers.extend(retry);
     Ok(respond(StatusCode::ACCEPTED, Some(rendered), &headers))
 }
 

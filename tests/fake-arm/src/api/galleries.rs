@@ -160,8 +160,7 @@ pub(crate) fn share(ctx: &Ctx, req: &Req, sub: &str, rg: &str, gallery: &str) ->
     let output = json!({"operationType": operation, "groups": groups});
     let op = st.new_operation(sub, now, now, None, Some(output));
     drop(st);
-    let (async_url, location_url) = req.op_urls(sub, "Microsoft.Compute", &location, &op);
-    Ok(respond(StatusCode::ACCEPTED, None, &[("Azure-AsyncOperation", async_url), ("Location", location_url)]))
+    Ok(respond(StatusCode::ACCEPTED, None, &req.op_headers(sub, "Microsoft.Compute", &location, &op, true)))
 }
 
 /// `GET /subscriptions/S/providers/Microsoft.Compute/locations/L/sharedGalleries/U/images/I/versions/V`:
@@ -175,14 +174,7 @@ pub(crate) fn shared_version(
     version: &str,
 ) -> Result<Response, ArmError> {
     let st = ctx.store.lock_at(Instant::now());
-    let not_found = || {
-        ArmError::resource_not_found(
-            &format!(
-                "Microsoft.Compute/locations/{location}/sharedGalleries/{gallery}/images/{image}/versions/{version}"
-            ),
-            "<null>",
-        )
-    };
+    let not_found = || direct_version_not_found("sharedGalleries", location, gallery, image, version);
     let record = st
         .galleries
         .values()
@@ -205,14 +197,7 @@ pub(crate) fn community_version(
     version: &str,
 ) -> Result<Response, ArmError> {
     let st = ctx.store.lock_at(Instant::now());
-    let not_found = || {
-        ArmError::resource_not_found(
-            &format!(
-                "Microsoft.Compute/locations/{location}/communityGalleries/{gallery}/images/{image}/versions/{version}"
-            ),
-            "<null>",
-        )
-    };
+    let not_found = || direct_version_not_found("communityGalleries", location, gallery, image, version);
     let record = st
         .galleries
         .values()
@@ -220,4 +205,13 @@ pub(crate) fn community_version(
         .ok_or_else(not_found)?;
     let (image, version) = record.version_in(image, Some(version), location).ok_or_else(not_found)?;
     Ok(respond(StatusCode::OK, Some(render::community_version(record, image, version, location)), &[]))
+}
+
+/// ARM's 404 `ResourceNotFound` for the read of a version of a directly shared gallery
+/// image (`kind` is `sharedGalleries` or `communityGalleries`) in `location`.
+fn direct_version_not_found(kind: &str, location: &str, gallery: &str, image: &str, version: &str) -> ArmError {
+    ArmError::resource_not_found(
+        &format!("Microsoft.Compute/locations/{location}/{kind}/{gallery}/images/{image}/versions/{version}"),
+        "<null>",
+    )
 }

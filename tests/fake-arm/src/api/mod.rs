@@ -13,7 +13,7 @@ pub(crate) mod routes;
 mod tags;
 mod vms;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -30,8 +30,8 @@ use fake_cloud_support::{Admin, FaultKind, Phase, RejectionCause};
 use serde_json::Value;
 
 use crate::error::ArmError;
-use crate::state::Store;
-use crate::wire::{base_url, decode_segment, strip_nulls, timestamp};
+use crate::state::{Key, State, Store};
+use crate::wire::{base_url, strip_nulls, timestamp};
 use routes::{Kind, Route, action_of};
 
 /// What every handler needs: the shared admin machinery and the cloud state.
@@ -80,7 +80,7 @@ impl Req {
     /// The `Azure-AsyncOperation` and `Location` URLs of operation `id`.
     pub(crate) fn op_urls(&self, sub: &str, namespace: &str, location: &str, id: &str) -> (String, String) {
         let base = format!("{}/subscriptions/{sub}/providers/{namespace}/locations/{location}", self.base);
-        let api = crate::wire::encode(&self.api_version);
+        let api = fake_cloud_support::wire::encode_component(&self.api_version);
         if namespace == "Microsoft.Network" {
             (
                 format!("{base}/operations/{id}?api-version={api}"),
@@ -92,6 +92,25 @@ impl Req {
                 format!("{base}/operations/{id}?p=fake-arm&monitor=true&api-version={api}"),
             )
         }
+    }
+
+    /// The headers of a response whose work runs as operation `id`: `Azure-AsyncOperation`,
+    /// and with `monitor` also the `Location` URL (ARM's two long-running-operation
+    /// patterns, learn.microsoft.com/azure/azure-resource-manager/management/async-operations).
+    pub(crate) fn op_headers(
+        &self,
+        sub: &str,
+        namespace: &str,
+        location: &str,
+        id: &str,
+        monitor: bool,
+    ) -> Vec<(&'static str, String)> {
+        let (async_url, location_url) = self.op_urls(sub, namespace, location, id);
+        let mut headers = vec![("Azure-AsyncOperation", async_url)];
+        if monitor {
+            headers.push(("Location", location_url));
+        }
+        headers
     }
 
     /// Parses the JSON body (nulls removed); must be an object.
@@ -110,15 +129,9 @@ fn query_param<'a>(query: &'a HashMap<String, String>, name: &str) -> Option<&'a
     query.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
 }
 
+/// The query parameters, decoded as a form (`+` is a space); a repeated name keeps its last value.
 fn parse_query(raw: Option<&str>) -> HashMap<String, String> {
-    raw.unwrap_or("")
-        .split('&')
-        .filter(|pair| !pair.is_empty())
-        .map(|pair| {
-            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            (decode_segment(&k.replace('+', " ")), decode_segment(&v.replace('+', " ")))
-        })
-        .collect()
+    fake_cloud_support::wire::parse_form(raw.unwrap_or("")).into_iter().collect()
 }
 
 /// A JSON answer with extra headers.
@@ -135,6 +148,52 @@ pub(crate) fn respond(status: StatusCode, body: Option<Value>, headers: &[(&str,
         }
     }
     response
+}
+
+/// The `location` of a PUT body: 400 `LocationRequired` when it is missing or empty
+/// (the same answer for every resource type ARM requires a location of).
+pub(crate) fn body_location(body: &Value) -> Result<String, ArmError> {
+    crate::wire::field(body, "location")
+        .and_then(Value::as_str)
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .ok_or_else(|| {
+            ArmError::new(
+                StatusCode::BAD_REQUEST,
+                "LocationRequired",
+                "The location property is required for this definition.",
+            )
+        })
+}
+
+/// `GET` of a resource group's collection: 404 `ResourceGroupNotFound` without the group,
+/// else 200 with the page the `$skiptoken` asks for of the `records` in `sub`/`rg` that
+/// `keep` lets through, ordered by lowercase name, each rendered by `render`.
+pub(crate) fn list_in_group<T>(
+    st: &State,
+    req: &Req,
+    (sub, rg): (&str, &str),
+    records: &BTreeMap<Key, T>,
+    keep: impl Fn(&T) -> bool,
+    render: impl FnMut(&T) -> Value,
+) -> Result<Response, ArmError> {
+    st.resource_group(sub, rg).ok_or_else(|| ArmError::resource_group_not_found(rg))?;
+    let (s, r) = (sub.to_ascii_lowercase(), rg.to_ascii_lowercase());
+    let items: Vec<(String, &T)> = records
+        .iter()
+        .filter(|((ks, kr, _), record)| *ks == s && *kr == r && keep(record))
+        .map(|((_, _, name), record)| (name.clone(), record))
+        .collect();
+    let body = crate::paging::page(
+        items,
+        req.param("$skiptoken"),
+        st.page_size,
+        &format!("{}{}", req.base, req.path),
+        &[],
+        &req.api_version,
+        render,
+    );
+    Ok(respond(StatusCode::OK, Some(body), &[]))
 }
 
 /// Adds `x-ms-request-id` and `x-ms-correlation-request-id` to every response.

@@ -6,24 +6,19 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{Value, json};
 
-use super::{Ctx, Req, respond};
+use super::{Ctx, Req, body_location, list_in_group, respond};
 use crate::error::ArmError;
-use crate::paging;
-use crate::state::{NicRecord, key, render};
+
+use crate::state::{key, render};
 use crate::wire::{field, path_str};
 
 fn not_found(name: &str, rg: &str) -> ArmError {
     ArmError::resource_not_found(&format!("Microsoft.Network/networkInterfaces/{name}"), rg)
 }
 
+/// The ARM id of network interface `name`.
 pub(crate) fn nic_id(sub: &str, rg: &str, name: &str) -> String {
     format!("/subscriptions/{sub}/resourceGroups/{rg}/providers/Microsoft.Network/networkInterfaces/{name}")
-}
-
-pub(crate) fn mac() -> String {
-    let bytes = uuid::Uuid::new_v4();
-    let b = bytes.as_bytes();
-    format!("00-0D-3A-{:02X}-{:02X}-{:02X}", b[0], b[1], b[2])
 }
 
 /// `PUT .../networkInterfaces/NAME`: 201 new / 200 update, `Succeeded` at once, with an
@@ -34,17 +29,7 @@ pub(crate) fn put(ctx: &Ctx, req: &Req, sub: &str, rg: &str, name: &str) -> Resu
     let mut st = ctx.store.lock_at(now);
     let rg_name = st.resource_group(sub, rg).ok_or_else(|| ArmError::resource_group_not_found(rg))?.name.clone();
     let id = nic_id(sub, &rg_name, name);
-    let location = field(&body, "location")
-        .and_then(Value::as_str)
-        .filter(|l| !l.is_empty())
-        .ok_or_else(|| {
-            ArmError::new(
-                StatusCode::BAD_REQUEST,
-                "LocationRequired",
-                "The location property is required for this definition.",
-            )
-        })?
-        .to_owned();
+    let location = body_location(&body)?;
     let configs = field(&body, "properties")
         .and_then(|p| field(p, "ipConfigurations"))
         .and_then(Value::as_array)
@@ -86,33 +71,20 @@ pub(crate) fn put(ctx: &Ctx, req: &Req, sub: &str, rg: &str, name: &str) -> Resu
         existing.generation += 1;
         StatusCode::OK
     } else {
-        let ip = st.allocate_ip(subnet_lc.as_deref().unwrap_or(""));
-        st.nics.insert(
-            nic_key.clone(),
-            NicRecord {
-                sub: sub.to_owned(),
-                rg: rg_name.clone(),
-                name: name.to_owned(),
-                id: id.clone(),
-                location: location.clone(),
-                model: body,
-                private_ip: ip,
-                guid: uuid::Uuid::new_v4().to_string(),
-                mac: mac(),
-                vm: None,
-                reserved: None,
-                deleting_until: None,
-                generation: 1,
-                created_at: now,
-            },
+        st.create_nic(
+            (sub, &rg_name, name),
+            id.clone(),
+            location.clone(),
+            body,
+            subnet_lc.as_deref().unwrap_or(""),
+            now,
         );
         StatusCode::CREATED
     };
     let op = st.new_operation(sub, now, now, None, None);
     let rendered = st.nics.get(&nic_key).map(|nic| render::nic(nic, now)).ok_or_else(|| not_found(name, rg))?;
     drop(st);
-    let (async_url, _) = req.op_urls(sub, "Microsoft.Network", &location, &op);
-    Ok(respond(status, Some(rendered), &[("Azure-AsyncOperation", async_url)]))
+    Ok(respond(status, Some(rendered), &req.op_headers(sub, "Microsoft.Network", &location, &op, false)))
 }
 
 /// `GET .../networkInterfaces/NAME`.
@@ -128,24 +100,7 @@ pub(crate) fn get(ctx: &Ctx, sub: &str, rg: &str, name: &str) -> Result<Response
 pub(crate) fn list(ctx: &Ctx, req: &Req, sub: &str, rg: &str) -> Result<Response, ArmError> {
     let now = Instant::now();
     let st = ctx.store.lock_at(now);
-    st.resource_group(sub, rg).ok_or_else(|| ArmError::resource_group_not_found(rg))?;
-    let (s, r) = (sub.to_ascii_lowercase(), rg.to_ascii_lowercase());
-    let items: Vec<(String, _)> = st
-        .nics
-        .iter()
-        .filter(|((ks, kr, _), _)| *ks == s && *kr == r)
-        .map(|((_, _, name), nic)| (name.clone(), nic))
-        .collect();
-    let body = paging::page(
-        items,
-        req.param("$skiptoken"),
-        st.page_size,
-        &format!("{}{}", req.base, req.path),
-        &[],
-        &req.api_version,
-        |nic| render::nic(nic, now),
-    );
-    Ok(respond(StatusCode::OK, Some(body), &[]))
+    list_in_group(&st, req, (sub, rg), &st.nics, |_| true, |nic| render::nic(nic, now))
 }
 
 /// `DELETE .../networkInterfaces/NAME`: 204 absent, 400 `NicInUse`/`NicReservedForAnotherVm`, else 202.
@@ -172,8 +127,7 @@ pub(crate) fn delete(ctx: &Ctx, req: &Req, sub: &str, rg: &str, name: &str) -> R
         nic.deleting_until = Some(until);
     }
     let op = st.new_operation(sub, now, until, None, None);
-    let (async_url, location_url) = req.op_urls(sub, "Microsoft.Network", &location, &op);
-    Ok(respond(StatusCode::ACCEPTED, None, &[("Azure-AsyncOperation", async_url), ("Location", location_url)]))
+    Ok(respond(StatusCode::ACCEPTED, None, &req.op_headers(sub, "Microsoft.Network", &location, &op, true)))
 }
 
 /// `GET .../virtualNetworks/V/subnets/N`.

@@ -5,6 +5,7 @@ use std::time::{Instant, SystemTime};
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use fake_cloud_support::wire::encode_component;
 use serde_json::json;
 
 use super::{Ctx, Req, respond};
@@ -20,6 +21,23 @@ pub(crate) fn retry_after(st: &State, id: &str, now: Instant) -> Option<(&'stati
     let done_at = st.operations.get(id)?.done_at;
     let left = done_at.checked_duration_since(now).filter(|left| !left.is_zero())?;
     Some(("Retry-After", left.as_millis().div_ceil(1000).max(1).to_string()))
+}
+
+/// The headers of a `Microsoft.Compute` response whose work runs as operation `op`:
+/// [`Req::op_headers`] (with `monitor`, the `Location` URL too) and, while `op` runs at
+/// `now`, its [`retry_after`].
+pub(crate) fn compute_headers(
+    st: &State,
+    req: &Req,
+    sub: &str,
+    location: &str,
+    op: &str,
+    now: Instant,
+    monitor: bool,
+) -> Vec<(&'static str, String)> {
+    let mut headers = req.op_headers(sub, "Microsoft.Compute", location, op, monitor);
+    headers.extend(retry_after(st, op, now));
+    headers
 }
 
 /// The HTTP status a failed operation answers its `Location` poll with.
@@ -87,7 +105,7 @@ pub(crate) fn get(ctx: &Ctx, req: &Req, sub: &str, id: &str, results: bool) -> R
 
 fn raw_query(req: &Req) -> String {
     let mut pairs: Vec<String> =
-        req.query.iter().map(|(k, v)| format!("{}={}", crate::wire::encode(k), crate::wire::encode(v))).collect();
+        req.query.iter().map(|(k, v)| format!("{}={}", encode_component(k), encode_component(v))).collect();
     pairs.sort();
     pairs.join("&")
 }

@@ -4,7 +4,7 @@
 use axum::http::Method;
 
 use crate::error::ArmError;
-use crate::wire::decode_segment;
+use fake_cloud_support::wire::decode_component;
 
 /// The three resource types that have item and collection routes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,7 +60,7 @@ fn is(segment: &str, word: &str) -> bool {
 
 /// Parses a request path; unknown paths give ARM's 404 answer.
 pub(crate) fn parse(path: &str, api_version: &str) -> Result<Route, ArmError> {
-    let segs: Vec<String> = path.split('/').filter(|s| !s.is_empty()).map(decode_segment).collect();
+    let segs: Vec<String> = path.split('/').filter(|s| !s.is_empty()).map(decode_component).collect();
     let s: Vec<&str> = segs.iter().map(String::as_str).collect();
     let not_found = || {
         ArmError::new(

@@ -35,6 +35,14 @@ pub(crate) fn key(sub: &str, rg: &str, name: &str) -> Key {
     (sub.to_ascii_lowercase(), rg.to_ascii_lowercase(), name.to_ascii_lowercase())
 }
 
+/// A random MAC address in Azure's form (`00-0D-3A-XX-XX-XX`: Microsoft's prefix, the
+/// dash-separated uppercase hex that `networkInterfaces.get` shows in `macAddress`).
+pub(crate) fn random_mac() -> String {
+    let bytes = uuid::Uuid::new_v4();
+    let b = bytes.as_bytes();
+    format!("00-0D-3A-{:02X}-{:02X}-{:02X}", b[0], b[1], b[2])
+}
+
 /// An issued AAD access token.
 #[derive(Debug, Clone)]
 pub(crate) struct Token {
@@ -502,6 +510,37 @@ pub(crate) struct State {
 }
 
 impl State {
+    /// Stores a new NIC `name` of `sub`/`rg` (names as the request wrote them), free, with
+    /// the next private IP of subnet `subnet_lc` (lowercase id), a random MAC and GUID.
+    pub(crate) fn create_nic(
+        &mut self,
+        (sub, rg, name): (&str, &str, &str),
+        id: String,
+        location: String,
+        model: Value,
+        subnet_lc: &str,
+        now: Instant,
+    ) {
+        let private_ip = self.allocate_ip(subnet_lc);
+        let nic = NicRecord {
+            sub: sub.to_owned(),
+            rg: rg.to_owned(),
+            name: name.to_owned(),
+            id,
+            location,
+            model,
+            private_ip,
+            guid: uuid::Uuid::new_v4().to_string(),
+            mac: random_mac(),
+            vm: None,
+            reserved: None,
+            deleting_until: None,
+            generation: 1,
+            created_at: now,
+        };
+        self.nics.insert(key(sub, rg, name), nic);
+    }
+
     /// The seeded initial state.
     pub(crate) fn initial() -> Self {
         let mut state = Self {
