@@ -185,7 +185,8 @@ mod tests {
     #[test]
     fn an_rpc_needing_the_vm_retries_soon_while_it_is_on_its_way() {
         let young = machine(Some("p-1"), YOUNG);
-        let e = AbsentVm::new(&young, "server p-1").unavailable(crate::reasons::NOT_VISIBLE_YET, "server p-1 is not visible yet");
+        let e = AbsentVm::new(&young, "server p-1")
+            .unavailable(crate::reasons::NOT_VISIBLE_YET, "server p-1 is not visible yet");
         assert_eq!(
             (e.kind(), e.reason(), e.retry_after()),
             (ErrorKind::Unavailable, crate::reasons::NOT_VISIBLE_YET, Some(RETRY_SOON))
