@@ -5,11 +5,10 @@ mod support;
 use std::time::Duration;
 
 use aws_sdk_ec2::types::{
-    BlockDeviceMapping, EbsBlockDevice, Filter, InstanceNetworkInterfaceSpecification, InstanceType, ResourceType, Tag,
-    TagSpecification, VolumeType,
+    BlockDeviceMapping, EbsBlockDevice, Filter, InstanceType, ResourceType, Tag, TagSpecification, VolumeType,
 };
 use serde_json::json;
-use support::{CLUSTER_KEY, admin_client, admin_get, code, ec2, fake, inventory_instance};
+use support::{CLUSTER_KEY, SUBNET, admin_client, admin_get, code, ec2, fake, interface, inventory_instance, run_one};
 
 const USER_DATA: &str = "I2Nsb3VkLWNvbmZpZwpydW5jbWQ6IFtlY2hvLCBoaV0K";
 
@@ -25,19 +24,7 @@ fn run(
     client: &aws_sdk_ec2::Client,
     name: &str,
 ) -> aws_sdk_ec2::operation::run_instances::builders::RunInstancesFluentBuilder {
-    client
-        .run_instances()
-        .image_id(fake_ec2::PUBLIC_IMAGE)
-        .instance_type(InstanceType::M5Large)
-        .min_count(1)
-        .max_count(1)
-        .network_interfaces(
-            InstanceNetworkInterfaceSpecification::builder()
-                .device_index(0)
-                .subnet_id("subnet-0123456789abcdef0")
-                .groups("sg-0123456789abcdef0")
-                .build(),
-        )
+    run_one(client, interface(SUBNET).groups("sg-0123456789abcdef0"))
         .tag_specifications(tags(ResourceType::Instance, &[("Name", name), ("role", "node")]))
 }
 

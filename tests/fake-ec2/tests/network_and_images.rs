@@ -8,7 +8,7 @@ use aws_sdk_ec2::types::{
     SnapshotAttributeName,
 };
 use fake_ec2::{CLUSTER_ACCOUNT, OWNER_ACCOUNT, PRIVATE_IMAGE, PRIVATE_SNAPSHOT, PUBLIC_IMAGE};
-use support::{CLUSTER_KEY, OWNER_KEY, code, ec2, fake, inventory_instance, sts};
+use support::{CLUSTER_KEY, OWNER_KEY, code, ec2, fake, interface, inventory_instance, run_one, sts};
 
 #[tokio::test]
 async fn network_interfaces_can_be_described_and_modified() {
@@ -109,19 +109,7 @@ async fn network_interfaces_can_be_described_and_modified() {
 async fn an_interface_takes_one_attribute_per_call_and_its_groups_replace_the_set() {
     let handle = fake().await;
     let client = ec2(&handle, CLUSTER_KEY);
-    let out = client
-        .run_instances()
-        .image_id(PUBLIC_IMAGE)
-        .instance_type(InstanceType::M5Large)
-        .min_count(1)
-        .max_count(1)
-        .network_interfaces(
-            InstanceNetworkInterfaceSpecification::builder()
-                .device_index(0)
-                .subnet_id("subnet-0aaaaaaaaaaaaaaa1")
-                .groups("sg-0aaaaaaaaaaaaaaa1")
-                .build(),
-        )
+    let out = run_one(&client, interface("subnet-0aaaaaaaaaaaaaaa1").groups("sg-0aaaaaaaaaaaaaaa1"))
         .send()
         .await
         .expect("run");

@@ -5,28 +5,15 @@
 mod support;
 
 use aws_sdk_ec2::types::{
-    InstanceInterruptionBehavior, InstanceLifecycleType, InstanceMarketOptionsRequest,
-    InstanceNetworkInterfaceSpecification, InstanceStateName, InstanceType, MarketType, SpotInstanceType,
-    SpotMarketOptions,
+    InstanceInterruptionBehavior, InstanceLifecycleType, InstanceMarketOptionsRequest, InstanceStateName, MarketType,
+    SpotInstanceType, SpotMarketOptions,
 };
 use fake_cloud_support::{AdminClient, ReclaimAnswer};
 use serde_json::json;
-use support::{CLUSTER_KEY, calls, code, ec2, fake, inventory_instance};
+use support::{CLUSTER_KEY, SUBNET, calls, code, ec2, fake, interface, inventory_instance, run_one};
 
 fn run(client: &aws_sdk_ec2::Client) -> aws_sdk_ec2::operation::run_instances::builders::RunInstancesFluentBuilder {
-    client
-        .run_instances()
-        .image_id(fake_ec2::PUBLIC_IMAGE)
-        .instance_type(InstanceType::M5Large)
-        .min_count(1)
-        .max_count(1)
-        .network_interfaces(
-            InstanceNetworkInterfaceSpecification::builder()
-                .device_index(0)
-                .subnet_id("subnet-0123456789abcdef0")
-                .delete_on_termination(true)
-                .build(),
-        )
+    run_one(client, interface(SUBNET).delete_on_termination(true))
 }
 
 fn spot(request: SpotInstanceType, behaviour: Option<InstanceInterruptionBehavior>) -> InstanceMarketOptionsRequest {

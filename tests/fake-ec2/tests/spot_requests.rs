@@ -9,12 +9,11 @@ mod support;
 use std::time::Duration;
 
 use aws_sdk_ec2::types::{
-    Filter, InstanceInterruptionBehavior, InstanceMarketOptionsRequest, InstanceNetworkInterfaceSpecification,
-    InstanceType, MarketType, ResourceType, SpotInstanceState, SpotInstanceType, SpotMarketOptions, Tag,
-    TagSpecification,
+    Filter, InstanceInterruptionBehavior, InstanceMarketOptionsRequest, MarketType, ResourceType, SpotInstanceState,
+    SpotInstanceType, SpotMarketOptions, Tag, TagSpecification,
 };
 use fake_cloud_support::{AdminClient, OpClass};
-use support::{CLUSTER_KEY, OWNER_KEY, calls, code, ec2, fake, inventory_instance};
+use support::{CLUSTER_KEY, OWNER_KEY, SUBNET, calls, code, ec2, fake, interface, inventory_instance, run_one};
 
 /// boot_ms and stop_ms of `support::fake`.
 const STEP: Duration = Duration::from_millis(100);
@@ -22,18 +21,7 @@ const STEP: Duration = Duration::from_millis(100);
 async fn launch(client: &aws_sdk_ec2::Client, name: &str, request: SpotInstanceType) -> (String, String) {
     let behaviour = (request == SpotInstanceType::Persistent).then_some(InstanceInterruptionBehavior::Stop);
     let spot = SpotMarketOptions::builder().spot_instance_type(request).set_instance_interruption_behavior(behaviour);
-    let out = client
-        .run_instances()
-        .image_id(fake_ec2::PUBLIC_IMAGE)
-        .instance_type(InstanceType::M5Large)
-        .min_count(1)
-        .max_count(1)
-        .network_interfaces(
-            InstanceNetworkInterfaceSpecification::builder()
-                .device_index(0)
-                .subnet_id("subnet-0123456789abcdef0")
-                .build(),
-        )
+    let out = run_one(client, interface(SUBNET))
         .tag_specifications(
             TagSpecification::builder()
                 .resource_type(ResourceType::Instance)

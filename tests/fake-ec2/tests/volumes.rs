@@ -7,10 +7,8 @@ mod support;
 
 use std::time::Duration;
 
-use aws_sdk_ec2::types::{
-    BlockDeviceMapping, EbsBlockDevice, InstanceNetworkInterfaceSpecification, InstanceType, VolumeType,
-};
-use support::{CLUSTER_KEY, ec2, fake};
+use aws_sdk_ec2::types::{BlockDeviceMapping, EbsBlockDevice, InstanceType, VolumeType};
+use support::{CLUSTER_KEY, SUBNET, ec2, fake, interface, run_one};
 
 fn disk(device: &str, size: i32, kind: VolumeType) -> BlockDeviceMapping {
     let ebs = EbsBlockDevice::builder().volume_size(size).volume_type(kind).build();
@@ -37,18 +35,7 @@ async fn volumes(client: &aws_sdk_ec2::Client, instance: &str) -> Vec<(String, S
 async fn volumes_launched_without_iops_or_throughput_show_ec2s_defaults() {
     let handle = fake().await;
     let client = ec2(&handle, CLUSTER_KEY);
-    let out = client
-        .run_instances()
-        .image_id(fake_ec2::PUBLIC_IMAGE)
-        .instance_type(InstanceType::M5Large)
-        .min_count(1)
-        .max_count(1)
-        .network_interfaces(
-            InstanceNetworkInterfaceSpecification::builder()
-                .device_index(0)
-                .subnet_id("subnet-0123456789abcdef0")
-                .build(),
-        )
+    let out = run_one(&client, interface(SUBNET))
         .block_device_mappings(disk("/dev/xvda", 50, VolumeType::Gp3))
         .block_device_mappings(disk("/dev/sdf", 10, VolumeType::Gp2))
         .block_device_mappings(disk("/dev/sdg", 1000, VolumeType::Gp2))

@@ -5,6 +5,9 @@
 use aws_sdk_ec2::config::retry::RetryConfig;
 use aws_sdk_ec2::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_ec2::error::ProvideErrorMetadata;
+use aws_sdk_ec2::operation::run_instances::builders::RunInstancesFluentBuilder;
+use aws_sdk_ec2::types::builders::InstanceNetworkInterfaceSpecificationBuilder;
+use aws_sdk_ec2::types::{InstanceNetworkInterfaceSpecification, InstanceType};
 use fake_cloud_support::{AdminClient, CallCounts, Timing};
 use fake_ec2::FakeHandle;
 use serde_json::Value;
@@ -45,6 +48,29 @@ pub fn sts(handle: &FakeHandle, key: &str) -> aws_sdk_sts::Client {
         .retry_config(aws_sdk_sts::config::retry::RetryConfig::disabled())
         .build();
     aws_sdk_sts::Client::from_conf(config)
+}
+
+/// The subnet of the fake's default VPC most tests launch into.
+pub const SUBNET: &str = "subnet-0123456789abcdef0";
+
+/// A primary interface (device index 0) in `subnet`; tests add groups and the like.
+pub fn interface(subnet: &str) -> InstanceNetworkInterfaceSpecificationBuilder {
+    InstanceNetworkInterfaceSpecification::builder().device_index(0).subnet_id(subnet)
+}
+
+/// A RunInstances of one m5.large of the public image with `interface` as its one interface;
+/// tests add tags, disks and market options.
+pub fn run_one(
+    client: &aws_sdk_ec2::Client,
+    interface: InstanceNetworkInterfaceSpecificationBuilder,
+) -> RunInstancesFluentBuilder {
+    client
+        .run_instances()
+        .image_id(fake_ec2::PUBLIC_IMAGE)
+        .instance_type(InstanceType::M5Large)
+        .min_count(1)
+        .max_count(1)
+        .network_interfaces(interface.build())
 }
 
 /// The error code of an SDK error (e.g. `InvalidInstanceID.NotFound`).
