@@ -52,7 +52,10 @@ if [[ ! -f "$venv/.installed" ]]; then
 fi
 
 # etcd and kube-apiserver for the seed and the shoot (the directory is build.sh's last line).
-CONTROLPLANE_BIN_DIR="$(controlplane/build.sh | tee /dev/stderr | tail -n 1)"
+# Built (its output shown as it goes), then asked again for the directory: a no-op then.
+# (Not `tee /dev/stderr`: with stderr a file, reopening it truncates the log.)
+controlplane/build.sh
+CONTROLPLANE_BIN_DIR="$(controlplane/build.sh | tail -n 1)"
 export CONTROLPLANE_BIN_DIR
 
 # Built once for every provider's image.

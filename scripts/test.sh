@@ -74,7 +74,10 @@ done
 # etcd, kube-apiserver and MCM for the adapter's machine-controller tests and the control
 # plane stage below (controlplane/README.md): built once into a cache outside the clone, a
 # no-op when the cached binaries match; the directory is build.sh's last line.
-CONTROLPLANE_BIN_DIR="$(controlplane/build.sh | tee /dev/stderr | tail -n 1)"
+# Built (its output shown as it goes), then asked again for the directory: a no-op then.
+# (Not `tee /dev/stderr`: with stderr a file, reopening it truncates the log.)
+controlplane/build.sh
+CONTROLPLANE_BIN_DIR="$(controlplane/build.sh | tail -n 1)"
 export CONTROLPLANE_BIN_DIR
 
 echo "==> Go adapter (adapter/): translation tests, the lifecycle through every provider's sidecar, the machine-controller on a real control plane"
