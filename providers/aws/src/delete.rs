@@ -29,7 +29,9 @@
 //!   this machine's and live, one CancelSpotInstanceRequests if it is a Spot
 //!   instance and one TerminateInstances. A foreign
 //!   instance is answered "already gone" and left running; one already
-//!   shutting down or terminated costs the read alone. The Go provider
+//!   shutting down or terminated costs the read alone (plus, for a Spot
+//!   instance of this machine, the CancelSpotInstanceRequests that keeps a
+//!   persistent request from launching another). The Go provider
 //!   terminates any instance id of the account without reading; this one
 //!   read is the price of never deleting another cluster's VM.
 //! - without: one DescribeInstances by tags (`Name` + cluster and role tag
@@ -53,9 +55,24 @@ impl AwsDriver {
         let (region, instance_id) = Self::locate(&spec, &req.machine)?;
         let c = self.clients(ctx, &req.secret, &region).await?;
         let gone = || DeletedMachine { last_known_state: String::new(), already_gone: true };
+        let persistent = spec
+            .instance_market_options
+            .as_ref()
+            .and_then(|m| m.spot_options.as_ref())
+            .and_then(|o| o.spot_instance_type.as_deref())
+            == Some("persistent");
         let instances: Vec<Instance> = match instance_id {
             Some(id) => match lookup::by_id(ctx, &c, &id).await? {
-                Some(i) if !tags::is_live(&i) => vec![],
+                Some(i) if !tags::is_live(&i) => {
+                    // Terminated by someone else: a persistent Spot request of
+                    // this machine's instance re-opens and EC2 launches another.
+                    if i.spot_instance_request_id().is_some()
+                        && matches!(markers.judge(&Tagged(i.tags()), &req.machine), Ownership::Mine)
+                    {
+                        cancel_spot_requests(ctx, &c, &req.machine.name, std::slice::from_ref(&i), persistent).await?;
+                    }
+                    vec![]
+                }
                 Some(i) => match markers.judge(&Tagged(i.tags()), &req.machine) {
                     Ownership::Mine => vec![i],
                     Ownership::Foreign(why) => {
@@ -84,12 +101,6 @@ impl AwsDriver {
         if ids.is_empty() {
             return Ok(gone());
         }
-        let persistent = spec
-            .instance_market_options
-            .as_ref()
-            .and_then(|m| m.spot_options.as_ref())
-            .and_then(|o| o.spot_instance_type.as_deref())
-            == Some("persistent");
         cancel_spot_requests(ctx, &c, &req.machine.name, &instances, persistent).await?;
         let out = match aws_call::ec2(ctx, &c, "TerminateInstances", || {
             c.ec2.terminate_instances().set_instance_ids(Some(ids.clone())).send()

@@ -99,6 +99,16 @@ fn launched_interface<'a>(
     })
 }
 
+/// Whether class interface `index` is the instance's primary interface
+/// (network card 0, device index 0): the one interface EC2 always creates with
+/// the instance. Another attached interface at a class interface's device
+/// index may be someone else's (the VPC CNI attaches its own at device index 1
+/// and up), so its security groups and source/destination check are never
+/// written: a change there is reported as needing a replacement.
+fn is_primary(spec: &AwsProviderSpec, index: usize) -> bool {
+    spec.network_interfaces[index].network_card_index.unwrap_or(0) == 0 && spec.device_index(index) == 0
+}
+
 fn on_off(check: bool) -> &'static str {
     if check { "on" } else { "off" }
 }
@@ -139,6 +149,8 @@ pub(crate) fn interface_changes(
         let field = nic_field(*index, "securityGroupIDs");
         if current == wanted_sorted {
             plan.unchanged(field);
+        } else if !is_primary(spec, *index) {
+            plan.compare_replacement(field, &current.join(", "), &wanted_sorted.join(", "));
         } else {
             plan.applied(
                 field,
@@ -153,10 +165,17 @@ pub(crate) fn interface_changes(
     });
     if let Some(want) = wanted_check {
         let mut done = Vec::new();
-        for (index, n, eni) in &launched {
-            if n.is_efa() || is_efa_type(eni.interface_type()) {
-                continue;
-            }
+        let concerned = launched.iter().filter(|(_, n, eni)| !(n.is_efa() || is_efa_type(eni.interface_type())));
+        if let Some((_, _, eni)) = concerned
+            .clone()
+            .find(|(index, _, eni)| !is_primary(spec, *index) && eni.source_dest_check().unwrap_or(true) != want)
+        {
+            // Only the primary interface is written (is_primary).
+            let have = on_off(eni.source_dest_check().unwrap_or(true));
+            plan.compare_replacement(SOURCE_DEST_CHECK_FIELD, have, on_off(want));
+            return changes;
+        }
+        for (index, _, eni) in concerned {
             let have = eni.source_dest_check().unwrap_or(true);
             if have != want {
                 let eni_id = eni.network_interface_id().unwrap_or_default().to_string();
@@ -365,6 +384,41 @@ mod tests {
         assert_eq!(outcome(plan, SOURCE_DEST_CHECK_FIELD), Some(ChangeOutcome::Applied));
         let mut plan = UpdatePlan::new("p", false);
         assert!(interface_changes(&two(None), None, &i, &mut plan).is_empty(), "never set: not compared");
+    }
+
+    #[test]
+    fn only_the_primary_interface_is_written_a_secondary_change_needs_a_replacement() {
+        // Device index 1 may be an interface someone else attached (the VPC CNI's).
+        let i = Instance::builder()
+            .network_interfaces(eni("eni-a", 0, &["sg-1"], true, "interface"))
+            .network_interfaces(eni("eni-cni", 1, &["sg-9"], false, "interface"))
+            .build();
+        let mut plan = UpdatePlan::new("p", false);
+        let changes = interface_changes(&spec(&[(&["sg-2"], None), (&["sg-1"], None)], None), None, &i, &mut plan);
+        assert_eq!(
+            changes,
+            vec![InterfaceChange {
+                index: 0,
+                eni_id: "eni-a".into(),
+                write: InterfaceWrite::Groups(vec!["sg-2".into()])
+            }],
+            "nothing written to eni-cni"
+        );
+        let answer = plan.finish().unwrap();
+        let outcome_of = |f: &str| answer.changes.iter().find(|c| c.field == f).map(|c| c.outcome);
+        assert_eq!(outcome_of("providerSpec.networkInterfaces[0].securityGroupIDs"), Some(ChangeOutcome::Applied));
+        assert_eq!(
+            outcome_of("providerSpec.networkInterfaces[1].securityGroupIDs"),
+            Some(ChangeOutcome::NeedsReplacement)
+        );
+
+        // Groups as they are; the check asked on, which eni-cni has off.
+        let same = spec(&[(&["sg-1"], None), (&["sg-9"], None)], Some(true));
+        let mut plan = UpdatePlan::new("p", false);
+        let changes = interface_changes(&same, None, &i, &mut plan);
+        assert!(changes.is_empty(), "no check written while a secondary interface differs: {changes:?}");
+        let err = plan.finish().unwrap_err();
+        assert!(err.message().contains(SOURCE_DEST_CHECK_FIELD), "{}", err.message());
     }
 
     #[test]

@@ -78,6 +78,27 @@ impl Setup {
         MachineRef { machine, class: class.clone(), secret: secret() }
     }
 
+    /// An EC2 client of the example secret's account against the fake (what
+    /// someone else does to the machine's instance).
+    fn ec2(&self) -> aws_sdk_ec2::Client {
+        let secret: BTreeMap<String, String> = serde_json::from_str(include_str!("../examples/secret.json")).unwrap();
+        let key = |k: &str| secret.get(k).cloned().unwrap();
+        aws_sdk_ec2::Client::from_conf(
+            aws_sdk_ec2::Config::builder()
+                .behavior_version(aws_sdk_ec2::config::BehaviorVersion::latest())
+                .region(aws_sdk_ec2::config::Region::new("eu-west-1"))
+                .credentials_provider(aws_sdk_ec2::config::Credentials::new(
+                    key("accessKeyID"),
+                    key("secretAccessKey"),
+                    None,
+                    None,
+                    "test",
+                ))
+                .endpoint_url(self.fake.url())
+                .build(),
+        )
+    }
+
     /// The EC2 calls made since the last time, reset.
     async fn take_calls(&self) -> BTreeMap<String, u64> {
         let calls = self.admin.calls().await.unwrap();
@@ -133,11 +154,40 @@ async fn a_deleted_persistent_spot_machine_leaves_no_instance_behind() {
         s.admin.instances().await.unwrap()
     );
 
-    // A repeated delete: the instance is shutting down or terminated; nothing more is sent.
+    // A repeated delete: the instance is shutting down or terminated; the one
+    // idempotent cancel is sent again (the read cannot tell a request closed
+    // from one re-opened by someone else's termination), nothing is terminated.
     let again = s.driver.delete_machine(&ctx(), Setup::at(&m, Some(&pid), &spot)).await.unwrap();
     assert!(again.already_gone);
     let calls = s.take_calls().await;
-    assert_eq!(calls.get("CancelSpotInstanceRequests"), None, "{calls:?}");
+    assert_eq!(calls.get("CancelSpotInstanceRequests"), Some(&1), "{calls:?}");
+    assert_eq!(calls.get("TerminateInstances"), None, "{calls:?}");
+}
+
+#[tokio::test]
+async fn an_instance_terminated_by_someone_else_has_its_persistent_request_cancelled() {
+    let s = Setup::start().await;
+    let spot = persistent_spot();
+    let m = machine("terminated-elsewhere");
+    let pid = s.create(&m, &spot).await;
+    let id = instance_id(&pid).to_string();
+    // EC2 relaunches an open persistent request boot_ms after its instance is
+    // terminated: long enough here for the delete to come first.
+    s.admin.post("timing", json!({"boot_ms": 2000, "stop_ms": STEP_MS})).await.unwrap();
+    s.ec2().terminate_instances().instance_ids(&id).send().await.unwrap();
+    s.take_calls().await;
+
+    let deleted = s.driver.delete_machine(&ctx(), Setup::at(&m, Some(&pid), &spot)).await.unwrap();
+    assert!(deleted.already_gone);
+    let calls = s.take_calls().await;
+    assert_eq!(
+        calls,
+        BTreeMap::from([("DescribeInstances".to_string(), 1), ("CancelSpotInstanceRequests".to_string(), 1)]),
+        "{calls:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let live: Vec<String> = s.admin.live_named(&m.name).await.unwrap().into_iter().map(|i| i.id).collect();
+    assert!(live.is_empty(), "EC2 relaunched {live:?} for the re-opened request");
 }
 
 #[tokio::test]
@@ -184,23 +234,7 @@ async fn an_already_cancelled_request_is_fine_and_a_failed_cancel_terminates_not
     // Someone cancelled the request already: the retry cancels again (EC2 answers
     // `cancelled`) and terminates.
     let sir = s.request_of(&id).await;
-    let secret: BTreeMap<String, String> = serde_json::from_str(include_str!("../examples/secret.json")).unwrap();
-    let key = |k: &str| secret.get(k).cloned().unwrap();
-    let ec2 = aws_sdk_ec2::Client::from_conf(
-        aws_sdk_ec2::Config::builder()
-            .behavior_version(aws_sdk_ec2::config::BehaviorVersion::latest())
-            .region(aws_sdk_ec2::config::Region::new("eu-west-1"))
-            .credentials_provider(aws_sdk_ec2::config::Credentials::new(
-                key("accessKeyID"),
-                key("secretAccessKey"),
-                None,
-                None,
-                "test",
-            ))
-            .endpoint_url(s.fake.url())
-            .build(),
-    );
-    ec2.cancel_spot_instance_requests().spot_instance_request_ids(&sir).send().await.unwrap();
+    s.ec2().cancel_spot_instance_requests().spot_instance_request_ids(&sir).send().await.unwrap();
     let deleted = s.driver.delete_machine(&ctx(), Setup::at(&m, Some(&pid), &spot)).await.unwrap();
     assert!(!deleted.already_gone);
     assert!(s.live_after_relaunch_delay(&m.name).await.is_empty());
