@@ -34,6 +34,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/yaml"
 
 	"github.com/machine-driver/controlplane/cluster"
@@ -476,7 +477,22 @@ func (t *test) joinNode(m *v1alpha1.Machine) (string, error) {
 		return "", err
 	}
 	created.Status = status
-	if _, err := t.tc.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+	// MCM's machine-controller adds its finalizer to the Node as soon as it sees it: the real
+	// API server then refuses a status update of the older version (a conflict), as it would
+	// the kubelet's, which reads the Node again and retries.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		_, err := t.tc.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			latest, getErr := t.tc.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+			if getErr != nil {
+				return getErr
+			}
+			latest.Status = status
+			created = latest
+		}
+		return err
+	})
+	if err != nil {
 		return "", err
 	}
 	if err := t.startWorkload(ctx, nodeName); err != nil {
