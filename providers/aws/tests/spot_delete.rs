@@ -7,6 +7,8 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -81,22 +83,7 @@ impl Setup {
     /// An EC2 client of the example secret's account against the fake (what
     /// someone else does to the machine's instance).
     fn ec2(&self) -> aws_sdk_ec2::Client {
-        let secret: BTreeMap<String, String> = serde_json::from_str(include_str!("../examples/secret.json")).unwrap();
-        let key = |k: &str| secret.get(k).cloned().unwrap();
-        aws_sdk_ec2::Client::from_conf(
-            aws_sdk_ec2::Config::builder()
-                .behavior_version(aws_sdk_ec2::config::BehaviorVersion::latest())
-                .region(aws_sdk_ec2::config::Region::new("eu-west-1"))
-                .credentials_provider(aws_sdk_ec2::config::Credentials::new(
-                    key("accessKeyID"),
-                    key("secretAccessKey"),
-                    None,
-                    None,
-                    "test",
-                ))
-                .endpoint_url(self.fake.url())
-                .build(),
-        )
+        support::ec2_client(&self.fake.url(), &secret())
     }
 
     /// The EC2 calls made since the last time, reset.

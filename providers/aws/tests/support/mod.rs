@@ -2,7 +2,7 @@
 //! fixture (`machine-driver-provider-fixture`) on `fake-ec2` with this
 //! provider's examples, and EC2 requests of the tests' own.
 
-#![allow(dead_code, unreachable_pub, clippy::unwrap_used)] // each test binary uses a part of it
+#![allow(dead_code, unused_imports, unreachable_pub, clippy::unwrap_used)] // each test binary uses a part of it
 
 use machine_driver_api::{CreateMachine, Machine, MachineClass, SecretData};
 use machine_driver_aws::AwsDriver;
@@ -33,20 +33,7 @@ impl FakeCloud {
 
     /// An EC2 client of the cluster account (the example secret's keys) against the fake.
     pub fn ec2(&self) -> aws_sdk_ec2::Client {
-        let key = |k: &str| String::from_utf8(self.secret.get(k).unwrap().to_vec()).unwrap();
-        let config = aws_sdk_ec2::Config::builder()
-            .behavior_version(aws_sdk_ec2::config::BehaviorVersion::latest())
-            .region(aws_sdk_ec2::config::Region::new("eu-west-1"))
-            .credentials_provider(aws_sdk_ec2::config::Credentials::new(
-                key("accessKeyID"),
-                key("secretAccessKey"),
-                None,
-                None,
-                "test",
-            ))
-            .endpoint_url(self.fake.url())
-            .build();
-        aws_sdk_ec2::Client::from_conf(config)
+        ec2_client(&self.fake.url(), &self.secret)
     }
 }
 
@@ -82,4 +69,22 @@ pub fn create(name: &str, class: &MachineClass) -> CreateMachine {
 /// The instance id at the end of a provider id (`aws:///eu-west-1/i-...`).
 pub fn instance_id(provider_id: &str) -> &str {
     provider_id.rsplit('/').next().unwrap()
+}
+
+/// An EC2 client with `secret`'s keys (`accessKeyID`, `secretAccessKey`) against the fake at `url`.
+pub fn ec2_client(url: &str, secret: &SecretData) -> aws_sdk_ec2::Client {
+    let key = |k: &str| String::from_utf8(secret.get(k).unwrap().to_vec()).unwrap();
+    let config = aws_sdk_ec2::Config::builder()
+        .behavior_version(aws_sdk_ec2::config::BehaviorVersion::latest())
+        .region(aws_sdk_ec2::config::Region::new("eu-west-1"))
+        .credentials_provider(aws_sdk_ec2::config::Credentials::new(
+            key("accessKeyID"),
+            key("secretAccessKey"),
+            None,
+            None,
+            "test",
+        ))
+        .endpoint_url(url)
+        .build();
+    aws_sdk_ec2::Client::from_conf(config)
 }
