@@ -50,4 +50,7 @@ pub use recent_list::{ListAnswer, Listed, RecentList};
 pub use secret::SecretData;
 pub use secret_keys::SecretKeys;
 pub use spec::{parse_provider_spec, set_strict_provider_spec};
-pub use update::{ChangeOutcome, FieldChange, NEEDS_REPLACEMENT, TagPlan, UpdateMachine, UpdatePlan, UpdatedMachine};
+pub use update::{
+    ChangeOutcome, FieldChange, NEEDS_REPLACEMENT, TagPlan, UpdateMachine, UpdatePlan, UpdatedMachine,
+    unrecorded_changes,
+};

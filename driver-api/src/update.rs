@@ -10,6 +10,13 @@
 //! VM can have is compared and, when it differs, reported
 //! ([`UpdatePlan::compare_replacement`]). [`UpdatePlan::finish`] sorts the
 //! answer and turns "only replacements differ" into FAILED_PRECONDITION.
+//!
+//! Nothing a class changes is dropped: a plan made with
+//! [`UpdatePlan::for_request`] compares the previous class's providerSpec with
+//! the new one at [`UpdatePlan::finish`], and every changed path no recorded
+//! field covers (the provider neither applied nor compared it) is answered
+//! NEEDS_REPLACEMENT ([`unrecorded_changes`]). Without a previous class only
+//! what the VM shows can be compared.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -75,12 +82,31 @@ pub struct UpdatePlan {
     provider_id: String,
     validate_only: bool,
     changes: Vec<FieldChange>,
+    /// The previous and the new class's providerSpec, when the request had a
+    /// previous class: [`UpdatePlan::finish`] reports what changed between
+    /// them and no recorded field covers.
+    classes: Option<(serde_json::Value, serde_json::Value)>,
 }
 
 impl UpdatePlan {
     /// An empty answer for the VM `provider_id`.
     pub fn new(provider_id: impl Into<String>, validate_only: bool) -> Self {
-        Self { provider_id: provider_id.into(), validate_only, changes: Vec::new() }
+        Self { provider_id: provider_id.into(), validate_only, changes: Vec::new(), classes: None }
+    }
+
+    /// The plan every provider's `update_machine` starts with: an empty
+    /// answer for the VM `provider_id`, `validate_only` from `req`, and
+    /// `req`'s previous and new providerSpec, so that [`UpdatePlan::finish`]
+    /// reports a changed field the provider did not record as
+    /// NEEDS_REPLACEMENT instead of dropping it.
+    pub fn for_request(provider_id: impl Into<String>, req: &UpdateMachine) -> Self {
+        let mut plan = Self::new(provider_id, req.validate_only);
+        plan.classes = req.previous_class.as_ref().and_then(|previous| {
+            let old = serde_json::from_slice(&previous.provider_spec).ok()?;
+            let new = serde_json::from_slice(&req.class.provider_spec).ok()?;
+            Some((old, new))
+        });
+        plan
     }
 
     /// Whether the caller asked to change nothing: the provider computes every
@@ -133,6 +159,12 @@ impl UpdatePlan {
     /// replacement and none was applied: the caller asked only for what a
     /// new VM would give it.
     pub fn finish(mut self) -> Result<UpdatedMachine> {
+        if let Some((old, new)) = self.classes.take() {
+            let recorded: Vec<&str> = self.changes.iter().map(|c| c.field.as_str()).collect();
+            for field in unrecorded_changes(&old, &new, &recorded) {
+                self.push(field, ChangeOutcome::NeedsReplacement, UNRECORDED_DETAIL.to_string());
+            }
+        }
         self.changes.sort_by(|a, b| a.field.cmp(&b.field));
         let replace: Vec<&str> = self
             .changes
@@ -153,6 +185,49 @@ impl UpdatePlan {
             ));
         }
         Ok(UpdatedMachine { provider_id: self.provider_id, changes: self.changes })
+    }
+}
+
+/// The detail of a changed field the provider did not record. Values are
+/// never echoed: a providerSpec may carry what a log must not show.
+const UNRECORDED_DETAIL: &str = "changed in the class; this driver cannot change it on a running VM";
+
+/// The paths (`providerSpec.a.b[2].c`, the spelling of [`FieldChange::field`])
+/// where `new` differs from `old` and no `recorded` field covers: a recorded
+/// field covers its own path and everything under it (`providerSpec.tags`
+/// covers `providerSpec.tags.team`). Objects are compared key by key and
+/// arrays element by element; a key or element on one side only, or a value
+/// of another type, is one path.
+pub fn unrecorded_changes(old: &serde_json::Value, new: &serde_json::Value, recorded: &[&str]) -> Vec<String> {
+    let mut out = Vec::new();
+    diff_paths("providerSpec".to_string(), Some(old), Some(new), &mut out);
+    out.retain(|path| !recorded.iter().any(|r| covers(r, path)));
+    out
+}
+
+/// Whether the recorded field `field` is `path` or one of its ancestors.
+fn covers(field: &str, path: &str) -> bool {
+    path.strip_prefix(field).is_some_and(|rest| rest.is_empty() || rest.starts_with('.') || rest.starts_with('['))
+}
+
+fn diff_paths(path: String, old: Option<&serde_json::Value>, new: Option<&serde_json::Value>, out: &mut Vec<String>) {
+    use serde_json::Value;
+    // A null is what an absent key means in a class.
+    let (old, new) = (old.filter(|v| !v.is_null()), new.filter(|v| !v.is_null()));
+    match (old, new) {
+        (Some(Value::Object(a)), Some(Value::Object(b))) => {
+            let keys: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+            for k in keys {
+                diff_paths(format!("{path}.{k}"), a.get(k), b.get(k), out);
+            }
+        }
+        (Some(Value::Array(a)), Some(Value::Array(b))) => {
+            for i in 0..a.len().max(b.len()) {
+                diff_paths(format!("{path}[{i}]"), a.get(i), b.get(i), out);
+            }
+        }
+        (a, b) if a != b => out.push(path),
+        _ => {}
     }
 }
 
@@ -280,5 +355,68 @@ mod tests {
         plan.compare_replacement("providerSpec.machineType", "a", "a");
         let done = plan.finish().unwrap_or_else(|e| panic!("{e:?}"));
         assert!(done.changes.iter().all(|c| c.outcome == ChangeOutcome::Unchanged));
+    }
+
+    fn request(old: serde_json::Value, new: serde_json::Value) -> UpdateMachine {
+        let class =
+            |v: &serde_json::Value| MachineClass { provider_spec: v.to_string().into_bytes(), ..Default::default() };
+        UpdateMachine {
+            machine: Machine::default(),
+            class: class(&new),
+            previous_class: Some(class(&old)),
+            secret: SecretData::default(),
+            validate_only: false,
+        }
+    }
+
+    #[test]
+    fn a_changed_field_no_provider_recorded_needs_a_replacement() {
+        let old = serde_json::json!({"tags": {"a": "1"}, "keyPairName": "k1", "disks": [{"size": 10, "enc": false}], "x": null});
+        let new = serde_json::json!({"tags": {"a": "2", "b": "3"}, "keyPairName": "k2", "disks": [{"size": 20, "enc": true}, {"size": 5}]});
+        let mut plan = UpdatePlan::for_request("p", &request(old, new));
+        plan.applied("providerSpec.tags", "a=2, b=3");
+        plan.applied("providerSpec.disks[0].size", "10 -> 20");
+        let answer = plan.finish().expect("something was applied");
+        let replace: Vec<(&str, &str)> = answer
+            .changes
+            .iter()
+            .filter(|c| c.outcome == ChangeOutcome::NeedsReplacement)
+            .map(|c| (c.field.as_str(), c.detail.as_str()))
+            .collect();
+        assert_eq!(
+            replace,
+            [
+                ("providerSpec.disks[0].enc", UNRECORDED_DETAIL),
+                ("providerSpec.disks[1]", UNRECORDED_DETAIL),
+                ("providerSpec.keyPairName", UNRECORDED_DETAIL),
+            ],
+            "the tags' own keys are covered by providerSpec.tags; a null is an absent key; values never echoed"
+        );
+    }
+
+    #[test]
+    fn only_unrecorded_changes_are_a_failed_precondition_naming_them() {
+        let old = serde_json::json!({"keyPairName": "k1", "tags": {"a": "1"}});
+        let new = serde_json::json!({"keyPairName": "k2", "tags": {"a": "1"}});
+        let mut plan = UpdatePlan::for_request("p", &request(old.clone(), new));
+        plan.unchanged("providerSpec.tags");
+        let e = plan.finish().expect_err("nothing can be changed in place");
+        assert_eq!((e.kind(), e.reason()), (ErrorKind::FailedPrecondition, NEEDS_REPLACEMENT));
+        assert!(e.message().contains("providerSpec.keyPairName"), "{}", e.message());
+        assert!(!e.message().contains("k2"), "no value echoed: {}", e.message());
+
+        let mut same = UpdatePlan::for_request("p", &request(old.clone(), old));
+        same.unchanged("providerSpec.tags");
+        assert_eq!(same.finish().expect("equal classes").changes.len(), 1, "equal specs add nothing");
+    }
+
+    #[test]
+    fn a_recorded_field_covers_its_subtree_only_at_a_boundary() {
+        assert!(covers("providerSpec.tags", "providerSpec.tags"));
+        assert!(covers("providerSpec.tags", "providerSpec.tags.team"));
+        assert!(covers("providerSpec.disks[0]", "providerSpec.disks[0].size"));
+        assert!(!covers("providerSpec.tags", "providerSpec.tagsExtra"));
+        assert!(!covers("providerSpec.disks[1]", "providerSpec.disks[10].size"));
+        assert!(!covers("providerSpec.disks[0].size", "providerSpec.disks[0]"));
     }
 }

@@ -155,7 +155,7 @@ impl AlicloudDriver {
             Some(eni) => describe_eni(&api, &region, eni).await?,
             None => None,
         };
-        let mut plan = UpdatePlan::new(pid, req.validate_only);
+        let mut plan = UpdatePlan::for_request(pid, &req);
 
         // Tags on the instance, its launch disks and its primary ENI.
         let desired = tag_set(&spec, &req.machine.uid);

@@ -496,3 +496,43 @@ async fn a_lost_resize_answer_then_a_retry_converges() {
     let sizes: Vec<u64> = described_disks(&cloud, &id).await.into_iter().map(|d| d.2).collect();
     assert_eq!(sizes, [60, 80]);
 }
+
+#[tokio::test]
+async fn a_class_change_this_driver_cannot_apply_is_reported_never_dropped() {
+    // ECS changes neither the key pair nor the bandwidth of a running instance
+    // through this driver: an edit of either, with the class it replaces,
+    // is NEEDS_REPLACEMENT naming the field, and nothing is written.
+    let cloud = FakeCloud::start().await;
+    let pid = launch(&cloud, "m-1").await;
+    let driver = cloud.driver();
+    let previous = cloud.class_with(|_| {});
+    let edited = cloud.class_with(|s| {
+        s["keyPairName"] = "another-key".into();
+        s["internetMaxBandwidthOut"] = 42.into();
+    });
+    cloud.admin.reset_calls().await.unwrap();
+    let err = driver
+        .update_machine(&ctx("update", 10), request(&cloud, "m-1", &pid, edited.clone(), Some(previous.clone()), false))
+        .await
+        .unwrap_err();
+    assert_eq!((err.kind(), err.reason()), (ErrorKind::FailedPrecondition, NEEDS_REPLACEMENT), "{err:?}");
+    for field in ["providerSpec.keyPairName", "providerSpec.internetMaxBandwidthOut"] {
+        assert!(err.message().contains(field), "{field} named: {}", err.message());
+    }
+    assert!(!err.message().contains("another-key"), "no value echoed: {}", err.message());
+    assert_eq!(cloud.calls().await.breakdown(), READS, "nothing written");
+
+    // Beside a tag edit: the tags are applied, the two fields reported.
+    let with_tags = cloud.class_with(|s| {
+        s["keyPairName"] = "another-key".into();
+        s["internetMaxBandwidthOut"] = 42.into();
+        s["tags"]["team"] = "c".into();
+    });
+    let done = driver
+        .update_machine(&ctx("update", 10), request(&cloud, "m-1", &pid, with_tags, Some(previous), false))
+        .await
+        .unwrap();
+    assert_eq!(outcome(&done, "providerSpec.tags"), ChangeOutcome::Applied);
+    assert_eq!(outcome(&done, "providerSpec.keyPairName"), ChangeOutcome::NeedsReplacement);
+    assert_eq!(outcome(&done, "providerSpec.internetMaxBandwidthOut"), ChangeOutcome::NeedsReplacement);
+}

@@ -120,7 +120,7 @@ impl AwsDriver {
             Lookup::Missing => return Err(DriverError::not_found(format!("instance of machine {}", req.machine.name))),
         };
         let id = instance.instance_id().unwrap_or_default().to_string();
-        let mut plan = UpdatePlan::new(provider_id::encode(&region, &id), req.validate_only);
+        let mut plan = UpdatePlan::for_request(provider_id::encode(&region, &id), &req);
 
         compare_replacements(&mut plan, &spec, placement.as_ref(), &region, &instance);
 

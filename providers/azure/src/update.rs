@@ -132,7 +132,7 @@ impl AzureDriver {
         let record = serde_json::to_value(&found)
             .map_err(|_| DriverError::internal("compute virtualMachines.get answered a VM that does not serialize"))?;
 
-        let mut plan = UpdatePlan::new(target.provider_id(), req.validate_only);
+        let mut plan = UpdatePlan::for_request(target.provider_id(), &req);
         compare_replacements(&mut plan, &record, &spec);
 
         let desired = vm::machine_tags(&spec, &req.machine.uid);

@@ -130,7 +130,7 @@ impl GcpDriver {
             return Err(DriverError::spot_reclaimed(target.provider_id(), shown));
         }
 
-        let mut plan = UpdatePlan::new(target.provider_id(), req.validate_only);
+        let mut plan = UpdatePlan::for_request(target.provider_id(), &req);
         compare_replacements(&mut plan, &spec, &instance);
         let owned = self.owned_disks(&api, &target, &spec, &instance, &mut plan).await?;
 

@@ -136,7 +136,7 @@ impl OpenStackDriver {
             })
             .collect();
 
-        let mut plan = UpdatePlan::new(what, req.validate_only);
+        let mut plan = UpdatePlan::for_request(what, &req);
         let tag_plans =
             std::iter::once(("the server", &vm_plan)).chain(changes.iter().map(|c| (c.what.as_str(), &c.tags)));
         plan.tags(TAGS_FIELD, tag_plans);

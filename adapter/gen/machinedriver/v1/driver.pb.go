@@ -1281,7 +1281,10 @@ type UpdateMachineRequest struct {
 	// The class the machine was created (or last updated) with, when the
 	// caller knows it. Tags it names that machine_class no longer has are
 	// removed from the VM and its dependents; without it no tag is removed
-	// (a tag the driver did not set is never touched).
+	// (a tag the driver did not set is never touched). A field it changes
+	// that the driver can neither apply nor compare with the VM is answered
+	// NEEDS_REPLACEMENT by its path; without it only what the cloud shows of
+	// the VM is compared.
 	PreviousMachineClass *MachineClass `protobuf:"bytes,5,opt,name=previous_machine_class,json=previousMachineClass,proto3" json:"previous_machine_class,omitempty"`
 	unknownFields        protoimpl.UnknownFields
 	sizeCache            protoimpl.SizeCache
