@@ -42,12 +42,14 @@
 //!   from the image, `imageID` (`image.id`).
 //! - replacement only, from the previous class (Nova's record does not show
 //!   them; a Cinder, Glance or Neutron read each would): another non-zero
-//!   `rootDiskSize` of a boot volume (the volume keeps its size), the image of
-//!   a boot volume or by `imageName`, `networkID`, `subnetID`, `subnetIDs`,
-//!   `networks`, `podNetworkCidr`, `podNetworkCIDRs`, `keyName`,
-//!   `serverGroupID`, `useConfigDrive`, `rootDiskType`: NEEDS_REPLACEMENT when
-//!   the class changes them, else not reported (never UNCHANGED: nothing was
-//!   read to tell); without a previous class they are not compared.
+//!   `rootDiskSize` of a boot volume (the volume keeps its size) and the image
+//!   of a boot volume or by `imageName` here; every other field the class
+//!   changes (`networkID`, `subnetID`, `subnetIDs`, `networks`,
+//!   `podNetworkCidr`, `podNetworkCIDRs`, `keyName`, `serverGroupID`,
+//!   `useConfigDrive`, `rootDiskType`, ...) by the kit's
+//!   `UpdatePlan::for_request`. NEEDS_REPLACEMENT when the class changes
+//!   them, else not reported (never UNCHANGED: nothing was read to tell);
+//!   without a previous class they are not compared.
 //!
 //! `validate_only` makes the reads only. A repeat after success writes nothing.
 //! Cost of a tag change: 2 reads, 1 write on the server, 1 per port whose tags change.
@@ -219,7 +221,8 @@ fn applied_list(current: &[String], plan: &TagPlan) -> Vec<String> {
 /// The fields only a new server can change: compared with the server's
 /// record where it shows them (the flavor, the availability zone, the
 /// providerID's region, the boot source and, for a server booted from the
-/// image, `imageID`), else with the previous class (see [`compare_with_previous`]).
+/// image, `imageID`), else with the previous class (the boot volume's size and
+/// image; the kit's `UpdatePlan::for_request` reports the class's other changes).
 fn compare_replacements(
     plan: &mut UpdatePlan,
     spec: &OpenStackSpec,
@@ -266,9 +269,6 @@ fn compare_replacements(
             }
         }
     }
-    if let Some(previous) = previous {
-        compare_with_previous(plan, spec, previous);
-    }
 }
 
 /// The class field of the boot volume's size.
@@ -279,38 +279,6 @@ fn image_text(image: ImageRef<'_>) -> String {
     match image {
         ImageRef::Id(id) => format!("imageID {id:?}"),
         ImageRef::Name(name) => format!("imageName {name:?}"),
-    }
-}
-
-/// The fields fixed at `POST /servers` that Nova's record does not show
-/// (the ports' networks and subnets, the pod CIDRs of their address pairs, the
-/// key pair, the server group, the config drive, the boot volume's type):
-/// NEEDS_REPLACEMENT when the class changes them from the previous class;
-/// not reported otherwise, nor without a previous class (only a read of each
-/// would tell).
-fn compare_with_previous(plan: &mut UpdatePlan, spec: &OpenStackSpec, previous: &OpenStackSpec) {
-    let one = |value: &Option<String>| value.as_deref().map(str::trim).unwrap_or_default().to_string();
-    let list = |values: &[String]| values.iter().map(|v| v.trim()).collect::<Vec<_>>().join(", ");
-    let fields = [
-        ("networkID", one(&previous.network_id), one(&spec.network_id)),
-        ("subnetID", one(&previous.subnet_id), one(&spec.subnet_id)),
-        ("subnetIDs", list(&previous.subnet_ids), list(&spec.subnet_ids)),
-        ("networks", format!("{:?}", previous.networks), format!("{:?}", spec.networks)),
-        ("podNetworkCidr", one(&previous.pod_network_cidr), one(&spec.pod_network_cidr)),
-        ("podNetworkCIDRs", list(&previous.pod_network_cidrs), list(&spec.pod_network_cidrs)),
-        ("keyName", one(&previous.key_name), one(&spec.key_name)),
-        ("serverGroupID", one(&previous.server_group_id), one(&spec.server_group_id)),
-        (
-            "useConfigDrive",
-            previous.use_config_drive.unwrap_or_default().to_string(),
-            spec.use_config_drive.unwrap_or_default().to_string(),
-        ),
-        ("rootDiskType", one(&previous.root_disk_type), one(&spec.root_disk_type)),
-    ];
-    for (field, before, now) in fields {
-        if before != now {
-            plan.compare_replacement(format!("providerSpec.spec.{field}"), &before, &now);
-        }
     }
 }
 
@@ -368,12 +336,17 @@ mod tests {
     use super::*;
     use crate::os::model::ServerFlavor;
 
-    fn spec(patch: serde_json::Value) -> OpenStackSpec {
+    /// The example class's providerSpec with `patch` merged into its `spec`.
+    fn class_json(patch: &serde_json::Value) -> Vec<u8> {
         let mut class = crate::spec::tests_support::example();
         for (k, v) in patch.as_object().unwrap() {
             class["spec"][k] = v.clone();
         }
-        OpenStackSpec::parse(&serde_json::to_vec(&class).unwrap()).unwrap()
+        serde_json::to_vec(&class).unwrap()
+    }
+
+    fn spec(patch: serde_json::Value) -> OpenStackSpec {
+        OpenStackSpec::parse(&class_json(&patch)).unwrap()
     }
 
     fn outcomes(plan: UpdatePlan) -> Vec<(String, ChangeOutcome)> {
@@ -410,8 +383,9 @@ mod tests {
         assert!(all[0].0.contains("providerSpec.spec.region"), "the providerID's region is the server's: {all:?}");
     }
 
-    /// (field, outcome) of every field `compare_replacements` reports for a
-    /// server booted from a volume, from `previous` to `now`.
+    /// (field, outcome) of every field the answer reports for a server booted
+    /// from a volume, from `previous` to `now`: `compare_replacements` and the
+    /// kit's check of the class's other changes (`UpdatePlan::for_request`).
     fn from_volume(previous: serde_json::Value, now: serde_json::Value) -> Vec<(String, ChangeOutcome)> {
         let server = Server {
             flavor: ServerFlavor { original_name: Some("m1.large".into()), id: None },
@@ -419,7 +393,18 @@ mod tests {
             availability_zone: "nova".into(),
             ..Server::default()
         };
-        let mut plan = UpdatePlan::new("s", false);
+        let class = |patch: &serde_json::Value| machine_driver_api::MachineClass {
+            provider_spec: class_json(patch),
+            ..Default::default()
+        };
+        let req = UpdateMachine {
+            machine: machine_driver_api::Machine::default(),
+            class: class(&now),
+            previous_class: Some(class(&previous)),
+            secret: machine_driver_api::SecretData::default(),
+            validate_only: false,
+        };
+        let mut plan = UpdatePlan::for_request("s", &req);
         // `applied` keeps `finish` from folding the answer into one error.
         plan.applied("providerSpec.spec.tags", "t");
         compare_replacements(&mut plan, &spec(now), Some(&spec(previous)), &server, "RegionOne");
